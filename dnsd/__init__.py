@@ -1,0 +1,3 @@
+"""dnsd: an authoritative DNS server for failover and geo-steering."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from dnsd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,438 @@
+"""Validate and build the global sections: monitors, pools, load_balancers, client_zones.
+
+Cross-references between sections (and across files) are checked in `loader.py`; here
+each entry is checked on its own. Every problem is reported, then a best-effort value is
+built so later checks can still run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from dnsd.config.checker import Checker, join
+from dnsd.config.model import (
+    LB_PREFIX,
+    Backend,
+    ClientZone,
+    FailoverPolicy,
+    LoadBalancer,
+    Monitor,
+    Pool,
+    ZonalAffinity,
+)
+from dnsd.config.names import absolute, name_problem
+from dnsd.config.yamlio import LineDict
+from dnsd.config.zone_section import MAX_TTL
+from dnsd.geo.regions import REGIONS, region_table
+
+MONITOR_TYPES = ("http", "https", "tcp", "dns")
+STEERING_POLICIES = ("off", "random", "dynamic", "geo", "proximity")
+AFFINITY_MODES = ("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE")
+_CODES_ITEM = re.compile(r"^([1-5])xx$|^(\d{3})(?:-(\d{3}))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A name one entry uses from another section, with where it was written."""
+
+    kind: str  # "monitor" | "pool" | "lb"
+    name: str
+    file: str
+    line: int
+    path: str
+
+
+@dataclass(slots=True)
+class Section:
+    """What one file contributes to the global sections, with the line of each name."""
+
+    monitors: dict[str, tuple[Monitor, int]]
+    pools: dict[str, tuple[Pool, int]]
+    load_balancers: dict[str, tuple[LoadBalancer, int]]
+    client_zones: list[tuple[ClientZone, int]]
+    refs: list[Ref]
+
+
+def parse_sections(ck: Checker, doc: LineDict) -> Section:
+    out = Section({}, {}, {}, [], [])
+    for key, parse, target in (
+        ("monitors", _monitor, out.monitors),
+        ("pools", _pool, out.pools),
+        ("load_balancers", _load_balancer, out.load_balancers),
+    ):
+        if key not in doc:
+            continue
+        table = ck.mapping(doc[key], doc.line_of(key), key)
+        if table is None:
+            continue
+        for name, spec in table.items():
+            path = join(key, name)
+            line = table.line_of(name)
+            if not isinstance(name, str) or not name or name.startswith(LB_PREFIX):
+                ck.error(line, path, "names must be non-empty strings not starting with 'lb:'")
+                continue
+            d = ck.mapping(spec, line, path)
+            if d is not None:
+                target[name] = (parse(ck, d, path, name, out.refs), line)
+    if "client_zones" in doc:
+        _client_zones(ck, doc, out)
+    return out
+
+
+# -- monitors ------------------------------------------------------------------------------
+def parse_expected_codes(value: Any) -> tuple[tuple[int, int], ...] | None:
+    """`"2xx"`, `"200,301"`, `"200-299"` or 200 → inclusive ranges; None if malformed."""
+    ranges = []
+    for item in str(value).replace(" ", "").split(","):
+        match = _CODES_ITEM.match(item)
+        if not match:
+            return None
+        if match.group(1):
+            base = int(match.group(1)) * 100
+            ranges.append((base, base + 99))
+        else:
+            lo = int(match.group(2))
+            hi = int(match.group(3) or lo)
+            if not 100 <= lo <= hi <= 599:
+                return None
+            ranges.append((lo, hi))
+    return tuple(ranges)
+
+
+def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Monitor:
+    keys = (
+        "type", "interval", "timeout", "retries", "healthy_threshold", "unhealthy_threshold",
+        "port", "method", "path", "host", "headers", "expected_codes", "expected_body",
+        "follow_redirects", "allow_insecure", "sources", "quorum", "initial", "rtt_ewma_alpha",
+    )  # fmt: skip
+    ck.keys(d, path, keys, required=("type",))
+    mtype = ck.get_enum(d, "type", path, MONITOR_TYPES, default="tcp")
+    interval = ck.get_duration(d, "interval", path, default=15.0, lo=0.05)
+    timeout = ck.get_duration(d, "timeout", path, default=5.0, lo=0.01)
+    if "timeout" in d and "interval" in d and timeout > interval:
+        ck.warn(d.line_of("timeout"), join(path, "timeout"), "timeout is longer than the interval")
+    codes = ((200, 299),)
+    if "expected_codes" in d:
+        parsed = parse_expected_codes(d["expected_codes"])
+        if parsed is None:
+            ck.error(
+                d.line_of("expected_codes"),
+                join(path, "expected_codes"),
+                f'expected codes such as "200", "2xx" or "200,301", got {d["expected_codes"]!r}',
+            )
+        else:
+            codes = parsed
+    sources = []
+    for src, line in ck.get_str_list(d, "sources", path, default=[]):
+        if src not in REGIONS:
+            ck.error(line, join(path, "sources"), f"unknown region {src!r} ({_regions_hint(src)})")
+        else:
+            sources.append(src)
+    quorum = ck.get_int(d, "quorum", path, default=None, lo=1)
+    if quorum is not None and sources and quorum > len(sources):
+        ck.error(
+            d.line_of("quorum"),
+            join(path, "quorum"),
+            f"quorum {quorum} is larger than the {len(sources)} sources",
+        )
+    headers: dict[str, str] = {}
+    if "headers" in d:
+        h = ck.mapping(d["headers"], d.line_of("headers"), join(path, "headers"))
+        for k, v in (h or {}).items():
+            headers[str(k)] = str(v)
+    return Monitor(
+        name=name,
+        type=mtype,
+        interval_s=interval,
+        timeout_s=timeout,
+        retries=ck.get_int(d, "retries", path, default=0, lo=0, hi=10),
+        healthy_threshold=ck.get_int(d, "healthy_threshold", path, default=2, lo=1, hi=100),
+        unhealthy_threshold=ck.get_int(d, "unhealthy_threshold", path, default=2, lo=1, hi=100),
+        port=ck.get_int(d, "port", path, default=None, lo=1, hi=65535),
+        method=str(ck.get_str(d, "method", path, default="GET")).upper(),
+        path=ck.get_str(d, "path", path, default="/"),
+        host=ck.get_str(d, "host", path, default=None),
+        headers=MappingProxyType(headers),
+        expected_codes=codes,
+        expected_body=ck.get_str(d, "expected_body", path, default=None),
+        follow_redirects=ck.get_bool(d, "follow_redirects", path, default=False),
+        allow_insecure=ck.get_bool(d, "allow_insecure", path, default=False),
+        sources=tuple(sources),
+        quorum=quorum,
+        initial=ck.get_enum(d, "initial", path, ("healthy", "unhealthy"), default="healthy"),
+        rtt_ewma_alpha=ck.get_float(d, "rtt_ewma_alpha", path, default=0.3, lo=0.01, hi=1.0),
+    )
+
+
+# -- pools ---------------------------------------------------------------------------------
+def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Pool:
+    keys = (
+        "monitor", "minimum_origins", "region", "latitude", "longitude", "weight", "enabled",
+        "zonal_affinity", "failover_policy", "backends",
+    )  # fmt: skip
+    ck.keys(d, path, keys, required=("backends",))
+    monitor = ck.get_str(d, "monitor", path, default=None)
+    if monitor:
+        refs.append(Ref("monitor", monitor, ck.file, d.line_of("monitor"), join(path, "monitor")))
+    region = ck.get_str(d, "region", path, default=None)
+    if region is not None and region not in REGIONS:
+        ck.error(
+            d.line_of("region"),
+            join(path, "region"),
+            f"unknown region {region!r} ({_regions_hint(region)})",
+        )
+    backends = _backends(ck, d, path, refs)
+    min_origins = ck.get_int(d, "minimum_origins", path, default=1, lo=1)
+    if backends and min_origins and min_origins > len(backends):
+        ck.warn(
+            d.line_of("minimum_origins"),
+            join(path, "minimum_origins"),
+            f"{min_origins} is more than the pool's {len(backends)} backends: it can never be healthy",
+        )
+    affinity = _affinity(ck, d, path)
+    policy = _failover_policy(ck, d, path)
+    if affinity.mode != "DISABLED" and any(b.zone is None for b in backends):
+        ck.warn(
+            d.line_of("zonal_affinity"),
+            join(path, "zonal_affinity"),
+            "zonal affinity is on but some backends have no zone",
+        )
+    if policy.configured and not any(b.role == "failover" for b in backends):
+        ck.warn(
+            d.line_of("failover_policy"),
+            join(path, "failover_policy"),
+            "a failover policy is configured but no backend has role: failover",
+        )
+    return Pool(
+        name=name,
+        file=ck.file,
+        monitor=monitor,
+        minimum_origins=min_origins or 1,
+        region=region if region in REGIONS else None,
+        latitude=ck.get_float(d, "latitude", path, default=None, lo=-90, hi=90),
+        longitude=ck.get_float(d, "longitude", path, default=None, lo=-180, hi=180),
+        weight=ck.get_float(d, "weight", path, default=1.0, lo=0.0),
+        enabled=ck.get_bool(d, "enabled", path, default=True),
+        zonal_affinity=affinity,
+        failover_policy=policy,
+        backends=tuple(backends),
+    )
+
+
+def _affinity(ck: Checker, d: LineDict, path: str) -> ZonalAffinity:
+    if "zonal_affinity" not in d:
+        return ZonalAffinity("DISABLED", 0.0)
+    sub = join(path, "zonal_affinity")
+    a = ck.mapping(d["zonal_affinity"], d.line_of("zonal_affinity"), sub)
+    if a is None:
+        return ZonalAffinity("DISABLED", 0.0)
+    ck.keys(a, sub, ("mode", "spillover_ratio"))
+    mode = ck.get_enum(a, "mode", sub, AFFINITY_MODES, default="DISABLED")
+    ratio = ck.get_float(a, "spillover_ratio", sub, default=0.0, lo=0.0, hi=1.0)
+    if "spillover_ratio" in a and mode != "SPILL_CROSS_ZONE":
+        ck.warn(
+            a.line_of("spillover_ratio"),
+            join(sub, "spillover_ratio"),
+            "used only with mode SPILL_CROSS_ZONE",
+        )
+    return ZonalAffinity(mode, ratio)
+
+
+def _failover_policy(ck: Checker, d: LineDict, path: str) -> FailoverPolicy:
+    if "failover_policy" not in d:
+        return FailoverPolicy(0.0, False, configured=False)
+    sub = join(path, "failover_policy")
+    p = ck.mapping(d["failover_policy"], d.line_of("failover_policy"), sub)
+    if p is None:
+        return FailoverPolicy(0.0, False, configured=False)
+    ck.keys(p, sub, ("failover_ratio", "drop_traffic_if_unhealthy"))
+    return FailoverPolicy(
+        failover_ratio=ck.get_float(p, "failover_ratio", sub, default=0.0, lo=0.0, hi=1.0),
+        drop_traffic_if_unhealthy=ck.get_bool(p, "drop_traffic_if_unhealthy", sub, default=False),
+        configured=True,
+    )
+
+
+def _backends(ck: Checker, d: LineDict, path: str, refs: list[Ref]) -> list[Backend]:
+    raw = d.get("backends")
+    sub = join(path, "backends")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw:
+        ck.error(d.line_of("backends"), sub, "expected a non-empty list of backends")
+        return []
+    keys = ("name", "address", "port", "zone", "role", "weight", "enabled", "monitor")
+    out: list[Backend] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        bpath = f"{sub}[{i}]"
+        b = ck.mapping(item, raw.line_of(i), bpath)  # type: ignore[attr-defined]
+        if b is None:
+            continue
+        ck.keys(b, bpath, keys, required=("name", "address"))
+        name = ck.get_str(b, "name", bpath, default=None)
+        if name in seen:
+            ck.error(
+                b.line_of("name"),
+                join(bpath, "name"),
+                f"duplicate backend name {name!r} in this pool",
+            )
+        seen.add(name)
+        address, hostname = _backend_address(ck, b, bpath)
+        monitor = ck.get_str(b, "monitor", bpath, default=None)
+        if monitor:
+            refs.append(
+                Ref("monitor", monitor, ck.file, b.line_of("monitor"), join(bpath, "monitor"))
+            )
+        if name is None or (address is None and hostname is None):
+            continue
+        out.append(
+            Backend(
+                name=name,
+                address=address,
+                hostname=hostname,
+                port=ck.get_int(b, "port", bpath, default=None, lo=1, hi=65535),
+                zone=ck.get_str(b, "zone", bpath, default=None),
+                role=ck.get_enum(b, "role", bpath, ("primary", "failover"), default="primary"),
+                weight=ck.get_int(b, "weight", bpath, default=1, lo=0, hi=1_000_000),
+                enabled=ck.get_bool(b, "enabled", bpath, default=True),
+                monitor=monitor,
+            )
+        )
+    return out
+
+
+def _backend_address(
+    ck: Checker, b: LineDict, path: str
+) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, str | None]:
+    raw = ck.get_str(b, "address", path, default=None)
+    if raw is None:
+        return None, None
+    try:
+        return ipaddress.ip_address(raw), None
+    except ValueError:
+        pass
+    host = absolute(raw, ".")
+    if any(c.isdigit() for c in raw.replace(".", "")) and all(c.isdigit() or c == "." for c in raw):
+        problem: str | None = "not a valid IP address"
+    else:
+        problem = name_problem(host)
+    if problem:
+        ck.error(
+            b.line_of("address"),
+            join(path, "address"),
+            f"{raw!r} is neither an IP address nor a host name: {problem}",
+        )
+        return None, None
+    return None, host
+
+
+# -- load balancers ------------------------------------------------------------------------
+def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> LoadBalancer:
+    keys = (
+        "ttl", "steering", "default_pools", "fallback_pool", "region_pools", "country_pools",
+        "pop_pools", "trickle_ratio", "max_answers", "selection", "min_samples", "rtt_max_age",
+    )  # fmt: skip
+    ck.keys(d, path, keys, required=("default_pools",))
+    default_pools = _pool_list(ck, d, "default_pools", path, refs)
+    if "default_pools" in d and not default_pools:
+        ck.error(d.line_of("default_pools"), join(path, "default_pools"), "needs at least one pool")
+    fallback = ck.get_str(d, "fallback_pool", path, default=None)
+    if fallback:
+        refs.append(
+            Ref("pool", fallback, ck.file, d.line_of("fallback_pool"), join(path, "fallback_pool"))
+        )
+    table = region_table()
+    steering = ck.get_enum(d, "steering", path, STEERING_POLICIES, default="off")
+    if steering == "random" and fallback:
+        ck.warn(
+            d.line_of("fallback_pool"),
+            join(path, "fallback_pool"),
+            "with steering: random the fallback pool takes part in every draw while healthy",
+        )
+    return LoadBalancer(
+        name=name,
+        file=ck.file,
+        ttl=ck.get_int(d, "ttl", path, default=30, lo=0, hi=MAX_TTL),
+        steering=steering,
+        default_pools=tuple(default_pools),
+        fallback_pool=fallback,
+        region_pools=_pool_table(ck, d, "region_pools", path, refs, set(REGIONS), "region"),
+        country_pools=_pool_table(
+            ck, d, "country_pools", path, refs, set(table.countries), "country code"
+        ),
+        pop_pools=_pool_table(ck, d, "pop_pools", path, refs, None, "PoP"),
+        trickle_ratio=ck.get_float(d, "trickle_ratio", path, default=0.0, lo=0.0, hi=1.0),
+        max_answers=ck.get_int(d, "max_answers", path, default=1, lo=1, hi=64),
+        selection=ck.get_enum(d, "selection", path, ("random", "hash"), default="random"),
+        min_samples=ck.get_int(d, "min_samples", path, default=3, lo=1),
+        rtt_max_age_s=ck.get_duration(d, "rtt_max_age", path, default=600.0, lo=1.0),
+    )
+
+
+def _pool_list(ck: Checker, d: LineDict, key: str, path: str, refs: list[Ref]) -> list[str]:
+    items = ck.get_str_list(d, key, path, default=[])
+    out = []
+    for i, (pool, line) in enumerate(items):
+        refs.append(Ref("pool", pool, ck.file, line, f"{join(path, key)}[{i}]"))
+        out.append(pool)
+    return out
+
+
+def _pool_table(
+    ck: Checker,
+    d: LineDict,
+    key: str,
+    path: str,
+    refs: list[Ref],
+    valid_keys: set[str] | None,
+    what: str,
+) -> MappingProxyType[str, tuple[str, ...]]:
+    if key not in d:
+        return MappingProxyType({})
+    sub = join(path, key)
+    m = ck.mapping(d[key], d.line_of(key), sub)
+    out: dict[str, tuple[str, ...]] = {}
+    for loc, pools in (m or {}).items():
+        loc_s = str(loc)
+        line = m.line_of(loc)  # type: ignore[union-attr]
+        if valid_keys is not None and loc_s not in valid_keys:
+            hint = _regions_hint(loc_s) if what == "region" else "ISO 3166-1 alpha-2, upper case"
+            ck.error(line, join(sub, loc_s), f"unknown {what} {loc_s!r} ({hint})")
+            continue
+        names = []
+        for i, (pool, item_line) in enumerate(ck.str_list(pools, line, join(sub, loc_s))):
+            refs.append(Ref("pool", pool, ck.file, item_line, f"{join(sub, loc_s)}[{i}]"))
+            names.append(pool)
+        out[loc_s] = tuple(names)
+    return MappingProxyType(out)
+
+
+def _regions_hint(value: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(value.upper(), REGIONS, n=1, cutoff=0.5)
+    if close:
+        return f'did you mean "{close[0]}"?'
+    return "one of " + " ".join(REGIONS)
+
+
+# -- client zones --------------------------------------------------------------------------
+def _client_zones(ck: Checker, doc: LineDict, out: Section) -> None:
+    m = ck.mapping(doc["client_zones"], doc.line_of("client_zones"), "client_zones")
+    for subnet, zone in (m or {}).items():
+        line = m.line_of(subnet)  # type: ignore[union-attr]
+        path = join("client_zones", subnet)
+        try:
+            network = ipaddress.ip_network(str(subnet), strict=True)
+        except ValueError as exc:
+            ck.error(line, path, f"not a subnet: {exc}")
+            continue
+        if not isinstance(zone, str) or not zone:
+            ck.error(line, path, "expected a zone name (string)")
+            continue
+        out.client_zones.append((ClientZone(network, zone), line))

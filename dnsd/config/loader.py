@@ -1,0 +1,302 @@
+"""Load a configuration directory: read every *.yaml, validate, check cross-references.
+
+`load_config(dir)` returns the Config and the warnings, or raises ConfigError holding
+every error (and the warnings) found in every file. It touches no shared state, so a
+server may run it in a worker thread and swap the result in only when it succeeded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
+
+from dnsd.config.checker import Checker
+from dnsd.config.global_sections import Ref, Section, parse_sections
+from dnsd.config.model import LB_PREFIX, ClientZone, Config, LoadBalancer, Zone
+from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
+from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
+from dnsd.errors import ConfigError, Reason
+
+GLOBAL_KEYS = ("monitors", "pools", "load_balancers", "client_zones")
+T = TypeVar("T")
+
+
+def load_config(directory: str | Path) -> tuple[Config, list[Reason]]:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError([Reason(str(directory), 0, "", "not a directory")])
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise ConfigError([Reason(str(directory), 0, "", "no *.yaml files in the directory")])
+    reasons: list[Reason] = []
+    zones: list[Zone] = []
+    lb_uses: list[LbUse] = []
+    sections: list[tuple[str, Section]] = []
+    for path in files:
+        ck = Checker(str(path))
+        try:
+            doc = load_yaml(path.read_text(encoding="utf-8"))
+        except YamlSyntaxError as exc:
+            ck.error(exc.line, "", exc.message)
+        except (OSError, UnicodeDecodeError) as exc:
+            ck.error(0, "", f"cannot read: {exc}")
+        else:
+            if doc is None:
+                ck.warn(0, "", "empty file")
+            elif (d := ck.mapping(doc, 1, "")) is not None:
+                ck.keys(d, "", (*ZONE_KEYS, *GLOBAL_KEYS))
+                if "zone" in d:
+                    zone, uses = parse_zone(ck, d)
+                    lb_uses.extend(uses)
+                    if zone is not None:
+                        zones.append(zone)
+                elif any(k in d for k in ("records", "soa", "ttl")):
+                    ck.error(d.line, "zone", 'records need a "zone" name in the same file')
+                sections.append((str(path), parse_sections(ck, d)))
+        reasons.extend(ck.reasons)
+    config = _merge(zones, sections, reasons)
+    _check_references(config, sections, lb_uses, reasons)
+    errors = [r for r in reasons if not r.warning]
+    if errors:
+        raise ConfigError(reasons)
+    return config, reasons
+
+
+def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list[Reason]) -> Config:
+    seen_zones: dict[str, Zone] = {}
+    for zone in zones:
+        if zone.name in seen_zones:
+            reasons.append(
+                Reason(
+                    zone.file,
+                    0,
+                    "zone",
+                    f"zone {zone.name} is also defined in {seen_zones[zone.name].file}",
+                )
+            )
+        else:
+            seen_zones[zone.name] = zone
+    client_zones: list[ClientZone] = []
+    seen_subnets: dict[str, str] = {}
+    for file, section in sections:
+        for cz, line in section.client_zones:
+            key = str(cz.network)
+            if key in seen_subnets:
+                reasons.append(
+                    Reason(
+                        file,
+                        line,
+                        f"client_zones.{key}",
+                        f"subnet also mapped in {seen_subnets[key]}",
+                    )
+                )
+                continue
+            seen_subnets[key] = f"{file}:{line}"
+            client_zones.append(cz)
+    return Config(
+        zones=tuple(seen_zones.values()),
+        monitors=_unique("monitors", [(f, s.monitors) for f, s in sections], reasons),
+        pools=_unique("pools", [(f, s.pools) for f, s in sections], reasons),
+        load_balancers=_unique(
+            "load_balancers", [(f, s.load_balancers) for f, s in sections], reasons
+        ),
+        client_zones=tuple(client_zones),
+    )
+
+
+def _unique(
+    section: str, per_file: list[tuple[str, dict[str, tuple[T, int]]]], reasons: list[Reason]
+) -> MappingProxyType[str, T]:
+    """Merge one global section across files; a name defined twice is an error naming both."""
+    merged: dict[str, T] = {}
+    where: dict[str, str] = {}
+    for file, entries in per_file:
+        for name, (value, line) in entries.items():
+            if name in merged:
+                reasons.append(
+                    Reason(
+                        file,
+                        line,
+                        f"{section}.{name}",
+                        f"duplicate name: also defined at {where[name]}",
+                    )
+                )
+                continue
+            merged[name] = value
+            where[name] = f"{file}:{line}"
+    return MappingProxyType(merged)
+
+
+def _check_references(
+    config: Config,
+    sections: list[tuple[str, Section]],
+    lb_uses: list[LbUse],
+    reasons: list[Reason],
+) -> None:
+    refs: list[Ref] = [ref for _, s in sections for ref in s.refs]
+    used_pools: set[str] = set()
+    used_monitors: set[str] = set()
+    used_lbs: set[str] = set()
+    for ref in refs:
+        if ref.kind == "monitor":
+            used_monitors.add(ref.name)
+            if ref.name not in config.monitors:
+                reasons.append(
+                    Reason(
+                        ref.file,
+                        ref.line,
+                        ref.path,
+                        f"undefined monitor {ref.name!r}{_hint(ref.name, config.monitors)}",
+                    )
+                )
+        elif ref.name.startswith(LB_PREFIX):
+            inner = ref.name[len(LB_PREFIX) :]
+            used_lbs.add(inner)
+            if inner not in config.load_balancers:
+                reasons.append(
+                    Reason(
+                        ref.file,
+                        ref.line,
+                        ref.path,
+                        f"undefined load balancer {inner!r}{_hint(inner, config.load_balancers)}",
+                    )
+                )
+        else:
+            used_pools.add(ref.name)
+            if ref.name not in config.pools:
+                reasons.append(
+                    Reason(
+                        ref.file,
+                        ref.line,
+                        ref.path,
+                        f"undefined pool {ref.name!r}{_hint(ref.name, config.pools)}",
+                    )
+                )
+    for use in lb_uses:
+        used_lbs.add(use.lb)
+        if use.lb not in config.load_balancers:
+            reasons.append(
+                Reason(
+                    use.file,
+                    use.line,
+                    use.path,
+                    f"undefined load balancer {use.lb!r}{_hint(use.lb, config.load_balancers)}",
+                )
+            )
+    where = {
+        (kind, name): (file, line)
+        for file, section in sections
+        for kind, table in (("lb", section.load_balancers), ("pool", section.pools))
+        for name, (_, line) in table.items()
+    }
+    _check_cycles(config.load_balancers, where, reasons)
+    _check_proximity(config, where, reasons)
+    for file, section in sections:
+        for name, (_, line) in section.pools.items():
+            if name not in used_pools:
+                reasons.append(
+                    Reason(
+                        file,
+                        line,
+                        f"pools.{name}",
+                        "pool is not used by any load balancer",
+                        warning=True,
+                    )
+                )
+        for name, (_, line) in section.monitors.items():
+            if name not in used_monitors:
+                reasons.append(
+                    Reason(
+                        file,
+                        line,
+                        f"monitors.{name}",
+                        "monitor is not used by any pool",
+                        warning=True,
+                    )
+                )
+        for name, (_, line) in section.load_balancers.items():
+            if name not in used_lbs:
+                reasons.append(
+                    Reason(
+                        file,
+                        line,
+                        f"load_balancers.{name}",
+                        "load balancer is not used by any record",
+                        warning=True,
+                    )
+                )
+
+
+Where = dict[tuple[str, str], tuple[str, int]]
+
+
+def _check_cycles(
+    lbs: MappingProxyType[str, LoadBalancer], where: Where, reasons: list[Reason]
+) -> None:
+    """Nested load balancers (`lb:NAME`) must not refer back to themselves (steering.md §2.7)."""
+    reported: set[frozenset[str]] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        lb = lbs.get(name)
+        if lb is None:
+            return
+        for ref in lb.pool_refs():
+            if not ref.startswith(LB_PREFIX):
+                continue
+            inner = ref[len(LB_PREFIX) :]
+            if inner in trail:
+                loop = [*trail[trail.index(inner) :], inner]
+                key = frozenset(loop)
+                if key not in reported:
+                    reported.add(key)
+                    first = lbs[loop[0]]
+                    reasons.append(
+                        Reason(
+                            first.file,
+                            0,
+                            f"load_balancers.{loop[0]}",
+                            "nested load balancers form a cycle: " + " -> ".join(loop),
+                        )
+                    )
+                continue
+            visit(inner, [*trail, inner])
+
+    for name in lbs:
+        visit(name, [name])
+
+
+def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> None:
+    for lb in config.load_balancers.values():
+        if lb.steering != "proximity":
+            continue
+        for ref in lb.pool_refs():
+            pool = config.pools.get(ref)
+            if pool is not None and (pool.latitude is None or pool.longitude is None):
+                reasons.append(
+                    Reason(
+                        pool.file,
+                        0,
+                        f"pools.{pool.name}",
+                        f"load balancer {lb.name!r} uses proximity steering: the pool needs latitude and longitude",
+                    )
+                )
+
+
+def _hint(name: str, known: object) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)  # type: ignore[call-overload]
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def check_directory(directory: str | Path) -> list[Reason]:
+    """Every reason (errors and warnings) for a directory; empty when all is well."""
+    try:
+        _, warnings = load_config(directory)
+    except ConfigError as exc:
+        return list(exc.reasons)
+    return warnings
+
+
+__all__ = ["LineDict", "check_directory", "load_config"]

@@ -1,0 +1,161 @@
+"""The validated configuration as frozen values (config.md). No behaviour here.
+
+Names of zones and owners are absolute, lower-case, with a trailing dot
+(`www.example.test.`). Durations are seconds (float). A pool reference in a load
+balancer is either a pool name or `lb:NAME` for a nested load balancer.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from dnslib import RR
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+LB_PREFIX = "lb:"
+
+
+@dataclass(frozen=True, slots=True)
+class Soa:
+    mname: str
+    rname: str
+    serial: int
+    refresh: int
+    retry: int
+    expire: int
+    minimum: int
+    ttl: int
+
+
+@dataclass(frozen=True, slots=True)
+class RRset:
+    """Records of one type at one owner. `records` are dnslib RRs; never mutate them."""
+
+    owner: str
+    rtype: int
+    ttl: int
+    records: tuple[RR, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    name: str
+    file: str
+    ttl: int
+    soa: Soa
+    rrsets: tuple[RRset, ...]
+    lb_names: Mapping[str, str]  # owner → load balancer name
+
+
+@dataclass(frozen=True, slots=True)
+class Monitor:
+    name: str
+    type: Literal["http", "https", "tcp", "dns"]
+    interval_s: float
+    timeout_s: float
+    retries: int
+    healthy_threshold: int
+    unhealthy_threshold: int
+    port: int | None
+    method: str
+    path: str
+    host: str | None
+    headers: Mapping[str, str]
+    expected_codes: tuple[tuple[int, int], ...]  # inclusive ranges, e.g. (200, 299)
+    expected_body: str | None
+    follow_redirects: bool
+    allow_insecure: bool
+    sources: tuple[str, ...]  # probe source regions; empty = the node's own
+    quorum: int | None  # None = majority of sources
+    initial: Literal["healthy", "unhealthy"]
+    rtt_ewma_alpha: float
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    name: str
+    address: IPAddress | None  # None for a hostname backend (answered as CNAME)
+    hostname: str | None
+    port: int | None
+    zone: str | None
+    role: Literal["primary", "failover"]
+    weight: int
+    enabled: bool
+    monitor: str | None  # overrides the pool's monitor
+
+
+@dataclass(frozen=True, slots=True)
+class ZonalAffinity:
+    mode: Literal["DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE"]
+    spillover_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverPolicy:
+    failover_ratio: float
+    drop_traffic_if_unhealthy: bool
+    configured: bool  # a policy block was written (spec: "has a failover policy")
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    name: str
+    file: str
+    monitor: str | None
+    minimum_origins: int
+    region: str | None
+    latitude: float | None
+    longitude: float | None
+    weight: float
+    enabled: bool
+    zonal_affinity: ZonalAffinity
+    failover_policy: FailoverPolicy
+    backends: tuple[Backend, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBalancer:
+    name: str
+    file: str
+    ttl: int
+    steering: Literal["off", "random", "dynamic", "geo", "proximity"]
+    default_pools: tuple[str, ...]
+    fallback_pool: str | None
+    region_pools: Mapping[str, tuple[str, ...]]
+    country_pools: Mapping[str, tuple[str, ...]]
+    pop_pools: Mapping[str, tuple[str, ...]]
+    trickle_ratio: float
+    max_answers: int
+    selection: Literal["random", "hash"]
+    min_samples: int
+    rtt_max_age_s: float
+
+    def pool_refs(self) -> tuple[str, ...]:
+        """Every pool reference of this LB, in configuration order, without repeats."""
+        refs: list[str] = list(self.default_pools)
+        for table in (self.pop_pools, self.country_pools, self.region_pools):
+            for pools in table.values():
+                refs.extend(pools)
+        if self.fallback_pool:
+            refs.append(self.fallback_pool)
+        return tuple(dict.fromkeys(refs))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientZone:
+    network: IPNetwork
+    zone: str
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    zones: tuple[Zone, ...]
+    monitors: Mapping[str, Monitor]
+    pools: Mapping[str, Pool]
+    load_balancers: Mapping[str, LoadBalancer]
+    client_zones: tuple[ClientZone, ...]

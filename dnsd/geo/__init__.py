@@ -1,0 +1,1 @@
+"""Client location: regions table, GeoIP lookups, EDNS Client Subnet."""
