@@ -1,0 +1,85 @@
+"""Command line: `dnsd serve`, `dnsd check` (interfaces.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from dnsd import __version__
+from dnsd.config.loader import check_directory
+
+DEFAULT_DIR = "zones"
+DEFAULT_LISTEN = "127.0.0.1:5353"
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`127.0.0.1:5353`, `[::1]:5353` or `:5353` (all IPv4 addresses) → (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected ADDR:PORT, got {value!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dnsd", description="Authoritative DNS server for failover and geo-steering."
+    )
+    parser.add_argument("--version", action="version", version=f"dnsd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve the zones in DIR over UDP and TCP")
+    serve.add_argument("dir", nargs="?", default=DEFAULT_DIR, help="config directory (zones/)")
+    serve.add_argument(
+        "--listen",
+        action="append",
+        type=parse_listen,
+        metavar="ADDR:PORT",
+        help=f"UDP+TCP listen address, repeatable (default {DEFAULT_LISTEN}); port 0 picks one",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
+    check.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        return run_check(Path(args.dir))
+    if args.command == "serve":
+        return run_serve(args)
+    return 2
+
+
+def run_check(directory: Path) -> int:
+    reasons = check_directory(directory)
+    for reason in reasons:
+        print(reason, file=sys.stderr)
+    errors = [r for r in reasons if not r.warning]
+    if errors:
+        print(f"{len(errors)} error(s) in {directory}", file=sys.stderr)
+        return 1
+    print(f"{directory}: OK ({len(reasons)} warning(s))")
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from dnsd.server import ServerOptions, serve
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    listen = tuple(args.listen or [parse_listen(DEFAULT_LISTEN)])
+    options = ServerOptions(config_dir=Path(args.dir), listen=listen)
+    try:
+        return asyncio.run(serve(options))
+    except OSError as exc:
+        logging.getLogger("dnsd").error("cannot serve: %s", exc)
+        return 1

@@ -1,0 +1,1 @@
+"""Sockets, framing, timeouts and limits. Nothing here decides an answer."""

@@ -1,0 +1,70 @@
+"""TCP listener per RFC 7766: 2-byte length framing, pipelined queries answered in order,
+idle and read timeouts, and a connection cap. A stalled client only holds its own task."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from dataclasses import dataclass
+
+from dnsd.net.counters import NetCounters
+from dnsd.net.udp import Answerer, client_address
+from dnsd.resolve import Client
+
+log = logging.getLogger("dnsd.net.tcp")
+
+
+@dataclass(frozen=True, slots=True)
+class TcpLimits:
+    max_connections: int = 512
+    idle_timeout_s: float = 10.0  # waiting for the first byte of the next query
+    read_timeout_s: float = 5.0  # waiting for the rest of a query once it started
+    write_timeout_s: float = 5.0  # a client that does not read its answers
+
+
+class TcpHandler:
+    def __init__(self, answer: Answerer, counters: NetCounters, limits: TcpLimits) -> None:
+        self._answer = answer
+        self._counters = counters
+        self._limits = limits
+        self.active = 0
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.active >= self._limits.max_connections:
+            self._counters.tcp_rejected += 1
+            writer.close()
+            return
+        self.active += 1
+        self._counters.tcp_connections += 1
+        try:
+            peer = writer.get_extra_info("peername")
+            client = Client(client_address(peer[0]), "tcp")
+            await self._serve(reader, writer, client)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except TimeoutError:
+            self._counters.tcp_timeouts += 1
+        finally:
+            self.active -= 1
+            writer.close()
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: Client
+    ) -> None:
+        limits = self._limits
+        while True:
+            try:
+                first = await asyncio.wait_for(reader.readexactly(1), limits.idle_timeout_s)
+            except asyncio.IncompleteReadError:
+                return  # clean close between messages
+            second = await asyncio.wait_for(reader.readexactly(1), limits.read_timeout_s)
+            (length,) = struct.unpack("!H", first + second)
+            body = await asyncio.wait_for(reader.readexactly(length), limits.read_timeout_s)
+            self._counters.tcp_queries += 1
+            reply = self._answer(body, client)
+            if reply is None:
+                self._counters.dropped += 1
+                return
+            writer.write(struct.pack("!H", len(reply)) + reply)
+            await asyncio.wait_for(writer.drain(), limits.write_timeout_s)

@@ -1,0 +1,47 @@
+"""UDP listener: datagram → resolve → sendto. Synchronous per datagram, no queue."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from dnsd.net.counters import NetCounters
+from dnsd.resolve import Client
+
+log = logging.getLogger("dnsd.net.udp")
+
+Answerer = Callable[[bytes, Client], bytes | None]
+
+
+class UdpProtocol(asyncio.DatagramProtocol):
+    def __init__(self, answer: Answerer, counters: NetCounters) -> None:
+        self._answer = answer
+        self._counters = counters
+        self._transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self._counters.udp_queries += 1
+        client = Client(client_address(addr[0]), "udp")
+        reply = self._answer(data, client)
+        if reply is None:
+            self._counters.dropped += 1
+            return
+        assert self._transport is not None
+        self._transport.sendto(reply, addr)
+
+    def error_received(self, exc: Exception) -> None:
+        log.debug("udp error: %s", exc)
+
+
+def client_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """Socket address → IP; IPv4-mapped IPv6 (::ffff:a.b.c.d) becomes plain IPv4."""
+    addr = ipaddress.ip_address(host.split("%", 1)[0])
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr

@@ -1,0 +1,125 @@
+"""Composition root: load the config, bind the listeners, reload on SIGHUP, stop on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dnsd.config.loader import load_config
+from dnsd.errors import ConfigError
+from dnsd.net.counters import NetCounters
+from dnsd.net.tcp import TcpHandler, TcpLimits
+from dnsd.net.udp import UdpProtocol
+from dnsd.resolve import Client, resolve
+from dnsd.snapshot import Snapshot, SnapshotHolder, compile_snapshot
+
+log = logging.getLogger("dnsd.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    config_dir: Path
+    listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 5353),)
+    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
+
+
+def load_snapshot(config_dir: Path, generation: int) -> Snapshot:
+    """Read, validate and compile; raises ConfigError. Safe to run in a worker thread."""
+    config, warnings = load_config(config_dir)
+    return compile_snapshot(config, generation, warnings, str(config_dir), time.time())
+
+
+class DnsServer:
+    def __init__(self, options: ServerOptions, snapshot: Snapshot) -> None:
+        self.options = options
+        self.holder = SnapshotHolder(snapshot)
+        self.counters = NetCounters()
+        self.reloads_ok = 0
+        self.reloads_failed = 0
+        self.bound: list[tuple[str, int]] = []
+        self._udp: list[asyncio.DatagramTransport] = []
+        self._tcp: list[asyncio.Server] = []
+        self._tcp_handler = TcpHandler(self.answer, self.counters, options.tcp_limits)
+
+    def answer(self, wire: bytes, client: Client) -> bytes | None:
+        return resolve(wire, client, self.holder.current)
+
+    async def start(self) -> None:
+        for host, port in self.options.listen:
+            self.bound.append(await self._bind(host, port))
+        for host, port in self.bound:
+            log.info("listening on %s port %d (udp+tcp)", host, port)
+
+    async def _bind(self, host: str, port: int) -> tuple[str, int]:
+        """Bind TCP and UDP on the same port; with port 0, find one free for both."""
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            tcp = await asyncio.start_server(self._tcp_handler, host, port, reuse_address=True)
+            actual = tcp.sockets[0].getsockname()[1]
+            try:
+                udp, _ = await loop.create_datagram_endpoint(
+                    lambda: UdpProtocol(self.answer, self.counters),
+                    local_addr=(host, actual),
+                    family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                )
+            except OSError:
+                tcp.close()
+                if port:
+                    raise
+                continue
+            self._tcp.append(tcp)
+            self._udp.append(udp)  # type: ignore[arg-type]
+            return host, actual
+        raise OSError(f"no free port for both UDP and TCP on {host}")
+
+    async def reload(self) -> bool:
+        """Load the config again; on any error keep serving the old snapshot."""
+        generation = self.holder.current.generation + 1
+        try:
+            snapshot = await asyncio.to_thread(load_snapshot, self.options.config_dir, generation)
+        except ConfigError as exc:
+            self.reloads_failed += 1
+            log.error("reload failed, still serving generation %d:", self.holder.current.generation)
+            for reason in exc.reasons:
+                log.error("  %s", reason)
+            return False
+        self.holder.swap(snapshot)
+        self.reloads_ok += 1
+        log.info("reloaded %s: generation %d", self.options.config_dir, generation)
+        return True
+
+    async def stop(self) -> None:
+        for udp in self._udp:
+            udp.close()
+        for tcp in self._tcp:
+            tcp.close()
+        for tcp in self._tcp:
+            await tcp.wait_closed()
+
+
+async def serve(options: ServerOptions) -> int:
+    try:
+        snapshot = await asyncio.to_thread(load_snapshot, options.config_dir, 1)
+    except ConfigError as exc:
+        for reason in exc.reasons:
+            log.error("%s", reason)
+        return 1
+    for warning in snapshot.warnings:
+        log.warning("%s", warning)
+    server = DnsServer(options, snapshot)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(server.reload()))
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    log.info("serving %d zone(s) from %s", len(snapshot.zones), options.config_dir)
+    await stop.wait()
+    log.info("stopping")
+    await server.stop()
+    return 0
