@@ -98,6 +98,7 @@ class DnsServer:
             udp.close()
         for tcp in self._tcp:
             tcp.close()
+        await self._tcp_handler.close_all()
         for tcp in self._tcp:
             await tcp.wait_closed()
 

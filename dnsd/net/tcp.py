@@ -29,6 +29,7 @@ class TcpHandler:
         self._counters = counters
         self._limits = limits
         self.active = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.active >= self._limits.max_connections:
@@ -37,6 +38,9 @@ class TcpHandler:
             return
         self.active += 1
         self._counters.tcp_connections += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)  # type: ignore[arg-type]
         try:
             peer = writer.get_extra_info("peername")
             client = Client(client_address(peer[0]), "tcp")
@@ -47,7 +51,15 @@ class TcpHandler:
             self._counters.tcp_timeouts += 1
         finally:
             self.active -= 1
+            self._tasks.discard(task)  # type: ignore[arg-type]
             writer.close()
+
+    async def close_all(self) -> None:
+        """Cut every open connection (used when the server stops)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: Client
@@ -55,16 +67,18 @@ class TcpHandler:
         limits = self._limits
         while True:
             try:
-                first = await asyncio.wait_for(reader.readexactly(1), limits.idle_timeout_s)
+                async with asyncio.timeout(limits.idle_timeout_s):
+                    first = await reader.readexactly(1)
             except asyncio.IncompleteReadError:
                 return  # clean close between messages
-            second = await asyncio.wait_for(reader.readexactly(1), limits.read_timeout_s)
-            (length,) = struct.unpack("!H", first + second)
-            body = await asyncio.wait_for(reader.readexactly(length), limits.read_timeout_s)
+            async with asyncio.timeout(limits.read_timeout_s):
+                (length,) = struct.unpack("!H", first + await reader.readexactly(1))
+                body = await reader.readexactly(length)
             self._counters.tcp_queries += 1
             reply = self._answer(body, client)
             if reply is None:
                 self._counters.dropped += 1
                 return
             writer.write(struct.pack("!H", len(reply)) + reply)
-            await asyncio.wait_for(writer.drain(), limits.write_timeout_s)
+            async with asyncio.timeout(limits.write_timeout_s):
+                await writer.drain()

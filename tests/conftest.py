@@ -1,0 +1,67 @@
+"""Shared fixtures: a real dnsd server on 127.0.0.1 (random port) in a background thread."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dnsd.net.tcp import TcpLimits
+from dnsd.server import DnsServer, ServerOptions, load_snapshot
+
+DATA = Path(__file__).parent / "data"
+
+
+class ServerThread:
+    """Runs a DnsServer on its own event loop so tests can use blocking sockets."""
+
+    def __init__(self, config_dir: Path, tcp_limits: TcpLimits | None = None) -> None:
+        self.config_dir = config_dir
+        self.loop = asyncio.new_event_loop()
+        options = ServerOptions(
+            config_dir=config_dir,
+            listen=(("127.0.0.1", 0),),
+            tcp_limits=tcp_limits or TcpLimits(),
+        )
+        self.server = DnsServer(options, load_snapshot(config_dir, 1))
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        self.call(self.server.start())
+        return self
+
+    def call(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
+
+    @property
+    def port(self) -> int:
+        return self.server.bound[0][1]
+
+    def reload(self) -> bool:
+        return bool(self.call(self.server.reload()))
+
+    def stop(self) -> None:
+        self.call(self.server.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerThread]:
+    srv = ServerThread(DATA / "good").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path) -> Path:
+    """A writable copy of the good test config."""
+    target = tmp_path / "zones"
+    shutil.copytree(DATA / "good", target)
+    return target
