@@ -250,11 +250,11 @@ def _check_cycles(
                 key = frozenset(loop)
                 if key not in reported:
                     reported.add(key)
-                    first = lbs[loop[0]]
+                    file, line = where.get(("lb", loop[0]), (lbs[loop[0]].file, 0))
                     reasons.append(
                         Reason(
-                            first.file,
-                            0,
+                            file,
+                            line,
                             f"load_balancers.{loop[0]}",
                             "nested load balancers form a cycle: " + " -> ".join(loop),
                         )
@@ -273,14 +273,12 @@ def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> Non
         for ref in lb.pool_refs():
             pool = config.pools.get(ref)
             if pool is not None and (pool.latitude is None or pool.longitude is None):
-                reasons.append(
-                    Reason(
-                        pool.file,
-                        0,
-                        f"pools.{pool.name}",
-                        f"load balancer {lb.name!r} uses proximity steering: the pool needs latitude and longitude",
-                    )
+                file, line = where.get(("pool", pool.name), (pool.file, 0))
+                message = (
+                    f"load balancer {lb.name!r} uses proximity steering: "
+                    "the pool needs latitude and longitude"
                 )
+                reasons.append(Reason(file, line, f"pools.{pool.name}", message))
 
 
 def _hint(name: str, known: object) -> str:

@@ -21,9 +21,11 @@ INT_TAG = "tag:yaml.org,2002:int"
 class LineDict(dict[Any, Any]):
     """A mapping with the line of each key (1-based) and of the mapping itself."""
 
-    line: int = 0
-    key_lines: dict[Any, int]
-    duplicates: list[tuple[Any, int]]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.line = 0
+        self.key_lines: dict[Any, int] = {}
+        self.duplicates: list[tuple[Any, int]] = []
 
     def line_of(self, key: Any) -> int:
         return self.key_lines.get(key, self.line)
@@ -32,8 +34,10 @@ class LineDict(dict[Any, Any]):
 class LineList(list[Any]):
     """A sequence with the line of each item (1-based) and of the sequence itself."""
 
-    line: int = 0
-    item_lines: list[int]
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.line = 0
+        self.item_lines: list[int] = []
 
     def line_of(self, index: int) -> int:
         return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
@@ -59,8 +63,6 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
     loader.flatten_mapping(node)
     result = LineDict()
     result.line = node.start_mark.line + 1
-    result.key_lines = {}
-    result.duplicates = []
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, str | int | float | bool) and key is not None:

@@ -151,7 +151,6 @@ def _single(node: LineDict, key: Any) -> LineDict:
     d = LineDict({key: node[key]})
     d.line = node.line
     d.key_lines = {key: node.line_of(key)}
-    d.duplicates = []
     return d
 
 

@@ -1,0 +1,83 @@
+"""Run `dnsd serve` as a real process on a free loopback port, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+LISTENING = re.compile(r"listening on (\S+) port (\d+)")
+
+
+class DnsdProcess:
+    def __init__(self, config_dir: Path | str, *extra: str) -> None:
+        self.args = [
+            sys.executable,
+            "-m",
+            "dnsd",
+            "serve",
+            str(config_dir),
+            "--listen",
+            "127.0.0.1:0",
+            *extra,
+        ]
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.lines: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    def __enter__(self) -> DnsdProcess:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + 15
+        while not self.port:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("dnsd did not start:\n" + self.output)
+            for line in list(self.lines):
+                match = LISTENING.search(line)
+                if match:
+                    self.port = int(match.group(2))
+            time.sleep(0.02)
+        return self
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait_for_log(self, text: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no log line with {text!r}:\n{self.output}")
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,179 @@
+"""`dnsd check`: every mistake reported at once, with file, line, path and a helpful message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dnsd.config.loader import check_directory, load_config
+from tests.conftest import DATA
+
+BAD = DATA / "bad"
+
+# (file, line, path, words in the message) for every error in tests/data/bad/
+EXPECTED = [
+    ("a-zone.yaml", 2, "ttl", "between 0 and"),
+    ("a-zone.yaml", 6, "soa.serail", 'did you mean "serial"'),
+    ("a-zone.yaml", 10, "records.ns1.A", "invalid A value '192.0.2.300'"),
+    ("a-zone.yaml", 11, "records.www.lb", "undefined load balancer 'nosuch'"),
+    ("a-zone.yaml", 12, "records.alias", "CNAME cannot stand beside other records"),
+    ("a-zone.yaml", 13, "records.mx.MX", "invalid MX value"),
+    ("a-zone.yaml", 14, "records.a..b", "empty label"),
+    ("a-zone.yaml", 15, "records.txt.TXTT", 'did you mean "TXT"'),
+    ("a-zone.yaml", 16, "records.out.example.org.", "outside zone bad.test."),
+    ("b-pools.yaml", 3, "monitors.web-check.type", 'did you mean "http"'),
+    ("b-pools.yaml", 4, "monitors.web-check.interval", "expected a duration"),
+    ("b-pools.yaml", 5, "monitors.web-check.sources", "unknown region 'MARS'"),
+    ("b-pools.yaml", 6, "monitors.web-check.quorum", "larger than the 1 sources"),
+    (
+        "b-pools.yaml",
+        9,
+        "pools.east.monitor",
+        "undefined monitor 'web-chek' (did you mean \"web-check\"?)",
+    ),
+    ("b-pools.yaml", 13, "pools.east.backends[1].name", "duplicate backend name 'e1'"),
+    ("b-pools.yaml", 14, "pools.east.backends[2].adress", 'did you mean "address"'),
+    ("b-pools.yaml", 14, "pools.east.backends[2]", 'missing required key "address"'),
+    ("b-pools.yaml", 17, "load_balancers.web.steering", "'nearest' is not one of"),
+    ("b-pools.yaml", 18, "load_balancers.web.default_pools[1]", "undefined pool 'west'"),
+    ("b-pools.yaml", 19, "load_balancers.web.region_pools.EUROPE", "unknown region 'EUROPE'"),
+    ("b-pools.yaml", 20, "load_balancers.web.country_pools.XX", "unknown country code 'XX'"),
+    ("b-pools.yaml", 21, "load_balancers.web.trickle_ratio", "between 0.0 and 1.0"),
+    ("b-pools.yaml", 22, "load_balancers.a", "cycle: a -> b -> a"),
+    ("b-pools.yaml", 25, "client_zones.10.1.0.0/33", "not a subnet"),
+    ("c-duplicate.yaml", 2, "pools.east", "also defined at " + str(BAD / "b-pools.yaml") + ":8"),
+    ("d-syntax.yaml", 4, "", "YAML syntax error"),
+]
+
+
+def test_every_mistake_is_reported_with_file_line_and_path() -> None:
+    errors = [r for r in check_directory(BAD) if not r.warning]
+    found = {(Path(r.file).name, r.line, r.path): r.message for r in errors}
+    for file, line, path, words in EXPECTED:
+        assert (file, line, path) in found, f"missing {file}:{line}: {path}"
+        assert words in found[(file, line, path)]
+    assert len(errors) == len(EXPECTED), "\n".join(str(r) for r in errors)
+
+
+def test_dnsd_check_cli_prints_every_mistake_and_exits_1() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dnsd", "check", str(BAD)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    for file, line, path, _ in EXPECTED:
+        prefix = f"{BAD / file}:{line}: " + (f"{path}: " if path else "")
+        assert prefix in proc.stderr, prefix
+    assert f"{len(EXPECTED)} error(s)" in proc.stderr
+
+
+def test_dnsd_check_on_the_bundled_zones_is_clean() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dnsd", "check", "zones"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "OK" in proc.stdout
+
+
+HEADER = """\
+zone: t.test
+soa: {mname: ns1.t.test., rname: h.t.test.}
+records:
+  "@": {NS: ns1.t.test.}
+  ns1: {A: 192.0.2.1}
+"""
+
+POOL = """\
+pools:
+  p: {backends: [{name: b, address: 192.0.2.9}]}
+"""
+
+
+def write(tmp_path: Path, **files: str) -> Path:
+    for name, text in files.items():
+        (tmp_path / f"{name}.yaml").write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # ensure duplicate keys, which YAML would silently overwrite, are errors
+        ({"z": HEADER + "  ns1: {A: 192.0.2.2}\n"}, "z.yaml:6: records.ns1: duplicate key"),
+        # ensure a zone file must have an SOA
+        ({"z": "zone: t.test\nrecords: {}\n"}, 'z.yaml:1: soa: missing required key "soa"'),
+        # ensure records need a zone name in the same file
+        ({"z": "records:\n  www: {A: 192.0.2.1}\n"}, 'records need a "zone" name'),
+        # ensure the same zone in two files names the other file
+        ({"a": HEADER, "b": HEADER}, "zone t.test. is also defined in"),
+        # ensure unknown top-level keys get a hint
+        (
+            {"z": HEADER + "load_balancer: {}\n"},
+            'z.yaml:6: load_balancer: unknown key (did you mean "load_balancers"?)',
+        ),
+        # ensure CNAME is refused at the apex
+        (
+            {
+                "z": HEADER.replace(
+                    '"@": {NS: ns1.t.test.}', '"@": {NS: ns1.t.test., CNAME: x.t.test.}'
+                )
+            },
+            "CNAME is not allowed at the zone apex",
+        ),
+        # ensure proximity steering needs coordinates on its pools
+        (
+            {
+                "z": HEADER
+                + "  www: {lb: w}\n"
+                + POOL
+                + "load_balancers:\n  w: {steering: proximity, default_pools: [p]}\n"
+            },
+            "uses proximity steering: the pool needs latitude and longitude",
+        ),
+        # ensure a backend address must be an IP address or a host name
+        (
+            {"z": HEADER + "pools:\n  p: {backends: [{name: b, address: 300.1.1.1}]}\n"},
+            "neither an IP address nor a host name",
+        ),
+        # ensure zonal affinity modes are checked
+        (
+            {
+                "z": HEADER
+                + "pools:\n  p:\n    zonal_affinity: {mode: STAY}\n    backends: [{name: b, address: 192.0.2.9}]\n"
+            },
+            "pools.p.zonal_affinity.mode: 'STAY' is not one of",
+        ),
+        # ensure an empty directory is an error, not an empty server
+        ({}, "no *.yaml files"),
+    ],
+)
+def test_single_mistakes(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    reasons = check_directory(write(tmp_path, **files))
+    text = "\n".join(str(r) for r in reasons if not r.warning)
+    assert expected in text
+
+
+def test_bare_off_means_the_off_policy(tmp_path: Path) -> None:
+    lb = "load_balancers:\n  w: {steering: off, default_pools: [p]}\n  q: {steering: 'off', default_pools: [p]}\n"
+    config, _ = load_config(
+        write(tmp_path, z=HEADER + "  www: {lb: w}\n  api: {lb: q}\n" + POOL + lb)
+    )
+    assert config.load_balancers["w"].steering == "off"
+    assert config.load_balancers["q"].steering == "off"
+
+
+def test_unquoted_ipv6_and_yes_no_stay_strings(tmp_path: Path) -> None:
+    text = HEADER + "  v6: {AAAA: 2001:db8::1}\n  no: {TXT: yes}\n"
+    config, _ = load_config(write(tmp_path, z=text))
+    rrsets = {(s.owner, s.rtype) for s in config.zones[0].rrsets}
+    assert ("v6.t.test.", 28) in rrsets and ("no.t.test.", 16) in rrsets
+
+
+def test_warnings_do_not_fail_the_check(tmp_path: Path) -> None:
+    reasons = check_directory(write(tmp_path, z=HEADER + POOL))
+    assert [str(r).split(": ", 1)[1] for r in reasons] == [
+        "warning: pools.p: pool is not used by any load balancer"
+    ]
