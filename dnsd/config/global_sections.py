@@ -59,11 +59,12 @@ class Section:
 
 def parse_sections(ck: Checker, doc: LineDict) -> Section:
     out = Section({}, {}, {}, [], [])
-    for key, parse, target in (
+    tables: tuple[tuple[str, Any, dict[str, Any]], ...] = (
         ("monitors", _monitor, out.monitors),
         ("pools", _pool, out.pools),
         ("load_balancers", _load_balancer, out.load_balancers),
-    ):
+    )
+    for key, parse, target in tables:
         if key not in doc:
             continue
         table = ck.mapping(doc[key], doc.line_of(key), key)
@@ -115,7 +116,7 @@ def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) ->
     timeout = ck.get_duration(d, "timeout", path, default=5.0, lo=0.01)
     if "timeout" in d and "interval" in d and timeout > interval:
         ck.warn(d.line_of("timeout"), join(path, "timeout"), "timeout is longer than the interval")
-    codes = ((200, 299),)
+    codes: tuple[tuple[int, int], ...] = ((200, 299),)
     if "expected_codes" in d:
         parsed = parse_expected_codes(d["expected_codes"])
         if parsed is None:

@@ -7,6 +7,7 @@ server may run it in a worker thread and swap the result in only when it succeed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
@@ -231,9 +232,7 @@ def _check_references(
 Where = dict[tuple[str, str], tuple[str, int]]
 
 
-def _check_cycles(
-    lbs: MappingProxyType[str, LoadBalancer], where: Where, reasons: list[Reason]
-) -> None:
+def _check_cycles(lbs: Mapping[str, LoadBalancer], where: Where, reasons: list[Reason]) -> None:
     """Nested load balancers (`lb:NAME`) must not refer back to themselves (steering.md §2.7)."""
     reported: set[frozenset[str]] = set()
 

@@ -1,0 +1,25 @@
+# dnsd developer commands. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+
+.PHONY: serve test check lint deps
+
+## serve: install dnsd and serve the bundled zones/ on 127.0.0.1:5353
+serve:
+	$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore .
+	dnsd serve zones/
+
+## deps: install what the tests need (Debian dnsutils + unbound, Python test extra)
+deps:
+	scripts/install-test-deps.sh
+
+## lint: ruff (lint + format check) and mypy
+lint:
+	$(PYTHON) -m ruff check dnsd tests
+	$(PYTHON) -m ruff format --check dnsd tests
+	$(PYTHON) -m mypy dnsd
+
+## test: install everything, lint, and run the whole suite
+test: deps lint
+	$(PYTHON) -m pytest
+
+check: test

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian-based machine:
+# Debian packages (dig from dnsutils, the unbound resolver) and the Python test extra.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+debs=()
+command -v dig >/dev/null 2>&1 || debs+=(dnsutils)
+command -v unbound >/dev/null 2>&1 || debs+=(unbound)
+if [ ${#debs[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing Debian packages: ${debs[*]}"
+  $sudo apt-get update -qq
+  # Install without starting services (unbound would otherwise try port 53).
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod +x /usr/sbin/policy-rc.d
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
+  $sudo rm -f /usr/sbin/policy-rc.d
+fi
+
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test]'

@@ -1,0 +1,49 @@
+"""The pure core does no I/O and reads no clock or global random (conventions.md rule 1)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "dnsd"
+PURE = [
+    "resolve.py",
+    "zone_lookup.py",
+    "snapshot.py",
+    "steering",
+    "config",
+    "geo/regions.py",
+]
+FORBIDDEN = {"asyncio", "aiohttp", "socket", "time", "threading", "selectors"}
+GLOBAL_RANDOM = re.compile(
+    r"\brandom\.(random|choice|choices|shuffle|randint|randrange|uniform|sample)\("
+)
+
+
+def pure_files() -> list[Path]:
+    files: list[Path] = []
+    for entry in PURE:
+        path = PACKAGE / entry
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return files
+
+
+def imported_modules(source: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_pure_modules_import_no_io() -> None:
+    files = pure_files()
+    assert len(files) >= 10
+    for path in files:
+        source = path.read_text()
+        bad = imported_modules(source) & FORBIDDEN
+        assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+        assert not GLOBAL_RANDOM.search(source), f"{path} uses the global random source"
