@@ -1,0 +1,1 @@
+"""Health: probe state machines, the store, and the immutable view steering reads."""

@@ -1,0 +1,99 @@
+"""The immutable health view the serving path reads once per query (health.md).
+
+A view maps (pool, backend) to what steering needs: is the backend usable, and its RTT
+profile per probe source region. Admin overrides sit beside the probed state (both are
+kept, so both can be shown); `healthy` is the effective verdict with overrides applied.
+A backend that is absent from the view has no monitor: it counts as healthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from dnsd.config.model import Backend, Pool
+
+BackendOverride = Literal["down", "up", "drain"]
+PoolOverride = Literal["down", "up"]
+EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class RttSample:
+    """EWMA round-trip time of one backend as seen from one probe source region."""
+
+    ewma_ms: float
+    samples: int
+    last_at: float  # wall-clock seconds of the newest sample
+
+
+@dataclass(frozen=True, slots=True)
+class BackendHealth:
+    healthy: bool = True  # the effective verdict: probes, quorum and override applied
+    probed: Literal["unknown", "healthy", "unhealthy", "unmonitored"] = "unmonitored"
+    override: BackendOverride | None = None
+    rtt: Mapping[str, RttSample] = field(default_factory=lambda: MappingProxyType({}))
+
+
+UNMONITORED = BackendHealth()
+
+
+@dataclass(frozen=True, slots=True)
+class HealthView:
+    generation: int = 0
+    backends: Mapping[tuple[str, str], BackendHealth] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    pool_overrides: Mapping[str, PoolOverride] = field(default_factory=lambda: MappingProxyType({}))
+    trickle_overrides: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+    def backend(self, pool: Pool, backend: Backend) -> BackendHealth:
+        return self.backends.get((pool.name, backend.name), UNMONITORED)
+
+    def usable(self, pool: Pool, backend: Backend) -> bool:
+        """In the configured set at all: enabled in config and not drained by an operator."""
+        if not backend.enabled:
+            return False
+        health = self.backends.get((pool.name, backend.name))
+        return health is None or health.override != "drain"
+
+    def is_healthy(self, pool: Pool, backend: Backend) -> bool:
+        health = self.backends.get((pool.name, backend.name))
+        return health is None or health.healthy
+
+    def pool_healthy(self, pool: Pool) -> bool:
+        """health.md: healthy, enabled backends ≥ minimum_origins; overrides win."""
+        override = self.pool_overrides.get(pool.name)
+        if override is not None:
+            return override == "up"
+        if not pool.enabled:
+            return False
+        healthy = sum(1 for b in pool.backends if self.usable(pool, b) and self.is_healthy(pool, b))
+        return healthy >= pool.minimum_origins
+
+    def trickle_ratio(self, lb_name: str, configured: float) -> float:
+        return self.trickle_overrides.get(lb_name, configured)
+
+
+def view_of(
+    states: Mapping[tuple[str, str], bool | BackendHealth] | None = None,
+    *,
+    pools: Mapping[str, PoolOverride] | None = None,
+    trickle: Mapping[str, float] | None = None,
+    generation: int = 1,
+) -> HealthView:
+    """Build a view from plain values: {(pool, backend): healthy or BackendHealth}."""
+    backends = {
+        key: value
+        if isinstance(value, BackendHealth)
+        else BackendHealth(healthy=value, probed="healthy" if value else "unhealthy")
+        for key, value in (states or {}).items()
+    }
+    return HealthView(
+        generation=generation,
+        backends=MappingProxyType(backends),
+        pool_overrides=MappingProxyType(dict(pools or {})),
+        trickle_overrides=MappingProxyType(dict(trickle or {})),
+    )
