@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR:PORT",
         help=f"UDP+TCP listen address, repeatable (default {DEFAULT_LISTEN}); port 0 picks one",
     )
+    serve.add_argument(
+        "--geoip", metavar="FILE", help="MaxMind DB (City or Country); default: embedded"
+    )
+    serve.add_argument("--pop-region", metavar="CODE", help="this node's region (unknown clients)")
+    serve.add_argument("--node", metavar="NAME", help="this node's name, the PoP for pop_pools")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
     check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
@@ -76,8 +81,22 @@ def run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from dnsd.geo.regions import REGIONS
+    from dnsd.snapshot import NodeSettings
+
+    if args.pop_region and args.pop_region not in REGIONS:
+        print(
+            f"--pop-region: unknown region {args.pop_region!r}: one of {' '.join(REGIONS)}",
+            file=sys.stderr,
+        )
+        return 2
     listen = tuple(args.listen or [parse_listen(DEFAULT_LISTEN)])
-    options = ServerOptions(config_dir=Path(args.dir), listen=listen)
+    options = ServerOptions(
+        config_dir=Path(args.dir),
+        listen=listen,
+        geoip=Path(args.geoip) if args.geoip else None,
+        node=NodeSettings(name=args.node, pop_region=args.pop_region),
+    )
     try:
         return asyncio.run(serve(options))
     except OSError as exc:

@@ -1,13 +1,16 @@
 """The per-query pipeline: wire bytes in, wire bytes out. Synchronous; never raises.
 
-    resolve(wire, client, snap) -> bytes | None
+    resolve(wire, client, snap, health, rng, now) -> bytes | None
+
+`answer_query` is the same pipeline on a parsed query; it also returns the steering
+decision, which is what `dnsd explain` prints (one code path for both).
 
 Rcode contract (what each kind of input gets):
 * fewer than 12 bytes, or a response (QR=1): None, a deliberate drop the caller counts;
 * opcode other than QUERY: NOTIMP;
 * a header that parses but a body that does not (bad labels, pointer loops, truncated
   records), QDCOUNT ≠ 1, several OPT records: FORMERR;
-* EDNS version > 0: BADVERS (RFC 6891 §6.1.3);
+* EDNS version > 0: BADVERS (RFC 6891 §6.1.3); a malformed Client Subnet option: FORMERR;
 * class other than IN, zone transfers, names outside every zone: REFUSED;
 * an unexpected exception while answering: SERVFAIL (and the caller logs it).
 UDP replies larger than the client allows (512 bytes without EDNS, else its payload size,
@@ -18,14 +21,31 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import random
 import struct
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from dnslib import AAAA, CNAME, EDNS0, OPCODE, QTYPE, RCODE, RR, A, DNSHeader, DNSLabel, DNSRecord
+from dnslib import (
+    AAAA,
+    CNAME,
+    EDNS0,
+    OPCODE,
+    QTYPE,
+    RCODE,
+    RR,
+    A,
+    DNSHeader,
+    DNSLabel,
+    DNSRecord,
+    EDNSOption,
+)
 
+from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
+from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot
-from dnsd.steering import answer_load_balancer
+from dnsd.steering import LbDecision, SteeringInputs, steer
+from dnsd.steering.client import ClientInfo, client_info
 from dnsd.zone_lookup import Lookup, lookup
 
 log = logging.getLogger("dnsd.resolve")
@@ -49,9 +69,29 @@ class Client:
 class Edns:
     payload: int
     do: bool
+    ecs: ClientSubnet | None
 
 
-def resolve(wire: bytes, client: Client, snap: Snapshot) -> bytes | None:
+@dataclass(slots=True)
+class QueryResult:
+    reply: DNSRecord
+    edns: Edns | None
+    decision: LbDecision | None = None
+    client: ClientInfo | None = None
+
+
+class FormErr(Exception):
+    """The query is malformed in a way that gets FORMERR."""
+
+
+def resolve(
+    wire: bytes,
+    client: Client,
+    snap: Snapshot,
+    health: HealthView,
+    rng: random.Random,
+    now: float,
+) -> bytes | None:
     if len(wire) < 12:
         return None
     ident, flags = struct.unpack_from("!HH", wire)
@@ -65,32 +105,84 @@ def resolve(wire: bytes, client: Client, snap: Snapshot) -> bytes | None:
     except Exception:  # dnslib raises many kinds of exception on bad input
         return _header_only(ident, flags, RCODE.FORMERR)
     try:
-        return _answer(query, client, snap)
+        result = answer_query(query, client.address, snap, health, rng, now)
+    except FormErr:
+        return _header_only(ident, flags, RCODE.FORMERR)
     except Exception:
         log.exception("SERVFAIL for query %s from %s", query.q.qname, client.address)
         return _servfail(query, ident, flags)
+    return _pack(result.reply, client.transport, result.edns)
 
 
-def _answer(query: DNSRecord, client: Client, snap: Snapshot) -> bytes:
+def answer_query(
+    query: DNSRecord,
+    source: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    snap: Snapshot,
+    health: HealthView,
+    rng: random.Random,
+    now: float,
+) -> QueryResult:
+    """The reply for a parsed query (not yet sized for UDP), with the steering decision."""
     if len(query.questions) != 1 or not _valid_name(query.q.qname):
-        return _header_only(query.header.id, query.header.bitmap, RCODE.FORMERR)
-    opts = [rr for rr in query.ar if rr.rtype == QTYPE.OPT]
-    if len(opts) > 1 or (opts and str(opts[0].rname) != "."):
-        return _header_only(query.header.id, query.header.bitmap, RCODE.FORMERR)
-    edns = Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(opts[0].ttl & 0x8000)) if opts else None
+        raise FormErr
+    edns = _edns(query)
     reply = _reply_for(query, edns)
+    result = QueryResult(reply, edns)
+    opts = [rr for rr in query.ar if rr.rtype == QTYPE.OPT]
     if opts and (opts[0].ttl >> 16) & 0xFF:
         reply.header.rcode = 0
         reply.ar = [EDNS0(udp_len=EDNS_PAYLOAD, ext_rcode=BADVERS >> 4)]
-        return reply.pack()
+        return result
     qtype, qclass = query.q.qtype, query.q.qclass
     if qclass not in (CLASS_IN, CLASS_ANY) or qtype in REFUSED_QTYPES:
         reply.header.rcode = RCODE.REFUSED
     elif qtype == QTYPE.OPT:
         reply.header.rcode = RCODE.FORMERR
     else:
-        _fill(reply, lookup(snap, str(query.q.qname).lower(), qtype), query, snap)
-    return _pack(reply, client, edns)
+        found = lookup(snap, str(query.q.qname).lower(), qtype)
+        if found.lb is not None:
+            ecs = edns.ecs if edns else None
+            use_ecs = ecs is not None and ecs.source_prefix > 0
+            address = ecs.address if use_ecs and ecs else source
+            result.client = client_info(
+                snap, address, ecs.source_prefix if use_ecs and ecs else None
+            )
+            inputs = SteeringInputs(snap, health, result.client, rng, now)
+            steered_type = QTYPE.A if qtype == QTYPE.ANY else qtype
+            result.decision = steer(inputs, found.lb, steered_type)
+        _fill(reply, found, query, result.decision)
+    _echo_ecs(result)
+    return result
+
+
+def _edns(query: DNSRecord) -> Edns | None:
+    opts = [rr for rr in query.ar if rr.rtype == QTYPE.OPT]
+    if not opts:
+        return None
+    if len(opts) > 1 or str(opts[0].rname) != ".":
+        raise FormErr
+    ecs_options = [o for o in opts[0].rdata if o.code == ECS_OPTION]
+    if len(ecs_options) > 1:
+        raise FormErr
+    try:
+        ecs = parse_ecs(ecs_options[0].data) if ecs_options else None
+    except EcsError:
+        raise FormErr from None
+    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(opts[0].ttl & 0x8000), ecs)
+
+
+def _echo_ecs(result: QueryResult) -> None:
+    """RFC 7871 §7.2: echo ECS; the scope is the prefix the answer depended on, else 0."""
+    edns = result.edns
+    if edns is None or edns.ecs is None or result.reply.header.rcode == RCODE.FORMERR:
+        return
+    scope = 0
+    if result.decision is not None and result.client is not None and result.client.ecs_prefix:
+        prefixes = result.decision.all_scope_prefixes()
+        scope = max(prefixes) if prefixes else 0
+    for rr in result.reply.ar:
+        if rr.rtype == QTYPE.OPT:
+            rr.rdata.append(EDNSOption(ECS_OPTION, edns.ecs.echo(scope)))
 
 
 def _reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
@@ -102,7 +194,7 @@ def _reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
     return reply
 
 
-def _fill(reply: DNSRecord, result: Lookup, query: DNSRecord, snap: Snapshot) -> None:
+def _fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:
     reply.header.rcode = result.rcode
     reply.header.aa = int(result.authoritative)
     qname = query.q.qname
@@ -110,16 +202,16 @@ def _fill(reply: DNSRecord, result: Lookup, query: DNSRecord, snap: Snapshot) ->
         owner = qname if part.owner is None else DNSLabel(part.owner)
         for rr in part.rrset.records:
             reply.add_answer(RR(owner, rr.rtype, ttl=part.rrset.ttl, rdata=rr.rdata))
-    if result.lb is not None:
+    if decision is not None:
         owner = qname if result.lb_owner is None else DNSLabel(result.lb_owner)
         qtype = QTYPE.A if query.q.qtype == QTYPE.ANY else query.q.qtype
-        lb = answer_load_balancer(snap, result.lb, qtype)
-        if lb.cname:
-            reply.add_answer(RR(owner, QTYPE.CNAME, ttl=lb.ttl, rdata=CNAME(lb.cname)))
-        for address in lb.addresses:
+        final = decision.innermost()
+        if final.cname:
+            reply.add_answer(RR(owner, QTYPE.CNAME, ttl=decision.ttl, rdata=CNAME(final.cname)))
+        for address in final.addresses:
             rdata = AAAA(address) if qtype == QTYPE.AAAA else A(address)
-            reply.add_answer(RR(owner, qtype, ttl=lb.ttl, rdata=rdata))
-        if not lb.cname and not lb.addresses:
+            reply.add_answer(RR(owner, qtype, ttl=decision.ttl, rdata=rdata))
+        if not final.cname and not final.addresses:
             result.negative = True
     for rrset in result.authority:
         for rr in rrset.records:
@@ -132,9 +224,9 @@ def _fill(reply: DNSRecord, result: Lookup, query: DNSRecord, snap: Snapshot) ->
             reply.add_ar(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
 
 
-def _pack(reply: DNSRecord, client: Client, edns: Edns | None) -> bytes:
+def _pack(reply: DNSRecord, transport: str, edns: Edns | None) -> bytes:
     wire = reply.pack()
-    if client.transport == "tcp":
+    if transport == "tcp":
         return wire
     limit = min(edns.payload, EDNS_PAYLOAD) if edns else PLAIN_UDP_LIMIT
     if len(wire) <= limit:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import signal
 import socket
 import time
@@ -12,11 +13,13 @@ from pathlib import Path
 
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
+from dnsd.geo.database import GeoDatabase
+from dnsd.health.view import HealthView
 from dnsd.net.counters import NetCounters
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import UdpProtocol
 from dnsd.resolve import Client, resolve
-from dnsd.snapshot import Snapshot, SnapshotHolder, compile_snapshot
+from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
 
 log = logging.getLogger("dnsd.server")
 
@@ -26,18 +29,29 @@ class ServerOptions:
     config_dir: Path
     listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 5353),)
     tcp_limits: TcpLimits = field(default_factory=TcpLimits)
+    geoip: Path | None = None  # None: the embedded database
+    node: NodeSettings = field(default_factory=NodeSettings)
 
 
-def load_snapshot(config_dir: Path, generation: int) -> Snapshot:
+def load_snapshot(
+    config_dir: Path,
+    generation: int,
+    geo: GeoDatabase | None = None,
+    node: NodeSettings | None = None,
+) -> Snapshot:
     """Read, validate and compile; raises ConfigError. Safe to run in a worker thread."""
     config, warnings = load_config(config_dir)
-    return compile_snapshot(config, generation, warnings, str(config_dir), time.time())
+    return compile_snapshot(
+        config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node
+    )
 
 
 class DnsServer:
     def __init__(self, options: ServerOptions, snapshot: Snapshot) -> None:
         self.options = options
         self.holder = SnapshotHolder(snapshot)
+        self.health = HealthView()
+        self.rng = random.Random()
         self.counters = NetCounters()
         self.reloads_ok = 0
         self.reloads_failed = 0
@@ -47,7 +61,7 @@ class DnsServer:
         self._tcp_handler = TcpHandler(self.answer, self.counters, options.tcp_limits)
 
     def answer(self, wire: bytes, client: Client) -> bytes | None:
-        return resolve(wire, client, self.holder.current)
+        return resolve(wire, client, self.holder.current, self.health, self.rng, time.time())
 
     async def start(self) -> None:
         for host, port in self.options.listen:
@@ -81,7 +95,10 @@ class DnsServer:
         """Load the config again; on any error keep serving the old snapshot."""
         generation = self.holder.current.generation + 1
         try:
-            snapshot = await asyncio.to_thread(load_snapshot, self.options.config_dir, generation)
+            current = self.holder.current
+            snapshot = await asyncio.to_thread(
+                load_snapshot, self.options.config_dir, generation, current.geo, current.node
+            )
         except ConfigError as exc:
             self.reloads_failed += 1
             log.error("reload failed, still serving generation %d:", self.holder.current.generation)
@@ -105,7 +122,18 @@ class DnsServer:
 
 async def serve(options: ServerOptions) -> int:
     try:
-        snapshot = await asyncio.to_thread(load_snapshot, options.config_dir, 1)
+        geo = GeoDatabase(options.geoip)
+    except (OSError, ValueError) as exc:
+        log.error("cannot open GeoIP database %s: %s", options.geoip or "(embedded)", exc)
+        return 1
+    log.info(
+        "GeoIP database %s (%s, built %s)",
+        geo.path,
+        geo.database_type,
+        time.strftime("%Y-%m-%d", time.gmtime(geo.build_epoch)),
+    )
+    try:
+        snapshot = await asyncio.to_thread(load_snapshot, options.config_dir, 1, geo, options.node)
     except ConfigError as exc:
         for reason in exc.reasons:
             log.error("%s", reason)

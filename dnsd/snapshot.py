@@ -7,15 +7,30 @@ reference the serving path reads; nothing published is ever mutated.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from dnslib import QTYPE, RR
 
 from dnsd.config.model import Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.errors import Reason
+
+if TYPE_CHECKING:
+    from dnsd.geo.database import GeoDatabase
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    """Who this server is: its name (the PoP for `pop_pools`) and its region."""
+
+    name: str | None = None
+    pop_region: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +60,19 @@ class Snapshot:
     warnings: tuple[Reason, ...] = ()
     source: str = ""
     loaded_at: float = field(default=0.0)
+    geo: GeoDatabase | None = None
+    node: NodeSettings = field(default_factory=NodeSettings)
+    zone_regions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    client_zones: tuple[tuple[IPNetwork, str], ...] = ()  # longest prefix first
+
+    def client_zone(
+        self, address: ipaddress.IPv4Address | ipaddress.IPv6Address
+    ) -> tuple[str | None, int | None]:
+        """client_zones: the zone of the longest matching subnet, with its prefix length."""
+        for network, zone in self.client_zones:
+            if address.version == network.version and address in network:
+                return zone, network.prefixlen
+        return None, None
 
 
 def label_count(name: str) -> int:
@@ -90,8 +118,21 @@ def compile_snapshot(
     warnings: list[Reason] | None = None,
     source: str = "",
     loaded_at: float = 0.0,
+    geo: GeoDatabase | None = None,
+    node: NodeSettings | None = None,
 ) -> Snapshot:
     zones = {z.name: compile_zone(z, config.load_balancers) for z in config.zones}
+    # zonal-affinity.md §1: a zone belongs to the region of the pools whose backends are in it.
+    zone_regions = {
+        b.zone: pool.region
+        for pool in config.pools.values()
+        if pool.region
+        for b in pool.backends
+        if b.zone
+    }
+    client_zones = sorted(
+        ((cz.network, cz.zone) for cz in config.client_zones), key=lambda item: -item[0].prefixlen
+    )
     return Snapshot(
         generation=generation,
         config=config,
@@ -100,6 +141,10 @@ def compile_snapshot(
         warnings=tuple(warnings or ()),
         source=source,
         loaded_at=loaded_at,
+        geo=geo,
+        node=node or NodeSettings(),
+        zone_regions=MappingProxyType(zone_regions),
+        client_zones=tuple(client_zones),
     )
 
 

@@ -1,5 +1,8 @@
 """Steering: choose a pool and its backends for a load-balanced name (steering.md)."""
 
-from dnsd.steering.select import LbAnswer, answer_load_balancer
+from dnsd.steering.client import ClientInfo
+from dnsd.steering.decision import LbDecision
+from dnsd.steering.inputs import SteeringInputs
+from dnsd.steering.select import POLICIES, steer
 
-__all__ = ["LbAnswer", "answer_load_balancer"]
+__all__ = ["POLICIES", "ClientInfo", "LbDecision", "SteeringInputs", "steer"]

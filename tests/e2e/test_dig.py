@@ -34,10 +34,8 @@ def test_dig_gets_authoritative_answers(dnsd, transport: str) -> None:
 
 def test_dig_short_answers(dnsd) -> None:
     assert dig(dnsd.port, "+short", "mail.example.test", "AAAA").strip() == "2001:db8::25"
-    assert dig(dnsd.port, "+short", "docs.example.test").split() == [
-        "www.example.test.",
-        "192.0.2.10",
-    ]
+    cname, address = dig(dnsd.port, "+short", "docs.example.test").split()
+    assert cname == "www.example.test." and address in {"192.0.2.10", "192.0.2.11"}
     assert dig(dnsd.port, "+short", "-x", "192.0.2.53").strip() == "ns1.example.test."
     assert dig(dnsd.port, "+short", "x.apps.example.test").strip() == "192.0.2.99"
 

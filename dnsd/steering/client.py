@@ -1,0 +1,47 @@
+"""What steering knows about the client: the locating address, its location and zone."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from dnsd.geo.locate import NOWHERE, Location, locate, normalise
+from dnsd.geo.regions import region_table
+from dnsd.snapshot import Snapshot
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    address: IPAddress  # ECS network address when ECS decided, else the source address
+    ecs_prefix: int | None = None  # ECS SOURCE PREFIX-LENGTH when ECS was used
+    location: Location = NOWHERE
+    zone: str | None = None  # from client_zones (zonal affinity)
+    zone_prefix: int | None = None  # the client_zones subnet that matched
+    pop: str | None = None  # this node's PoP name (pop_pools)
+
+    @property
+    def max_prefix(self) -> int:
+        return self.ecs_prefix if self.ecs_prefix is not None else self.address.max_prefixlen
+
+    def subnet_key(self) -> bytes:
+        """The client's /24 (IPv4) or /56 (IPv6), for sticky `hash` selection."""
+        bits = 24 if self.address.version == 4 else 56
+        net = ipaddress.ip_network(f"{self.address}/{bits}", strict=False)
+        return net.network_address.packed
+
+
+def client_info(snap: Snapshot, address: IPAddress, ecs_prefix: int | None) -> ClientInfo:
+    """Locate the client: `address` is the ECS network address when ECS applies."""
+    address = normalise(address)
+    location = locate(address, snap.geo, region_table(), snap.node.pop_region)
+    zone, zone_prefix = snap.client_zone(address)
+    return ClientInfo(
+        address=address,
+        ecs_prefix=ecs_prefix,
+        location=location,
+        zone=zone,
+        zone_prefix=zone_prefix,
+        pop=snap.node.name,
+    )

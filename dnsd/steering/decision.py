@@ -1,0 +1,82 @@
+"""What steering decided and why: one value per load balancer, nested for `lb:` entries.
+
+`dnsd explain` and the admin explain endpoint print these; the answer is built from the
+same value, so an explanation cannot disagree with the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dnsd.affinity import AffinityDecision
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    pool: str  # pool name or lb:NAME
+    healthy: bool  # healthy and able to answer this client
+    rtt_ms: float | None  # from the client's region, when current
+
+
+@dataclass(slots=True)
+class LbDecision:
+    lb: str
+    policy: str
+    ttl: int
+    candidates: list[Candidate] = field(default_factory=list)  # every pool the LB names
+    ordered: list[str] = field(default_factory=list)  # healthy candidates in policy order
+    trickle_ratio: float = 0.0
+    trickle_draw: float | None = None
+    pool: str | None = None  # chosen entry (pool name or lb:NAME)
+    fail_open: bool = False  # nothing healthy: the fallback answers regardless of health
+    nested: LbDecision | None = None
+    affinity: AffinityDecision | None = None
+    addresses: tuple[str, ...] = ()
+    cname: str | None = None
+    scope_prefixes: list[int] = field(default_factory=list)  # prefixes the answer depended on
+    reasons: list[str] = field(default_factory=list)
+
+    def innermost(self) -> LbDecision:
+        return self.nested.innermost() if self.nested else self
+
+    def all_scope_prefixes(self) -> list[int]:
+        inner = self.nested.all_scope_prefixes() if self.nested else []
+        return self.scope_prefixes + inner
+
+    def trail(self) -> list[str]:
+        lines = [f"{self.lb}: {r}" for r in self.reasons]
+        if self.nested:
+            lines += self.nested.trail()
+        if self.affinity:
+            lines += [f"{self.lb}/{self.pool}: {r}" for r in self.affinity.reasons]
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        inner = self.innermost()
+        aff = inner.affinity
+        return {
+            "lb": self.lb,
+            "policy": self.policy,
+            "candidates": [
+                {"pool": c.pool, "healthy": c.healthy, "rtt_ms": c.rtt_ms} for c in self.candidates
+            ],
+            "ordered": self.ordered,
+            "trickle_ratio": self.trickle_ratio,
+            "trickle_draw": self.trickle_draw,
+            "fail_open": self.fail_open,
+            "pool": inner.pool,
+            "path": self.path(),
+            "original_kind": aff.original_kind if aff else None,
+            "eligible": [b.name for b in aff.original] if aff else [],
+            "zonal_match": aff.zonal_match if aff else False,
+            "modified_eligible": [b.name for b in aff.modified] if aff else [],
+            "answer": list(inner.addresses) or ([inner.cname] if inner.cname else []),
+            "ttl": self.ttl,
+            "trail": self.trail(),
+        }
+
+    def path(self) -> list[str]:
+        """The chain of entries chosen: ["lb:api-regional", "eu-west"]."""
+        head = [self.pool] if self.pool else []
+        return head + (self.nested.path() if self.nested else [])

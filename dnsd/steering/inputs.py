@@ -1,0 +1,64 @@
+"""Inputs every steering step reads, and the ordering a policy returns."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dnsd.config.model import LB_PREFIX, LoadBalancer
+from dnsd.health.view import HealthView
+from dnsd.snapshot import Snapshot
+from dnsd.steering.client import ClientInfo
+
+Able = Callable[[str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class SteeringInputs:
+    snap: Snapshot
+    health: HealthView
+    client: ClientInfo
+    rng: random.Random
+    now: float  # wall-clock seconds, for RTT freshness
+
+
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    refs: list[str]  # healthy candidates, best first
+    reason: str
+    location_dependent: bool = False
+
+
+def unique(refs: list[str]) -> list[str]:
+    """A pool named twice (say default and fallback) takes part once (steering.md §2.5)."""
+    return list(dict.fromkeys(refs))
+
+
+def defaults_then_fallback(lb: LoadBalancer, able: Able) -> list[str]:
+    """Healthy default pools in order, then the fallback pool when healthy."""
+    refs = list(lb.default_pools) + ([lb.fallback_pool] if lb.fallback_pool else [])
+    return [r for r in unique(refs) if able(r)]
+
+
+def pool_rtt_ms(
+    inp: SteeringInputs, lb: LoadBalancer, ref: str, region: str | None
+) -> float | None:
+    """steering.md §2.3: mean EWMA of the pool's healthy backends as seen from `region`,
+    counting only current data (≥ min_samples samples, newest within rtt_max_age)."""
+    if region is None or ref.startswith(LB_PREFIX):
+        return None
+    pool = inp.snap.config.pools.get(ref)
+    if pool is None:
+        return None
+    values = []
+    for backend in pool.backends:
+        if not (inp.health.usable(pool, backend) and inp.health.is_healthy(pool, backend)):
+            continue
+        sample = inp.health.backend(pool, backend).rtt.get(region)
+        if sample is None or sample.samples < lb.min_samples:
+            continue
+        if inp.now - sample.last_at > lb.rtt_max_age_s:
+            continue
+        values.append(sample.ewma_ms)
+    return sum(values) / len(values) if values else None

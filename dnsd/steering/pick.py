@@ -1,0 +1,60 @@
+"""From the modified eligible set to the addresses in the answer (zonal-affinity.md §6).
+
+Backends of the wrong address family are left out first. Up to `max_answers` are chosen
+by weighted random order (backend `weight`), or, with `selection: hash`, by weighted
+rendezvous hashing of the client's /24 or /56, so one subnet keeps its backend while the
+set stays the same and moves as little as possible when it changes. A set with only
+host-name backends answers one CNAME.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import random
+
+from dnsd.config.model import Backend, LoadBalancer
+
+FAMILIES = {1: ipaddress.IPv4Address, 28: ipaddress.IPv6Address}  # QTYPE A, AAAA
+
+
+def pick_answer(
+    lb: LoadBalancer, backends: tuple[Backend, ...], qtype: int, subnet: bytes, rng: random.Random
+) -> tuple[tuple[str, ...], str | None]:
+    """(addresses, cname): addresses of the asked family, or a CNAME target, or neither."""
+    family = FAMILIES.get(qtype, ipaddress.IPv4Address)
+    matching = [b for b in backends if isinstance(b.address, family)]
+    if not matching:
+        hosts = [b for b in backends if b.hostname]
+        if not hosts:
+            return (), None
+        return (), _ordered(lb, hosts, subnet, rng)[0].hostname
+    chosen = _ordered(lb, matching, subnet, rng)[: lb.max_answers]
+    return tuple(str(b.address) for b in chosen), None
+
+
+def _ordered(
+    lb: LoadBalancer, backends: list[Backend], subnet: bytes, rng: random.Random
+) -> list[Backend]:
+    if len(backends) == 1:
+        return backends
+    if lb.selection == "hash":
+        return sorted(backends, key=lambda b: _rendezvous(subnet, b), reverse=True)
+    # Efraimidis–Spirakis: key u^(1/w) sorts into a weighted random order.
+    keyed = [(_weighted_key(rng.random(), b.weight), i) for i, b in enumerate(backends)]
+    keyed.sort(reverse=True)
+    return [backends[i] for _, i in keyed]
+
+
+def _weighted_key(u: float, weight: int) -> float:
+    if weight <= 0:
+        return -1.0 + u * 1e-9  # zero weight: only after every weighted backend
+    return u ** (1.0 / weight)
+
+
+def _rendezvous(subnet: bytes, backend: Backend) -> float:
+    digest = hashlib.blake2b(subnet + backend.name.encode(), digest_size=8).digest()
+    u = (int.from_bytes(digest, "big") + 1) / (2**64 + 1)  # in (0, 1)
+    weight = max(backend.weight, 0) or 1e-9
+    return -weight / math.log(u)
