@@ -49,6 +49,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
     check.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+
+    explain = sub.add_parser("explain", help="show every decision step for one query")
+    explain.add_argument("name")
+    explain.add_argument("--type", default="A", help="query type (default A)")
+    explain.add_argument("--client", default="127.0.0.1", help="the querying address")
+    explain.add_argument("--ecs", metavar="PREFIX", help="EDNS Client Subnet, e.g. 81.2.69.0/24")
+    explain.add_argument(
+        "--dir", default=DEFAULT_DIR, help="config directory (every backend healthy)"
+    )
+    explain.add_argument(
+        "--down",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="mark a pool, pool/backend or backend down (repeatable)",
+    )
+    explain.add_argument("--geoip", metavar="FILE")
+    explain.add_argument("--pop-region", metavar="CODE")
+    explain.add_argument("--node", metavar="NAME")
+    explain.add_argument("--seed", type=int, help="seed the random source (trickle, random)")
+    explain.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -58,7 +79,46 @@ def main(argv: list[str] | None = None) -> int:
         return run_check(Path(args.dir))
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "explain":
+        return run_explain(args)
     return 2
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    import json
+    import random
+    import time
+
+    from dnsd.errors import ConfigError
+    from dnsd.explain import ExplainError, explain_query, health_with_down, render_text
+    from dnsd.geo.database import GeoDatabase
+    from dnsd.server import load_snapshot
+    from dnsd.snapshot import NodeSettings
+
+    try:
+        geo = GeoDatabase(args.geoip)
+        node = NodeSettings(name=args.node, pop_region=args.pop_region)
+        snap = load_snapshot(Path(args.dir), 1, geo, node)
+        health = health_with_down(snap.config, args.down)
+        info = explain_query(
+            snap,
+            health,
+            args.name,
+            args.type.upper(),
+            args.client,
+            args.ecs,
+            random.Random(args.seed),
+            time.time(),
+        )
+    except ConfigError as exc:
+        for reason in exc.reasons:
+            print(reason, file=sys.stderr)
+        return 1
+    except (ExplainError, OSError, ValueError) as exc:
+        print(f"dnsd explain: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(info, indent=2) if args.json else render_text(info))
+    return 0
 
 
 def run_check(directory: Path) -> int:
