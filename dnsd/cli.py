@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--pop-region", metavar="CODE", help="this node's region (unknown clients)")
     serve.add_argument("--node", metavar="NAME", help="this node's name, the PoP for pop_pools")
+    serve.add_argument(
+        "--state-dir", default="state", metavar="DIR", help="persisted overrides (default state/)"
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
     check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
@@ -156,6 +159,7 @@ def run_serve(args: argparse.Namespace) -> int:
         listen=listen,
         geoip=Path(args.geoip) if args.geoip else None,
         node=NodeSettings(name=args.node, pop_region=args.pop_region),
+        state_dir=Path(args.state_dir),
     )
     try:
         return asyncio.run(serve(options))

@@ -14,7 +14,8 @@ from pathlib import Path
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
 from dnsd.geo.database import GeoDatabase
-from dnsd.health.view import HealthView
+from dnsd.health.scheduler import ProbeScheduler
+from dnsd.health.store import HealthStore
 from dnsd.net.counters import NetCounters
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import UdpProtocol
@@ -31,6 +32,7 @@ class ServerOptions:
     tcp_limits: TcpLimits = field(default_factory=TcpLimits)
     geoip: Path | None = None  # None: the embedded database
     node: NodeSettings = field(default_factory=NodeSettings)
+    state_dir: Path | None = None  # persisted overrides; None keeps them in memory only
 
 
 def load_snapshot(
@@ -50,7 +52,9 @@ class DnsServer:
     def __init__(self, options: ServerOptions, snapshot: Snapshot) -> None:
         self.options = options
         self.holder = SnapshotHolder(snapshot)
-        self.health = HealthView()
+        self.store = HealthStore(options.state_dir)
+        self.store.set_snapshot(snapshot)
+        self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
         self.counters = NetCounters()
         self.reloads_ok = 0
@@ -61,9 +65,10 @@ class DnsServer:
         self._tcp_handler = TcpHandler(self.answer, self.counters, options.tcp_limits)
 
     def answer(self, wire: bytes, client: Client) -> bytes | None:
-        return resolve(wire, client, self.holder.current, self.health, self.rng, time.time())
+        return resolve(wire, client, self.holder.current, self.store.view, self.rng, time.time())
 
     async def start(self) -> None:
+        await self.scheduler.start()
         for host, port in self.options.listen:
             self.bound.append(await self._bind(host, port))
         for host, port in self.bound:
@@ -106,11 +111,14 @@ class DnsServer:
                 log.error("  %s", reason)
             return False
         self.holder.swap(snapshot)
+        self.store.set_snapshot(snapshot)
+        self.scheduler.reconcile()
         self.reloads_ok += 1
         log.info("reloaded %s: generation %d", self.options.config_dir, generation)
         return True
 
     async def stop(self) -> None:
+        await self.scheduler.stop()
         for udp in self._udp:
             udp.close()
         for tcp in self._tcp:

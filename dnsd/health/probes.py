@@ -1,0 +1,126 @@
+"""Probe implementations: HTTP/HTTPS through one shared aiohttp session, TCP connect.
+
+Each probe returns a ProbeResult and never raises; a slow or hung backend costs one
+timeout. `retries` immediate re-tries happen inside one probe before it counts as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from dnsd.config.model import Backend, Monitor
+from dnsd.health.fsm import ProbeResult
+
+SOURCE_HEADER = "X-Dnsd-Probe-Source"
+BODY_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTarget:
+    """Where a probe goes: a host (address or name) and port, checked by a monitor."""
+
+    monitor: str
+    host: str
+    port: int
+
+
+def target_of(backend: Backend, monitor: Monitor) -> ProbeTarget:
+    host = (
+        str(backend.address) if backend.address is not None else str(backend.hostname).rstrip(".")
+    )
+    default_port = 443 if monitor.type == "https" else 80
+    port = monitor.port or backend.port or default_port
+    return ProbeTarget(monitor.name, host, port)
+
+
+async def probe(
+    session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
+) -> ProbeResult:
+    result = await _once(session, target, monitor, source)
+    for _ in range(monitor.retries):
+        if result.ok:
+            break
+        result = await _once(session, target, monitor, source)
+    return result
+
+
+async def _once(
+    session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
+) -> ProbeResult:
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(monitor.timeout_s):
+            if monitor.type == "tcp":
+                error = await _tcp(target)
+            elif monitor.type in ("http", "https"):
+                error = await _http(session, target, monitor, source)
+            else:
+                error = await _dns(target)
+    except TimeoutError:
+        error = f"timeout after {monitor.timeout_s:g}s"
+    except (OSError, aiohttp.ClientError) as exc:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    rtt_ms = (time.perf_counter() - started) * 1000.0
+    if error is None:
+        return ProbeResult(True, time.time(), rtt_ms)
+    return ProbeResult(False, time.time(), None, error)
+
+
+async def _tcp(target: ProbeTarget) -> str | None:
+    _, writer = await asyncio.open_connection(target.host, target.port)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+async def _http(
+    session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
+) -> str | None:
+    scheme = "https" if monitor.type == "https" else "http"
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    url = f"{scheme}://{host}:{target.port}{monitor.path}"
+    headers = {SOURCE_HEADER: source, **monitor.headers}
+    if monitor.host:
+        headers["Host"] = monitor.host
+    async with session.request(
+        monitor.method,
+        url,
+        headers=headers,
+        allow_redirects=monitor.follow_redirects,
+        ssl=not monitor.allow_insecure,
+    ) as response:
+        status = response.status
+        if not any(lo <= status <= hi for lo, hi in monitor.expected_codes):
+            return f"HTTP {status}"
+        if monitor.expected_body is not None:
+            body = await response.content.read(BODY_LIMIT)
+            if monitor.expected_body.encode() not in body:
+                return f"HTTP {status}: body lacks {monitor.expected_body!r}"
+    return None
+
+
+async def _dns(target: ProbeTarget) -> str | None:
+    """`dns`: the backend answers a UDP DNS query for '.' SOA with any response."""
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[bytes] = loop.create_future()
+
+    class _Proto(asyncio.DatagramProtocol):
+        def datagram_received(self, data: bytes, addr: object) -> None:
+            if not answered.done():
+                answered.set_result(data)
+
+    transport, _ = await loop.create_datagram_endpoint(
+        _Proto, remote_addr=(target.host, target.port)
+    )
+    try:
+        transport.sendto(b"\x12\x34\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x01")
+        data = await answered
+    finally:
+        transport.close()
+    return None if len(data) >= 12 and data[:2] == b"\x12\x34" else "not a DNS response"
