@@ -1,7 +1,7 @@
 # dnsd developer commands. `make test` is what CI runs (.ci/run).
 PYTHON ?= python3
 
-.PHONY: serve test check lint deps
+.PHONY: serve test check lint deps bench
 
 ## serve: install dnsd and serve the bundled zones/ on 127.0.0.1:5353
 serve:
@@ -14,8 +14,8 @@ deps:
 
 ## lint: ruff (lint + format check) and mypy
 lint:
-	$(PYTHON) -m ruff check dnsd tests
-	$(PYTHON) -m ruff format --check dnsd tests
+	$(PYTHON) -m ruff check dnsd tests bench
+	$(PYTHON) -m ruff format --check dnsd tests bench
 	$(PYTHON) -m mypy dnsd
 
 ## test: install everything, lint, and run the whole suite
@@ -23,3 +23,7 @@ test: deps lint
 	$(PYTHON) -m pytest
 
 check: test
+
+## bench: benchmarks (not part of the test run); loopback only, bounded
+bench:
+	$(PYTHON) bench/probe_load.py

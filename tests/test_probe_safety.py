@@ -14,7 +14,10 @@ import pytest
 from dnsd.config.loader import load_config
 
 ROOT = Path(__file__).parent.parent
-SERVED = [ROOT / "zones", *sorted(p for p in (ROOT / "tests" / "data").iterdir() if p.is_dir() and p.name != "bad")]
+SERVED = [
+    ROOT / "zones",
+    *sorted(p for p in (ROOT / "tests" / "data").iterdir() if p.is_dir() and p.name != "bad"),
+]
 
 
 @pytest.mark.parametrize("directory", SERVED, ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,0 +1,1 @@
+"""Failover drills: demo backends, fault injection and measurements."""

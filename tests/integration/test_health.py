@@ -1,0 +1,375 @@
+"""Health probes against real HTTP/HTTPS/TCP servers on 127.0.0.1 (issue 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from dnsd.drill.backend import DemoBackend
+from dnsd.health.probes import ProbeTarget, probe
+from dnsd.health.scheduler import ProbeScheduler
+from dnsd.health.store import HealthStore
+from dnsd.server import load_snapshot
+from dnsd.steering import SteeringInputs, steer
+from dnsd.steering.client import ClientInfo
+from tests.health_harness import Recorder, wait_for, write_config
+
+FAST = """
+type: http
+path: /healthz
+interval: 100ms
+timeout: 300ms
+healthy_threshold: 2
+unhealthy_threshold: 3
+"""
+
+
+async def started(
+    tmp_path: Path, monitor: str = FAST, count: int = 1, state_dir: Path | None = None
+):
+    backends = [await DemoBackend(f"b{i}", control_port=None).start() for i in range(count)]
+    config = write_config(tmp_path / "zones", monitor, [(b.name, b.port) for b in backends])
+    store = HealthStore(state_dir)
+    store.set_snapshot(load_snapshot(config, 1))
+    recorder = Recorder(store)
+    scheduler = ProbeScheduler(store, rng=random.Random(1))
+    await scheduler.start()
+    return backends, store, recorder, scheduler
+
+
+async def stop(backends, scheduler) -> None:
+    await scheduler.stop()
+    for b in backends:
+        await b.stop()
+
+
+def verdicts_after_switch(seen, now_ok: bool) -> list[bool]:
+    """Verdicts after each result of the new kind, skipping results of probes that were
+    already under way when the switch happened."""
+    while seen and seen[0].ok != now_ok:
+        seen = seen[1:]
+    assert all(s.ok == now_ok for s in seen), [s.ok for s in seen]
+    return [s.healthy for s in seen]
+
+
+@pytest.mark.parametrize("mode", ["503", "refused", "blackhole", "slow"])
+def test_backend_goes_down_after_exactly_the_threshold_and_comes_back(tmp_path, mode) -> None:
+    async def main() -> None:
+        (backend,), store, rec, scheduler = await started(tmp_path)
+        try:
+            await wait_for(lambda: len(rec.seen.get("b0", [])) >= 2)
+            assert rec.seen["b0"][-1].healthy
+            mark = len(rec.seen["b0"])
+            await backend.set_mode(mode, slow_ms=600)  # slow: beyond the 300 ms timeout
+            await wait_for(lambda: not store.view.backends[("p", "b0")].healthy)
+            await wait_for(lambda: len(rec.after("b0", mark)) >= 5)
+            failures = verdicts_after_switch(rec.after("b0", mark), now_ok=False)
+            assert failures[:3] == [True, True, False]  # down on exactly the 3rd failure
+            if mode in ("blackhole", "slow"):  # a hung backend costs one timeout per probe
+                errors = [s.error for s in rec.after("b0", mark) if not s.ok]
+                assert all("timeout after 0.3s" in (e or "") for e in errors)
+                times = [s.at for s in rec.after("b0", mark) if not s.ok]
+                assert all(b - a >= 0.25 for a, b in itertools.pairwise(times))
+            mark = len(rec.seen["b0"])
+            await backend.set_mode("ok")
+            await wait_for(lambda: store.view.backends[("p", "b0")].healthy)
+            await wait_for(lambda: len(rec.after("b0", mark)) >= 4)
+            successes = verdicts_after_switch(rec.after("b0", mark), now_ok=True)
+            assert successes[:2] == [False, True]  # up on exactly the 2nd success
+        finally:
+            await stop([backend], scheduler)
+
+    asyncio.run(main())
+
+
+def test_quorum_of_three_sources(tmp_path) -> None:
+    monitor = FAST + "sources: [WNAM, ENAM, WEU]\n"
+
+    async def main() -> None:
+        (backend,), store, rec, scheduler = await started(tmp_path, monitor)
+        try:
+            await wait_for(
+                lambda: {s.source for s in rec.seen.get("b0", [])} == {"WNAM", "ENAM", "WEU"}
+            )
+            await backend.set_mode("503", source="WEU")
+            await wait_for(
+                lambda: store.source_states(*pool_backend(store))["WEU"].state.state == "unhealthy"
+            )
+            await asyncio.sleep(0.3)
+            assert store.view.backends[("p", "b0")].healthy  # 1 of 3 sources: still healthy
+            assert backend.requests["WEU"] > 3 and backend.requests["WNAM"] > 3
+            await backend.set_mode("503", source="ENAM")
+            await wait_for(lambda: not store.view.backends[("p", "b0")].healthy)
+            assert store.view.backends[("p", "b0")].probed == "unhealthy"
+            states = {
+                s: h.state.state for s, h in store.source_states(*pool_backend(store)).items()
+            }
+            assert states == {"WNAM": "healthy", "ENAM": "unhealthy", "WEU": "unhealthy"}
+        finally:
+            await stop([backend], scheduler)
+
+    asyncio.run(main())
+
+
+def pool_backend(store):
+    pool = store._snapshot.config.pools["p"]
+    return pool, pool.backends[0]
+
+
+# -- HTTP details ------------------------------------------------------------------------------
+async def serve_app(app: web.Application, ssl_context=None) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+def monitor_from(tmp_path: Path, text: str, port: int):
+    config = write_config(tmp_path / f"z{abs(hash(text))}", text, [("b", port)])
+    return load_snapshot(config, 1).config.monitors["m"]
+
+
+HTTP_CASES = [
+    ("path: /ok", True),
+    ("path: /ok\nexpected_body: all good", True),
+    ("path: /ok\nexpected_body: nope", False),
+    ("path: /redirect\nexpected_codes: '200,301'", True),
+    ("path: /redirect\nexpected_codes: '200'", False),
+    ("path: /redirect\nexpected_codes: '200'\nfollow_redirects: true", True),
+    ("path: /teapot", False),
+    ("path: /teapot\nexpected_codes: '418'", True),
+    ("path: /teapot\nexpected_codes: '4xx'", True),
+    ("path: /needs-host\nhost: app.example", True),
+    ("path: /needs-host", False),
+    ("path: /needs-header\nheaders: {X-Token: s3cret}", True),
+    ("path: /ok\nmethod: HEAD", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "ok"), HTTP_CASES, ids=[c[0].replace("\n", " ") for c in HTTP_CASES]
+)
+def test_http_expectations(tmp_path, extra, ok) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path == "/ok":
+            return web.Response(text="all good")
+        if path == "/redirect":
+            raise web.HTTPMovedPermanently("/ok")
+        if path == "/needs-host":
+            return web.Response(status=200 if request.host.startswith("app.example") else 404)
+        if path == "/needs-header":
+            return web.Response(status=200 if request.headers.get("X-Token") == "s3cret" else 403)
+        return web.Response(status=418)
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner, port = await serve_app(app)
+        try:
+            monitor = monitor_from(tmp_path, f"type: http\ntimeout: 2s\n{extra}\n", port)
+            async with aiohttp.ClientSession() as session:
+                result = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "local")
+            assert result.ok is ok, result.error
+            assert (result.rtt_ms is not None) is ok
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def self_signed(tmp_path: Path) -> ssl.SSLContext:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+@pytest.mark.parametrize(("allow_insecure", "ok"), [(True, True), (False, False)])
+def test_https_with_a_self_signed_certificate(tmp_path, allow_insecure, ok) -> None:
+    async def main() -> None:
+        app = web.Application()
+
+        async def ok(request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app.router.add_get("/healthz", ok)
+        runner, port = await serve_app(app, self_signed(tmp_path))
+        try:
+            text = f"type: https\ntimeout: 2s\npath: /healthz\nallow_insecure: {str(allow_insecure).lower()}\n"
+            monitor = monitor_from(tmp_path, text, port)
+            async with aiohttp.ClientSession() as session:
+                result = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "local")
+            assert result.ok is ok
+            if not ok:
+                assert "certificate" in (result.error or "").lower()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_tcp_and_dns_monitors(tmp_path) -> None:
+    async def main() -> None:
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        monitor = monitor_from(tmp_path, "type: tcp\ntimeout: 1s\n", port)
+        async with aiohttp.ClientSession() as session:
+            assert (await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "x")).ok
+            server.close()
+            await server.wait_closed()
+            refused = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "x")
+            assert (not refused.ok and "Connect" in (refused.error or "")) or "refused" in (
+                refused.error or ""
+            ).lower()
+
+    asyncio.run(main())
+
+
+def test_dns_monitor_against_dnsd_itself(tmp_path, server) -> None:
+    async def main() -> None:
+        monitor = monitor_from(tmp_path, "type: dns\ntimeout: 1s\n", server.port)
+        async with aiohttp.ClientSession() as session:
+            assert (
+                await probe(session, ProbeTarget("m", "127.0.0.1", server.port), monitor, "x")
+            ).ok
+
+    asyncio.run(main())
+
+
+def test_retries_happen_inside_one_probe(tmp_path) -> None:
+    async def main() -> None:
+        backend = await DemoBackend("b", control_port=None).start()
+        try:
+            await backend.set_mode("503")
+            monitor = monitor_from(tmp_path, "type: http\ntimeout: 1s\nretries: 2\n", backend.port)
+            async with aiohttp.ClientSession() as session:
+                result = await probe(
+                    session, ProbeTarget("m", "127.0.0.1", backend.port), monitor, "x"
+                )
+            assert not result.ok and backend.requests["x"] == 3
+        finally:
+            await backend.stop()
+
+    asyncio.run(main())
+
+
+# -- RTT profiles ------------------------------------------------------------------------------
+def test_rtt_profile_is_built_and_goes_stale(tmp_path) -> None:
+    monitor = FAST + "sources: [WEU]\n"
+
+    async def main() -> None:
+        (backend,), store, rec, scheduler = await started(tmp_path, monitor)
+        try:
+            await backend.set_mode("slow", slow_ms=40)
+            await wait_for(lambda: len(rec.seen.get("b0", [])) >= 6)
+            store.publish()
+            sample = store.view.backends[("p", "b0")].rtt["WEU"]
+            assert sample.samples >= 6 and 20 <= sample.ewma_ms < 300
+        finally:
+            await stop([backend], scheduler)
+        snap = store._snapshot
+        lb = snap.config.load_balancers["www"]
+        from dataclasses import replace
+
+        dynamic = replace(lb, steering="dynamic", rtt_max_age_s=5.0, min_samples=3)
+        from dnsd.geo.locate import Location
+
+        client = ClientInfo(
+            __import__("ipaddress").ip_address("81.2.69.1"), location=Location(region="WEU")
+        )
+        fresh = steer(
+            SteeringInputs(snap, store.view, client, random.Random(1), time.time()), dynamic, 1
+        )
+        assert fresh.candidates[0].rtt_ms is not None
+        stale = steer(
+            SteeringInputs(snap, store.view, client, random.Random(1), time.time() + 6), dynamic, 1
+        )
+        assert stale.candidates[0].rtt_ms is None and "no current RTT data" in stale.reasons[0]
+
+    asyncio.run(main())
+
+
+# -- reload reconciliation ---------------------------------------------------------------------
+def test_reload_keeps_unchanged_targets_and_starts_and_stops_others(tmp_path) -> None:
+    async def main() -> None:
+        backends, store, rec, scheduler = await started(tmp_path, count=2)
+        try:
+            await wait_for(lambda: all(len(rec.seen.get(b.name, [])) >= 2 for b in backends))
+            await backends[0].set_mode("503")
+            await wait_for(lambda: not store.view.backends[("p", "b0")].healthy)
+            extra = await DemoBackend("b9", control_port=None).start()
+            backends.append(extra)
+            config = write_config(
+                tmp_path / "zones", FAST, [("b0", backends[0].port), ("b9", extra.port)]
+            )
+            store.set_snapshot(load_snapshot(config, 2))
+            scheduler.reconcile()
+            assert not store.view.backends[("p", "b0")].healthy  # kept its state
+            await wait_for(lambda: len(rec.seen.get("b9", [])) >= 1)
+            before = backends[1].requests.copy()
+            await asyncio.sleep(0.4)
+            assert backends[1].requests == before  # the removed backend is no longer probed
+            assert ("p", "b1") not in store.view.backends
+        finally:
+            await stop(backends, scheduler)
+
+    asyncio.run(main())
+
+
+# -- overrides: beside the probed state, persisted -----------------------------------------------
+def test_overrides_sit_beside_probes_and_persist(tmp_path) -> None:
+    state = tmp_path / "state"
+
+    async def main() -> None:
+        (backend,), store, rec, scheduler = await started(tmp_path, state_dir=state)
+        try:
+            await wait_for(lambda: len(rec.seen.get("b0", [])) >= 1)
+            store.set_backend_override("p", "b0", "down")
+            view = store.view.backends[("p", "b0")]
+            assert (view.healthy, view.probed, view.override) == (False, "healthy", "down")
+            store.set_pool_override("p", "up")
+            store.set_trickle_override("www", 0.25)
+            with pytest.raises(KeyError):
+                store.set_backend_override("p", "nosuch", "down")
+            with pytest.raises(ValueError):
+                store.set_trickle_override("www", 1.5)
+        finally:
+            await stop([backend], scheduler)
+        data = json.loads((state / "overrides.json").read_text())
+        assert data == {
+            "backends": {"p/b0": "down"},
+            "pools": {"p": "up"},
+            "load_balancers": {"www": {"trickle_ratio": 0.25}},
+        }
+        again = HealthStore(state)
+        assert again.backend_overrides == {("p", "b0"): "down"}
+        assert again.pool_overrides == {"p": "up"} and again.trickle_overrides == {"www": 0.25}
+
+    asyncio.run(main())
+
+
+def test_corrupt_state_file_is_set_aside(tmp_path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "overrides.json").write_text("{not json")
+    store = HealthStore(state)
+    assert store.backend_overrides == {}
+    assert not (state / "overrides.json").exists()
+    assert len(list(state.glob("overrides.json.corrupt-*"))) == 1
