@@ -206,10 +206,10 @@ def test_https_with_a_self_signed_certificate(tmp_path, allow_insecure, ok) -> N
     async def main() -> None:
         app = web.Application()
 
-        async def ok(request: web.Request) -> web.Response:
+        async def healthz(request: web.Request) -> web.Response:
             return web.Response(text="ok")
 
-        app.router.add_get("/healthz", ok)
+        app.router.add_get("/healthz", healthz)
         runner, port = await serve_app(app, self_signed(tmp_path))
         try:
             text = f"type: https\ntimeout: 2s\npath: /healthz\nallow_insecure: {str(allow_insecure).lower()}\n"
