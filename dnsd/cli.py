@@ -48,7 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--state-dir", default="state", metavar="DIR", help="persisted overrides (default state/)"
     )
+    serve.add_argument(
+        "--admin", default="127.0.0.1:8053", metavar="ADDR:PORT",
+        help="admin HTTP API, metrics and status page (default 127.0.0.1:8053; 'off' disables)",
+    )  # fmt: skip
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", default="text", choices=["text", "json"])
+    serve.add_argument(
+        "--query-log-sample",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="log this share of queries (0..1, default 0)",
+    )
 
     check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
     check.add_argument("dir", nargs="?", default=DEFAULT_DIR)
@@ -137,13 +149,16 @@ def run_check(directory: Path) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from dnsd.logsetup import setup_logging
     from dnsd.server import ServerOptions, serve
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args.log_level, args.log_format)
+    admin = None if args.admin == "off" else parse_listen(args.admin)
+    if not 0.0 <= args.query_log_sample <= 1.0:
+        print("--query-log-sample: a share from 0 to 1", file=sys.stderr)
+        return 2
     from dnsd.geo.regions import REGIONS
     from dnsd.snapshot import NodeSettings
 
@@ -160,6 +175,9 @@ def run_serve(args: argparse.Namespace) -> int:
         geoip=Path(args.geoip) if args.geoip else None,
         node=NodeSettings(name=args.node, pop_region=args.pop_region),
         state_dir=Path(args.state_dir),
+        admin=admin,
+        admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
+        query_log_sample=args.query_log_sample,
     )
     try:
         return asyncio.run(serve(options))

@@ -23,6 +23,7 @@ import ipaddress
 import logging
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -84,6 +85,9 @@ class FormErr(Exception):
     """The query is malformed in a way that gets FORMERR."""
 
 
+DecisionObserver = Callable[[LbDecision, ClientInfo], None]
+
+
 def resolve(
     wire: bytes,
     client: Client,
@@ -91,6 +95,7 @@ def resolve(
     health: HealthView,
     rng: random.Random,
     now: float,
+    on_decision: DecisionObserver | None = None,
 ) -> bytes | None:
     if len(wire) < 12:
         return None
@@ -111,6 +116,8 @@ def resolve(
     except Exception:
         log.exception("SERVFAIL for query %s from %s", query.q.qname, client.address)
         return _servfail(query, ident, flags)
+    if on_decision is not None and result.decision is not None and result.client is not None:
+        on_decision(result.decision, result.client)
     return _pack(result.reply, client.transport, result.edns)
 
 

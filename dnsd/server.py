@@ -11,6 +11,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aiohttp import web
+
+from dnsd.admin.app import build_app
+from dnsd.admin.metrics import Metrics
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
 from dnsd.geo.database import GeoDatabase
@@ -33,6 +37,16 @@ class ServerOptions:
     geoip: Path | None = None  # None: the embedded database
     node: NodeSettings = field(default_factory=NodeSettings)
     state_dir: Path | None = None  # persisted overrides; None keeps them in memory only
+    admin: tuple[str, int] | None = None  # the admin HTTP server; None: not started
+    admin_token: str | None = None  # bearer token for admin writes; None: writes refused
+    query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    ok: bool
+    generation: int
+    errors: list[str]
 
 
 def load_snapshot(
@@ -56,6 +70,12 @@ class DnsServer:
         self.store.set_snapshot(snapshot)
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
+        self.metrics = Metrics()
+        self.metrics.bind(self)
+        self.store.listeners.append(self.metrics.observe_event)
+        self.scheduler.on_probe = self.metrics.observe_probe
+        self.admin_bound: tuple[str, int] | None = None
+        self._admin_runner: web.AppRunner | None = None
         self.counters = NetCounters()
         self.reloads_ok = 0
         self.reloads_failed = 0
@@ -65,7 +85,33 @@ class DnsServer:
         self._tcp_handler = TcpHandler(self.answer, self.counters, options.tcp_limits)
 
     def answer(self, wire: bytes, client: Client) -> bytes | None:
-        return resolve(wire, client, self.holder.current, self.store.view, self.rng, time.time())
+        started = time.perf_counter()
+        reply = resolve(
+            wire,
+            client,
+            self.holder.current,
+            self.store.view,
+            self.rng,
+            time.time(),
+            self.metrics.observe_decision,
+        )
+        self.metrics.observe_answer(reply, client.transport, time.perf_counter() - started)
+        if (
+            self.options.query_log_sample
+            and reply
+            and self.rng.random() < self.options.query_log_sample
+        ):
+            log_query(client, reply)
+        return reply
+
+    @property
+    def ready(self) -> bool:
+        """Config loaded and the first round of probes done (health.md, interfaces.md)."""
+        return self.scheduler.first_round.is_set()
+
+    @property
+    def tcp_active(self) -> int:
+        return self._tcp_handler.active
 
     async def start(self) -> None:
         await self.scheduler.start()
@@ -73,6 +119,20 @@ class DnsServer:
             self.bound.append(await self._bind(host, port))
         for host, port in self.bound:
             log.info("listening on %s port %d (udp+tcp)", host, port)
+        if self.options.admin is not None:
+            await self._start_admin(*self.options.admin)
+
+    async def _start_admin(self, host: str, port: int) -> None:
+        self._admin_runner = web.AppRunner(
+            build_app(self, self.options.admin_token), access_log=None
+        )
+        await self._admin_runner.setup()
+        site = web.TCPSite(self._admin_runner, host, port, reuse_address=True)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
+        self.admin_bound = (host, bound[1])
+        writes = "enabled" if self.options.admin_token else "refused (no DNSD_ADMIN_TOKEN)"
+        log.info("admin API on http://%s:%d/ (writes %s)", _url_host(host), bound[1], writes)
 
     async def _bind(self, host: str, port: int) -> tuple[str, int]:
         """Bind TCP and UDP on the same port; with port 0, find one free for both."""
@@ -96,28 +156,30 @@ class DnsServer:
             return host, actual
         raise OSError(f"no free port for both UDP and TCP on {host}")
 
-    async def reload(self) -> bool:
+    async def reload(self) -> ReloadResult:
         """Load the config again; on any error keep serving the old snapshot."""
-        generation = self.holder.current.generation + 1
+        current = self.holder.current
+        generation = current.generation + 1
         try:
-            current = self.holder.current
             snapshot = await asyncio.to_thread(
                 load_snapshot, self.options.config_dir, generation, current.geo, current.node
             )
         except ConfigError as exc:
             self.reloads_failed += 1
-            log.error("reload failed, still serving generation %d:", self.holder.current.generation)
+            log.error("reload failed, still serving generation %d:", current.generation)
             for reason in exc.reasons:
                 log.error("  %s", reason)
-            return False
+            return ReloadResult(False, current.generation, [str(r) for r in exc.reasons])
         self.holder.swap(snapshot)
         self.store.set_snapshot(snapshot)
         self.scheduler.reconcile()
         self.reloads_ok += 1
         log.info("reloaded %s: generation %d", self.options.config_dir, generation)
-        return True
+        return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
 
     async def stop(self) -> None:
+        if self._admin_runner is not None:
+            await self._admin_runner.cleanup()
         await self.scheduler.stop()
         for udp in self._udp:
             udp.close()
@@ -126,6 +188,36 @@ class DnsServer:
         await self._tcp_handler.close_all()
         for tcp in self._tcp:
             await tcp.wait_closed()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def log_query(client: Client, reply: bytes) -> None:
+    from dnslib import QTYPE, RCODE, DNSRecord
+
+    try:
+        parsed = DNSRecord.parse(reply)
+    except Exception:  # a sampled log line must never break serving
+        return
+    log.info(
+        "query %s %s from %s: %s %s",
+        parsed.q.qname,
+        QTYPE.get(parsed.q.qtype),
+        client.address,
+        RCODE.get(parsed.header.rcode),
+        " ".join(str(rr.rdata) for rr in parsed.rr),
+        extra={
+            "event": "query",
+            "qname": str(parsed.q.qname),
+            "qtype": QTYPE.get(parsed.q.qtype),
+            "client": str(client.address),
+            "transport": client.transport,
+            "rcode": RCODE.get(parsed.header.rcode),
+            "answer": [str(rr.rdata) for rr in parsed.rr],
+        },
+    )
 
 
 async def serve(options: ServerOptions) -> int:

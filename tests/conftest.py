@@ -43,7 +43,7 @@ class ServerThread:
         return self.server.bound[0][1]
 
     def reload(self) -> bool:
-        return bool(self.call(self.server.reload()))
+        return bool(self.call(self.server.reload()).ok)
 
     def stop(self) -> None:
         self.call(self.server.stop())

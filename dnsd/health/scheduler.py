@@ -8,10 +8,12 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 
 import aiohttp
 
 from dnsd.config.model import Monitor
+from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import ProbeTarget, probe
 from dnsd.health.store import HealthStore
 
@@ -34,6 +36,7 @@ class ProbeScheduler:
         self._monitors: dict[tuple[ProbeTarget, str], Monitor] = {}
         self._session: aiohttp.ClientSession | None = None
         self.probes_total = 0
+        self.on_probe: Callable[[ProbeTarget, str, ProbeResult], None] | None = None
         self.first_round = asyncio.Event()
         self._pending_first: set[tuple[ProbeTarget, str]] = set()
 
@@ -70,6 +73,8 @@ class ProbeScheduler:
                 result = await probe(self._session, target, monitor, source)
             self.probes_total += 1
             self.store.record(target, source, result, monitor)
+            if self.on_probe is not None:
+                self.on_probe(target, source, result)
             if key in self._pending_first:
                 self._pending_first.discard(key)
                 if not self._pending_first:

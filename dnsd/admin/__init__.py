@@ -1,0 +1,1 @@
+"""The admin HTTP server: API, Prometheus metrics, status page (interfaces.md)."""

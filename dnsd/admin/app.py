@@ -1,0 +1,209 @@
+"""The admin HTTP app (aiohttp): health, metrics, status, explain, reload, overrides.
+
+Writes need `Authorization: Bearer TOKEN`; without a configured token every write is
+refused. Errors are JSON `{"error": ...}` with 400/401/403/404/405/409/413. Request bodies
+are limited to 64 KiB. The app shares the server's snapshot holder and health store and
+does no work on the DNS path.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from dnsd.admin.metrics import CONTENT_TYPE
+from dnsd.admin.openapi import openapi_document
+from dnsd.admin.status import status_document
+from dnsd.explain import ExplainError, explain_query
+from dnsd.health.store import OverrideError
+
+if TYPE_CHECKING:
+    from dnsd.server import DnsServer
+
+SERVER: web.AppKey[DnsServer] = web.AppKey("server")
+TOKEN: web.AppKey[str | None] = web.AppKey("token")
+MAX_BODY = 64 * 1024
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error(exc.status, exc.reason)
+
+
+def build_app(server: DnsServer, token: str | None) -> web.Application:
+    app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY)
+    app[SERVER] = server
+    app[TOKEN] = token or None
+    r = app.router
+    r.add_get("/", status_page)
+    r.add_get("/healthz", healthz)
+    r.add_get("/readyz", readyz)
+    r.add_get("/metrics", metrics)
+    r.add_get("/api/v1/status", status)
+    r.add_get("/api/v1/explain", explain)
+    r.add_get("/api/v1/openapi.json", openapi)
+    r.add_post("/api/v1/reload", reload)
+    r.add_put("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
+    r.add_delete("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
+    r.add_put("/api/v1/overrides/pools/{pool}", pool_override)
+    r.add_delete("/api/v1/overrides/pools/{pool}", pool_override)
+    r.add_put("/api/v1/overrides/load_balancers/{lb}", lb_override)
+    r.add_delete("/api/v1/overrides/load_balancers/{lb}", lb_override)
+    return app
+
+
+# -- reads ---------------------------------------------------------------------------------
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    body = {"ready": server.ready, "generation": server.holder.current.generation}
+    return web.json_response(body, status=200 if server.ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[SERVER].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def status(request: web.Request) -> web.Response:
+    return web.json_response(status_document(request.app[SERVER], time.time()))
+
+
+async def explain(request: web.Request) -> web.Response:
+    q = request.query
+    if not q.get("name"):
+        return error(400, "the name parameter is required")
+    server = request.app[SERVER]
+    try:
+        info = explain_query(
+            server.holder.current,
+            server.store.view,
+            q["name"],
+            q.get("type", "A").upper(),
+            q.get("client", request.remote or "127.0.0.1"),
+            q.get("ecs") or None,
+            random.Random(),
+            time.time(),
+        )
+    except (ExplainError, ValueError) as exc:
+        return error(400, str(exc))
+    return web.json_response(info)
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document())
+
+
+async def status_page(request: web.Request) -> web.Response:
+    html = resources.files("dnsd.admin").joinpath("status.html").read_text(encoding="utf-8")
+    return web.Response(text=html, content_type="text/html")
+
+
+# -- writes --------------------------------------------------------------------------------
+def authorize(request: web.Request) -> web.Response | None:
+    """None when the request may write; else the error response to send."""
+    token = request.app[TOKEN]
+    if not token:
+        return error(403, "writes are disabled: no admin token is configured (DNSD_ADMIN_TOKEN)")
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Bearer "):
+        return error(401, "missing bearer token")
+    if not hmac.compare_digest(header[len("Bearer ") :].encode(), token.encode()):
+        return error(403, "wrong token")
+    return None
+
+
+async def json_body(request: web.Request, allowed: set[str]) -> dict[str, Any]:
+    try:
+        body = await request.json(loads=json.loads)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise web.HTTPBadRequest(reason="the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(reason="the body must be a JSON object")
+    unknown = set(body) - allowed
+    if unknown:
+        raise web.HTTPBadRequest(reason=f"unknown field(s): {', '.join(sorted(unknown))}")
+    return body
+
+
+async def reload(request: web.Request) -> web.Response:
+    if (denied := authorize(request)) is not None:
+        return denied
+    result = await request.app[SERVER].reload()
+    if not result.ok:
+        return web.json_response(
+            {"error": "reload failed: the old config keeps serving", "errors": result.errors},
+            status=400,
+        )
+    return web.json_response({"generation": result.generation, "warnings": result.errors})
+
+
+async def backend_override(request: web.Request) -> web.Response:
+    pool, backend = request.match_info["pool"], request.match_info["backend"]
+    return await _override(
+        request, {"state"}, lambda store, v: store.set_backend_override(pool, backend, v), "state"
+    )
+
+
+async def pool_override(request: web.Request) -> web.Response:
+    pool = request.match_info["pool"]
+    return await _override(
+        request, {"state"}, lambda store, v: store.set_pool_override(pool, v), "state"
+    )
+
+
+async def lb_override(request: web.Request) -> web.Response:
+    lb = request.match_info["lb"]
+    return await _override(
+        request,
+        {"trickle_ratio"},
+        lambda store, v: store.set_trickle_override(lb, v),
+        "trickle_ratio",
+    )
+
+
+async def _override(
+    request: web.Request, allowed: set[str], apply: Callable[[Any, Any], None], field: str
+) -> web.Response:
+    if (denied := authorize(request)) is not None:
+        return denied
+    value = None
+    if request.method == "PUT":
+        body = await json_body(request, allowed)
+        if field not in body:
+            return error(400, f'the body needs "{field}"')
+        value = body[field]
+        if field == "trickle_ratio" and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
+            return error(400, "trickle_ratio must be a number from 0.0 to 1.0")
+        if field == "trickle_ratio":
+            value = float(value)
+    store = request.app[SERVER].store
+    try:
+        apply(store, value)
+    except KeyError as exc:
+        return error(404, str(exc.args[0]))
+    except OverrideError as exc:
+        return error(400, str(exc))
+    return web.json_response({"ok": True, field: value, "health_generation": store.view.generation})

@@ -1,0 +1,186 @@
+"""Prometheus metrics (prometheus-client). Names: dnsd_<subsystem>_<name>[_total|_seconds].
+
+Counters and histograms are updated as things happen; gauges that mirror state (backend
+health, EWMA RTT, generations, connection counts) are read from the server at scrape time
+by a custom collector, so they can never drift from what the server serves.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from dnslib import QTYPE, RCODE
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dnsd.health.fsm import ProbeResult
+from dnsd.health.probes import ProbeTarget
+from dnsd.health.store import HealthEvent
+from dnsd.steering import ClientInfo, LbDecision
+
+if TYPE_CHECKING:
+    from dnsd.server import DnsServer
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
+KNOWN_QTYPES = frozenset(
+    {"A", "AAAA", "CNAME", "MX", "TXT", "NS", "SOA", "SRV", "CAA", "PTR", "ANY", "DS", "HTTPS"}
+)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.queries = Counter(
+            "dnsd_queries_total",
+            "DNS queries answered",
+            ["qtype", "rcode", "transport"],
+            registry=r,
+        )
+        self.dropped = Counter(
+            "dnsd_queries_dropped_total",
+            "Datagrams dropped (unparseable or responses)",
+            ["transport"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "dnsd_answer_latency_seconds",
+            "Time to build an answer",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.lb_answers = Counter(
+            "dnsd_lb_answers_total",
+            "Answers for load-balanced names",
+            ["lb", "pool", "region"],
+            registry=r,
+        )
+        self.fallback = Counter(
+            "dnsd_fallback_answers_total",
+            "Answers from the fallback pool because nothing was healthy",
+            ["lb"],
+            registry=r,
+        )
+        self.transitions = Counter(
+            "dnsd_health_transitions_total", "Health state changes", ["kind", "new"], registry=r
+        )
+        self.probe_latency = Histogram(
+            "dnsd_probe_latency_seconds",
+            "Successful probe round-trip time",
+            ["monitor", "source"],
+            registry=r,
+        )
+        self.probe_results = Counter(
+            "dnsd_probes_total", "Probes run", ["monitor", "source", "result"], registry=r
+        )
+        self.overrides = Counter(
+            "dnsd_override_changes_total", "Operator override changes", ["kind"], registry=r
+        )
+
+    def bind(self, server: DnsServer) -> None:
+        self.registry.register(_StateCollector(server))
+
+    # -- hooks -------------------------------------------------------------------------------
+    def observe_answer(self, reply: bytes | None, transport: str, seconds: float) -> None:
+        if reply is None:
+            self.dropped.labels(transport).inc()
+            return
+        self.latency.observe(seconds)
+        self.queries.labels(_qtype_of(reply), RCODE.get(reply[3] & 0x0F, "OTHER"), transport).inc()
+
+    def observe_decision(self, decision: LbDecision, client: ClientInfo) -> None:
+        inner = decision.innermost()
+        self.lb_answers.labels(decision.lb, inner.pool or "-", client.location.region or "-").inc()
+        if decision.fail_open or inner.fail_open:
+            self.fallback.labels(decision.lb).inc()
+
+    def observe_event(self, event: HealthEvent) -> None:
+        if event.kind == "override":
+            self.overrides.labels(event.subject.split(" ", 1)[0]).inc()
+        else:
+            self.transitions.labels(event.kind, event.new).inc()
+
+    def observe_probe(self, target: ProbeTarget, source: str, result: ProbeResult) -> None:
+        self.probe_results.labels(target.monitor, source, "ok" if result.ok else "failed").inc()
+        if result.ok and result.rtt_ms is not None:
+            self.probe_latency.labels(target.monitor, source).observe(result.rtt_ms / 1000.0)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _qtype_of(reply: bytes) -> str:
+    """The question type of a reply, read straight from the wire (no full parse)."""
+    if len(reply) < 12 or struct.unpack_from("!H", reply, 4)[0] != 1:
+        return "NONE"
+    pos = 12
+    while pos < len(reply) and reply[pos]:
+        if reply[pos] & 0xC0:
+            pos += 1
+            break
+        pos += reply[pos] + 1
+    pos += 1
+    if pos + 2 > len(reply):
+        return "NONE"
+    name = QTYPE.get(struct.unpack_from("!H", reply, pos)[0], "OTHER")
+    return name if name in KNOWN_QTYPES else "OTHER"
+
+
+class _StateCollector(Collector):
+    def __init__(self, server: DnsServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        server = self.server
+        snap, view, store = server.holder.current, server.store.view, server.store
+        gen = GaugeMetricFamily(
+            "dnsd_config_generation", "Generation of the configuration being served"
+        )
+        gen.add_metric([], snap.generation)
+        yield gen
+        hgen = GaugeMetricFamily(
+            "dnsd_health_generation", "Generation of the published health view"
+        )
+        hgen.add_metric([], view.generation)
+        yield hgen
+        reloads = CounterMetricFamily("dnsd_reloads", "Configuration reloads", labels=["result"])
+        reloads.add_metric(["ok"], server.reloads_ok)
+        reloads.add_metric(["failed"], server.reloads_failed)
+        yield reloads
+        up = GaugeMetricFamily(
+            "dnsd_backend_up",
+            "1 when the backend is healthy (overrides applied)",
+            labels=["pool", "backend", "probed", "override"],
+        )
+        rtt = GaugeMetricFamily(
+            "dnsd_backend_rtt_ewma_ms",
+            "EWMA probe RTT per source region",
+            labels=["pool", "backend", "source"],
+        )
+        pools = GaugeMetricFamily("dnsd_pool_up", "1 when the pool is healthy", labels=["pool"])
+        for pool in snap.config.pools.values():
+            pools.add_metric([pool.name], 1.0 if view.pool_healthy(pool) else 0.0)
+            for backend in pool.backends:
+                health = view.backend(pool, backend)
+                up.add_metric(
+                    [pool.name, backend.name, health.probed, health.override or ""],
+                    1.0 if health.healthy else 0.0,
+                )
+                for source, sample in health.rtt.items():
+                    rtt.add_metric([pool.name, backend.name, source], sample.ewma_ms)
+        yield up
+        yield rtt
+        yield pools
+        tcp = GaugeMetricFamily("dnsd_tcp_connections", "Open TCP connections")
+        tcp.add_metric([], server.tcp_active)
+        yield tcp
+        rejected = CounterMetricFamily("dnsd_tcp_rejected", "TCP connections refused at the cap")
+        rejected.add_metric([], server.counters.tcp_rejected)
+        yield rejected
+        probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
+        probes.add_metric([], store.transitions_total)
+        yield probes
