@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian-based machine:
-# Debian packages (dig from dnsutils, the unbound resolver) and the Python test extra.
+# Debian packages (dig from dnsutils, the unbound resolver, chromium for the status page,
+# openssl) and the Python test extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=()
 command -v dig >/dev/null 2>&1 || debs+=(dnsutils)
 command -v unbound >/dev/null 2>&1 || debs+=(unbound)
+command -v chromium >/dev/null 2>&1 || debs+=(chromium)  # status page tests
+command -v openssl >/dev/null 2>&1 || debs+=(openssl)  # self-signed certificates for HTTPS probe tests
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -10,24 +10,35 @@ from pathlib import Path
 
 import pytest
 
+from dnsd.geo.database import GeoDatabase
 from dnsd.net.tcp import TcpLimits
 from dnsd.server import DnsServer, ServerOptions, load_snapshot
 
 DATA = Path(__file__).parent / "data"
+GEO = GeoDatabase()  # the embedded database, as `dnsd serve` uses by default
 
 
 class ServerThread:
     """Runs a DnsServer on its own event loop so tests can use blocking sockets."""
 
-    def __init__(self, config_dir: Path, tcp_limits: TcpLimits | None = None) -> None:
+    def __init__(
+        self,
+        config_dir: Path,
+        tcp_limits: TcpLimits | None = None,
+        admin_token: str | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
         self.config_dir = config_dir
         self.loop = asyncio.new_event_loop()
         options = ServerOptions(
             config_dir=config_dir,
             listen=(("127.0.0.1", 0),),
             tcp_limits=tcp_limits or TcpLimits(),
+            admin=("127.0.0.1", 0),
+            admin_token=admin_token,
+            state_dir=state_dir,
         )
-        self.server = DnsServer(options, load_snapshot(config_dir, 1))
+        self.server = DnsServer(options, load_snapshot(config_dir, 1, GEO))
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def start(self) -> ServerThread:
@@ -41,6 +52,11 @@ class ServerThread:
     @property
     def port(self) -> int:
         return self.server.bound[0][1]
+
+    @property
+    def admin_port(self) -> int:
+        assert self.server.admin_bound is not None
+        return self.server.admin_bound[1]
 
     def reload(self) -> bool:
         return bool(self.call(self.server.reload()).ok)

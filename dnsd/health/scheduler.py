@@ -51,6 +51,7 @@ class ProbeScheduler:
         for key in [k for k in self._tasks if k not in plan]:
             self._tasks.pop(key).cancel()
             self._monitors.pop(key, None)
+            self._pending_first.discard(key)  # a removed target no longer holds readiness back
         self._monitors.update(plan)
         for key in plan:
             if key not in self._tasks:
