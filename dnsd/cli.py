@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--geoip", metavar="FILE")
     explain.add_argument("--pop-region", metavar="CODE")
     explain.add_argument("--node", metavar="NAME")
+    explain.add_argument(
+        "--server", metavar="URL", help="ask a running dnsd's admin API (live health)"
+    )
     explain.add_argument("--seed", type=int, help="seed the random source (trickle, random)")
     explain.add_argument("--json", action="store_true", help="print JSON")
     return parser
@@ -110,6 +113,8 @@ def run_explain(args: argparse.Namespace) -> int:
     from dnsd.server import load_snapshot
     from dnsd.snapshot import NodeSettings
 
+    if args.server:
+        return explain_remote(args)
     try:
         geo = GeoDatabase(args.geoip)
         node = NodeSettings(name=args.node, pop_region=args.pop_region)
@@ -131,6 +136,32 @@ def run_explain(args: argparse.Namespace) -> int:
         return 1
     except (ExplainError, OSError, ValueError) as exc:
         print(f"dnsd explain: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(info, indent=2) if args.json else render_text(info))
+    return 0
+
+
+def explain_remote(args: argparse.Namespace) -> int:
+    """`dnsd explain --server URL`: the same explanation from a running server."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from dnsd.explain import render_text
+
+    params = {"name": args.name, "type": args.type.upper(), "client": args.client}
+    if args.ecs:
+        params["ecs"] = args.ecs
+    url = args.server.rstrip("/") + "/api/v1/explain?" + urllib.parse.urlencode(params)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            info = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        print(f"dnsd explain: {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"dnsd explain: cannot reach {args.server}: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(info, indent=2) if args.json else render_text(info))
     return 0

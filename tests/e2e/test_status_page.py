@@ -43,7 +43,9 @@ def test_status_page_shows_pools_and_a_backend_going_down(tmp_path: Path) -> Non
                 "document.querySelector('[data-pool=\"p\"]').dataset.state"
             )
             assert pool_state == "healthy"
-            assert "· ready ·" in await browser.evaluate("document.getElementById('meta').innerText")
+            assert "· ready ·" in await browser.evaluate(
+                "document.getElementById('meta').innerText"
+            )
 
             srv.call(backends[0].set_mode("503"))
             while srv.server.store.view.backends[("p", "b0")].healthy:

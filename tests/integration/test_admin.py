@@ -283,3 +283,20 @@ def test_json_logs(config_copy) -> None:
     query = next(r for r in records if r.get("event") == "query")
     assert query["qname"] == "mail.example.test." and query["answer"] == ["192.0.2.25"]
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+
+
+def test_explain_against_a_running_server(config_copy) -> None:
+    import subprocess
+    import sys
+
+    with DnsdProcess(config_copy, env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:
+        http(dnsd.admin_port, "PUT", "/api/v1/overrides/pools/eu-west", {"state": "down"}, TOKEN)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dnsd", "explain", "www.example.test", "--client", "81.2.69.142",
+             "--server", f"http://127.0.0.1:{dnsd.admin_port}", "--json"],
+            capture_output=True, text=True, timeout=20,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["region"] == "WEU" and info["pool"] == "us-east"  # live: eu-west is down
+    assert {c["pool"]: c["healthy"] for c in info["candidates"]}["eu-west"] is False
