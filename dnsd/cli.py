@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="text", choices=["text", "json"])
     serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="SO_REUSEPORT, so a new dnsd can take over the port before the old one stops",
+    )
+    serve.add_argument(
         "--query-log-sample",
         type=float,
         default=0.0,
@@ -88,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--seed", type=int, help="seed the random source (trickle, random)")
     explain.add_argument("--json", action="store_true", help="print JSON")
+
+    from dnsd.drill.cli import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -99,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         return run_serve(args)
     if args.command == "explain":
         return run_explain(args)
+    if args.command == "drill":
+        from dnsd.drill.cli import run_drill
+
+        return run_drill(args)
+    if args.command == "demo":
+        from dnsd.drill.cli import run_demo
+
+        return run_demo(args)
     return 2
 
 
@@ -209,6 +226,7 @@ def run_serve(args: argparse.Namespace) -> int:
         admin=admin,
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
         query_log_sample=args.query_log_sample,
+        reuse_port=args.reuse_port,
     )
     try:
         return asyncio.run(serve(options))

@@ -40,6 +40,8 @@ class ServerOptions:
     admin: tuple[str, int] | None = None  # the admin HTTP server; None: not started
     admin_token: str | None = None  # bearer token for admin writes; None: writes refused
     query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
+    reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
+    first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,16 @@ class DnsServer:
 
     async def start(self) -> None:
         await self.scheduler.start()
+        # Answer only once every backend has been probed once (gdnsd's initial round): a
+        # restarted server must not send clients to a dead backend it has not looked at yet.
+        try:
+            async with asyncio.timeout(self.options.first_round_wait_s):
+                await self.scheduler.first_round.wait()
+        except TimeoutError:
+            log.warning(
+                "first probe round not complete after %.0fs: serving anyway",
+                self.options.first_round_wait_s,
+            )
         for host, port in self.options.listen:
             self.bound.append(await self._bind(host, port))
         for host, port in self.bound:
@@ -138,13 +150,17 @@ class DnsServer:
         """Bind TCP and UDP on the same port; with port 0, find one free for both."""
         loop = asyncio.get_running_loop()
         for _ in range(20):
-            tcp = await asyncio.start_server(self._tcp_handler, host, port, reuse_address=True)
+            reuse_port = self.options.reuse_port or None
+            tcp = await asyncio.start_server(
+                self._tcp_handler, host, port, reuse_address=True, reuse_port=reuse_port
+            )
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
                     lambda: UdpProtocol(self.answer, self.counters),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                    reuse_port=reuse_port,
                 )
             except OSError:
                 tcp.close()

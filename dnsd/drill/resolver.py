@@ -1,0 +1,96 @@
+"""A real caching resolver for drills: unbound (Debian package) on a loopback port, with a
+stub zone pointing at dnsd, so a drill sees what a real client sees, TTL caching included."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+CONFIG = """\
+server:
+    interface: 127.0.0.1
+    port: {port}
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: "{dir}"
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 0
+    access-control: 127.0.0.0/8 allow
+    do-not-query-localhost: no
+    module-config: "iterator"
+    cache-min-ttl: 0
+    prefetch: no
+    serve-expired: no
+    qname-minimisation: no
+    num-threads: 1
+    outgoing-range: 64
+    # .test (RFC 6761) is a built-in NXDOMAIN local zone in unbound: let the stub answer it
+    local-zone: "{tld}." nodefault
+remote-control:
+    control-enable: no
+stub-zone:
+    name: "{zone}"
+    stub-addr: 127.0.0.1@{dnsd_port}
+"""
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Unbound:
+    def __init__(self, zone: str, dnsd_port: int) -> None:
+        binary = shutil.which("unbound") or "/usr/sbin/unbound"
+        if not Path(binary).exists():
+            raise RuntimeError("unbound is not installed (Debian package unbound)")
+        self.binary = binary
+        self.zone, self.dnsd_port = zone, dnsd_port
+        self.dir = tempfile.mkdtemp(prefix="dnsd-unbound-")
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> Unbound:
+        from dnsd.drill.dnsclient import DnsClient
+
+        self.port = free_udp_port()
+        conf = Path(self.dir) / "unbound.conf"
+        tld = self.zone.rstrip(".").rsplit(".", 1)[-1]
+        conf.write_text(
+            CONFIG.format(
+                port=self.port, dir=self.dir, zone=self.zone, dnsd_port=self.dnsd_port, tld=tld
+            )
+        )
+        self.proc = subprocess.Popen(
+            [self.binary, "-d", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        client = await DnsClient("127.0.0.1", self.port, timeout_s=0.3, tries=1).open()
+        try:
+            for _ in range(100):
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"unbound exited: {self.proc.stderr.read().decode() if self.proc.stderr else ''}"
+                    )
+                if (await client.query(f"ns1.{self.zone}", 0.0)).rcode != "TIMEOUT":
+                    return self
+                await asyncio.sleep(0.05)
+        finally:
+            client.close()
+        raise RuntimeError("unbound did not answer")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)

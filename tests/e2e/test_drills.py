@@ -1,0 +1,97 @@
+"""Disaster-recovery tests: every drill scenario end to end through unbound (issue 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from dnsd.drill.config import DEFAULT_TIMING
+from dnsd.drill.environment import BoxEnvironment, free_port_pair
+from dnsd.drill.runner import SCENARIOS, Drill
+
+
+class BoxThread:
+    """One drill box (demo backends, dnsd, unbound) on an event loop in a thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.env = self.call(BoxEnvironment().start(), timeout=60)
+
+    def call(self, coro, timeout: float = 120):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout)
+
+    def close(self) -> None:
+        self.call(self.env.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def box():
+    b = BoxThread()
+    yield b
+    b.close()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_passes_through_unbound_with_no_lost_queries(box, scenario: str) -> None:
+    result = box.call(Drill(box.env, progress=False).run(scenario))
+    assert result.lost == 0
+    assert result.passed, {k: v for k, v in result.checks.items() if not v}
+    assert any(lane == "resolver" for lane, _ in result.timeline) or scenario == "trickle"
+
+
+def test_primary_down_meets_the_outage_bound(box) -> None:
+    t = DEFAULT_TIMING
+    result = box.call(Drill(box.env, progress=False).run("primary-down"))
+    assert result.detect_s is not None and result.client_s is not None
+    assert result.client_s <= t.ttl_s + t.interval_s * t.unhealthy_threshold + t.timeout_s + 1.0
+    assert result.client_s >= result.detect_s  # the resolver never moves before dnsd does
+    assert result.detect_s <= t.interval_s * t.unhealthy_threshold + t.timeout_s + 0.5
+
+
+def test_drill_against_dnsd_demo_as_a_user_runs_it(tmp_path) -> None:
+    dns, admin, control = free_port_pair(), free_port_pair(), free_port_pair()
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "dnsd", "demo", "--listen", f"127.0.0.1:{dns}",
+         "--admin", f"127.0.0.1:{admin}", "--control", f"127.0.0.1:{control}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        banner = ""
+        deadline = time.monotonic() + 30
+        while "Try:" not in banner:
+            assert time.monotonic() < deadline and demo.poll() is None, banner
+            banner += demo.stdout.readline()  # type: ignore[union-attr]
+        dig = subprocess.run(["dig", "@127.0.0.1", "-p", str(dns), "+short", "www.demo.test"],
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        assert sorted(dig.stdout.split()) == ["127.0.0.11", "127.0.0.12"]
+        out, plot = tmp_path / "out.json", tmp_path / "out.png"
+        drill = subprocess.run(
+            [sys.executable, "-m", "dnsd", "drill", "primary-down", "--server", f"http://127.0.0.1:{admin}",
+             "--control", f"http://127.0.0.1:{control}", "--dns", f"127.0.0.1:{dns}",
+             "--json", str(out), "--plot", str(plot)],
+            capture_output=True, text=True, timeout=120, env=dict(os.environ, DNSD_ADMIN_TOKEN="demo"),
+        )  # fmt: skip
+        assert drill.returncode == 0, drill.stdout + drill.stderr
+        assert "primary-down" in drill.stdout and "PASS" in drill.stdout
+        data = json.loads(out.read_text())
+        for key in ("scenario", "ttl_s", "interval_s", "unhealthy_threshold", "bound_s", "detect_s",
+                    "client_s", "failback_s", "queries", "lost", "passed"):  # fmt: skip
+            assert key in data
+        assert data["passed"] and data["lost"] == 0
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 20_000
+    finally:
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(timeout=15) == 0
