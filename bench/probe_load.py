@@ -115,7 +115,9 @@ def main() -> None:
         for monitored in (False, True):
             with tempfile.TemporaryDirectory() as tmp:
                 write_config(Path(tmp), ports, monitored)
-                with DnsdProcess(tmp, "--state-dir", str(Path(tmp) / "state")) as dnsd:
+                with DnsdProcess(
+                    tmp, "--state-dir", str(Path(tmp) / "state"), "--rrl-rate", "0"
+                ) as dnsd:
                     time.sleep(3.0 if monitored else 0.5)  # let probing reach its steady state
                     measure(dnsd.port, 500)  # warm-up
                     label = f"{args.backends} backends probed/s" if monitored else "no probes"

@@ -55,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="text", choices=["text", "json"])
     serve.add_argument(
+        "--rrl-rate", type=float, default=100.0, metavar="N",
+        help="response rate limit per client /24 (/56) and response, per second; 0 disables (default 100)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--rrl-slip", type=int, default=2, metavar="N",
+        help="send every N-th rate-limited reply truncated (TC=1); 0 never (default 2)",
+    )  # fmt: skip
+    serve.add_argument(
         "--reuse-port",
         action="store_true",
         help="SO_REUSEPORT, so a new dnsd can take over the port before the old one stops",
@@ -208,6 +216,7 @@ def run_serve(args: argparse.Namespace) -> int:
         print("--query-log-sample: a share from 0 to 1", file=sys.stderr)
         return 2
     from dnsd.geo.regions import REGIONS
+    from dnsd.net.rrl import RrlSettings
     from dnsd.snapshot import NodeSettings
 
     if args.pop_region and args.pop_region not in REGIONS:
@@ -227,6 +236,7 @@ def run_serve(args: argparse.Namespace) -> int:
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
         query_log_sample=args.query_log_sample,
         reuse_port=args.reuse_port,
+        rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),
     )
     try:
         return asyncio.run(serve(options))

@@ -21,6 +21,7 @@ from dnsd.geo.database import GeoDatabase
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
 from dnsd.net.counters import NetCounters
+from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import UdpProtocol
 from dnsd.resolve import Client, resolve
@@ -41,6 +42,7 @@ class ServerOptions:
     admin_token: str | None = None  # bearer token for admin writes; None: writes refused
     query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
     reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
+    rrl: RrlSettings = field(default_factory=lambda: RrlSettings(rate=0.0))  # the CLI turns it on
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
 
 
@@ -79,6 +81,7 @@ class DnsServer:
         self.admin_bound: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
         self.counters = NetCounters()
+        self.rrl = ResponseRateLimiter(options.rrl)
         self.reloads_ok = 0
         self.reloads_failed = 0
         self.bound: list[tuple[str, int]] = []
@@ -157,7 +160,7 @@ class DnsServer:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self.answer, self.counters),
+                    lambda: UdpProtocol(self.answer, self.counters, self.rrl),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,

@@ -181,6 +181,15 @@ class _StateCollector(Collector):
         rejected = CounterMetricFamily("dnsd_tcp_rejected", "TCP connections refused at the cap")
         rejected.add_metric([], server.counters.tcp_rejected)
         yield rejected
+        rrl = CounterMetricFamily(
+            "dnsd_rrl", "Replies held back by response rate limiting", labels=["action"]
+        )
+        rrl.add_metric(["dropped"], server.rrl.dropped)
+        rrl.add_metric(["slipped"], server.rrl.slipped)
+        yield rrl
+        buckets = GaugeMetricFamily("dnsd_rrl_buckets", "Rate-limit buckets held (bounded)")
+        buckets.add_metric([], len(server.rrl))
+        yield buckets
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes

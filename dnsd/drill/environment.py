@@ -94,6 +94,7 @@ class BoxEnvironment(Environment):
         proc = DnsdProcess(
             self.dir / "zones",
             "--pop-region", "WEU", "--reuse-port", "--state-dir", str(self.dir / "state"),
+            "--rrl-rate", "0",  # drills send thousands of identical queries from one address
             env={"DNSD_ADMIN_TOKEN": self.token or ""},
             listen=f"{self.dns[0]}:{self.dns[1]}",
         )  # fmt: skip

@@ -18,6 +18,7 @@ log = logging.getLogger("dnsd.net.tcp")
 @dataclass(frozen=True, slots=True)
 class TcpLimits:
     max_connections: int = 512
+    max_per_client: int = 64  # one address cannot take every connection
     idle_timeout_s: float = 10.0  # waiting for the first byte of the next query
     read_timeout_s: float = 5.0  # waiting for the rest of a query once it started
     write_timeout_s: float = 5.0  # a client that does not read its answers
@@ -29,21 +30,27 @@ class TcpHandler:
         self._counters = counters
         self._limits = limits
         self.active = 0
+        self._per_client: dict[str, int] = {}  # bounded: entries only for open connections
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.active >= self._limits.max_connections:
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if peer else ""
+        if (
+            self.active >= self._limits.max_connections
+            or self._per_client.get(host, 0) >= self._limits.max_per_client
+        ):
             self._counters.tcp_rejected += 1
             writer.close()
             return
         self.active += 1
+        self._per_client[host] = self._per_client.get(host, 0) + 1
         self._counters.tcp_connections += 1
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)  # type: ignore[arg-type]
         try:
-            peer = writer.get_extra_info("peername")
-            client = Client(client_address(peer[0]), "tcp")
+            client = Client(client_address(host), "tcp")
             await self._serve(reader, writer, client)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -51,6 +58,9 @@ class TcpHandler:
             self._counters.tcp_timeouts += 1
         finally:
             self.active -= 1
+            left = self._per_client.pop(host, 1) - 1
+            if left > 0:
+                self._per_client[host] = left
             self._tasks.discard(task)  # type: ignore[arg-type]
             writer.close()
 

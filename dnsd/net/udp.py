@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from dnsd.net.counters import NetCounters
+from dnsd.net.rrl import ResponseRateLimiter, truncated
 from dnsd.resolve import Client
 
 log = logging.getLogger("dnsd.net.udp")
@@ -17,9 +19,12 @@ Answerer = Callable[[bytes, Client], bytes | None]
 
 
 class UdpProtocol(asyncio.DatagramProtocol):
-    def __init__(self, answer: Answerer, counters: NetCounters) -> None:
+    def __init__(
+        self, answer: Answerer, counters: NetCounters, rrl: ResponseRateLimiter | None = None
+    ) -> None:
         self._answer = answer
         self._counters = counters
+        self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -32,6 +37,12 @@ class UdpProtocol(asyncio.DatagramProtocol):
         if reply is None:
             self._counters.dropped += 1
             return
+        if self._rrl is not None:
+            verdict = self._rrl.check(client.address, reply, time.monotonic())
+            if verdict == "drop":
+                return  # counted by the limiter
+            if verdict == "slip":
+                reply = truncated(reply)
         assert self._transport is not None
         self._transport.sendto(reply, addr)
 

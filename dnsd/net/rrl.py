@@ -1,0 +1,106 @@
+"""Response rate limiting for UDP, in the spirit of BIND and Knot RRL.
+
+Reflection attacks send queries with a victim's spoofed source; each answer is sent to the
+victim. RRL keeps a token bucket per (client prefix, response): the client's /24 (IPv4) or
+/56 (IPv6), and the question plus rcode — all NXDOMAIN/REFUSED/errors from one prefix share
+one bucket, so random-name floods are limited as one. Over the rate, replies are dropped,
+except every `slip`-th, which goes out truncated (TC=1, no records: tiny, no amplification)
+so a real client behind that prefix retries over TCP, which cannot be spoofed.
+The table is an LRU of at most `max_entries` buckets: memory stays bounded under floods.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Literal
+
+Verdict = Literal["send", "drop", "slip"]
+NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
+
+
+@dataclass(frozen=True, slots=True)
+class RrlSettings:
+    rate: float = 100.0  # responses per second per (prefix, response); 0 disables
+    slip: int = 2  # every n-th limited reply is sent truncated; 0 never
+    ipv4_prefix: int = 24
+    ipv6_prefix: int = 56
+    max_entries: int = 100_000
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    at: float
+    limited: int = 0
+
+
+class ResponseRateLimiter:
+    def __init__(self, settings: RrlSettings) -> None:
+        self.settings = settings
+        self._buckets: OrderedDict[tuple[bytes, bytes], _Bucket] = OrderedDict()
+        self.dropped = 0
+        self.slipped = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.rate > 0
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def check(
+        self, client: ipaddress.IPv4Address | ipaddress.IPv6Address, reply: bytes, now: float
+    ) -> Verdict:
+        s = self.settings
+        key = (_prefix(client, s), _response_key(reply))
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = _Bucket(tokens=s.rate, at=now)
+            self._buckets[key] = bucket
+            if len(self._buckets) > s.max_entries:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+            bucket.tokens = min(s.rate, bucket.tokens + (now - bucket.at) * s.rate)
+            bucket.at = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return "send"
+        bucket.limited += 1
+        if s.slip and bucket.limited % s.slip == 0:
+            self.slipped += 1
+            return "slip"
+        self.dropped += 1
+        return "drop"
+
+
+def _prefix(client: ipaddress.IPv4Address | ipaddress.IPv6Address, s: RrlSettings) -> bytes:
+    bits = s.ipv4_prefix if client.version == 4 else s.ipv6_prefix
+    packed = int.from_bytes(client.packed, "big") >> (client.max_prefixlen - bits)
+    return bytes([client.version]) + packed.to_bytes(16, "big")
+
+
+def _response_key(reply: bytes) -> bytes:
+    rcode = reply[3] & 0x0F if len(reply) >= 4 else 0
+    if rcode in NEGATIVE_RCODES or len(reply) < 12:
+        return bytes([rcode])
+    end = _question_end(reply)
+    return bytes([rcode]) + reply[12:end].lower()
+
+
+def _question_end(reply: bytes) -> int:
+    pos = 12
+    while pos < len(reply) and reply[pos] and not reply[pos] & 0xC0:
+        pos += reply[pos] + 1
+    return min(len(reply), pos + 5)
+
+
+def truncated(reply: bytes) -> bytes:
+    """The slip reply: the header with TC=1 and no records, plus the question."""
+    end = _question_end(reply)
+    ident, flags = struct.unpack_from("!HH", reply)
+    qdcount = 1 if end > 12 else 0
+    return struct.pack("!HHHHHH", ident, flags | 0x0200, qdcount, 0, 0, 0) + reply[12:end]

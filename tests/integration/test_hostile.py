@@ -1,0 +1,175 @@
+"""Hostile input and overload over real sockets (issue 8)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+
+import pytest
+from dnslib import DNSRecord
+
+from dnsd.net.tcp import TcpLimits
+from tests.admin_client import http
+from tests.conftest import DATA, ServerThread
+from tests.dnsclient import ask, make_query
+from tests.processes import DnsdProcess
+
+
+def test_200_idle_tcp_connections_do_not_stop_udp_or_new_tcp(server) -> None:
+    idle = []
+    try:
+        for i in range(200):
+            s = socket.socket()
+            s.bind((f"127.0.0.{2 + i // 50}", 0))  # four clients with 50 connections each
+            s.connect(("127.0.0.1", server.port))
+            idle.append(s)
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert ask(server.port, "mail.example.test").rr
+        assert ask(server.port, "mail.example.test", tcp=True).rr
+        assert time.monotonic() - started < 1.0
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_one_client_cannot_take_every_connection(config_copy) -> None:
+    srv = ServerThread(config_copy, tcp_limits=TcpLimits(max_per_client=5))
+    srv.start()
+    held = []
+    try:
+        for _ in range(5):
+            s = socket.socket()
+            s.bind(("127.0.0.9", 0))
+            s.connect(("127.0.0.1", srv.port))
+            held.append(s)
+        time.sleep(0.1)
+        extra = socket.socket()
+        extra.bind(("127.0.0.9", 0))
+        extra.connect(("127.0.0.1", srv.port))
+        extra.settimeout(2)
+        assert extra.recv(1) == b""  # closed at once
+        extra.close()
+        assert ask(srv.port, "mail.example.test", tcp=True).rr  # another client still gets in
+        assert srv.server.counters.tcp_rejected == 1
+    finally:
+        for s in held:
+            s.close()
+        srv.stop()
+
+
+def test_rrl_limits_a_flooding_prefix_while_another_gets_every_answer() -> None:
+    wire = make_query("mail.example.test").pack()
+    replies: list[bytes] = []
+    with DnsdProcess(DATA / "good", "--rrl-rate", "20", "--rrl-slip", "2") as dnsd:
+        flood = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        flood.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        flood.bind(("127.0.1.1", 0))
+        flood.settimeout(0.5)
+        victim_ok: list[bool] = []
+
+        def other_prefix() -> None:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind(("127.0.2.1", 0))
+                s.settimeout(1.0)
+                for _ in range(20):  # 10 queries/s: a real client under the 20/s limit
+                    s.sendto(wire, ("127.0.0.1", dnsd.port))
+                    r = DNSRecord.parse(s.recv(4096))
+                    victim_ok.append(r.header.tc == 0 and bool(r.rr))
+                    time.sleep(0.1)
+
+        thread = threading.Thread(target=other_prefix)
+        thread.start()
+        started = time.monotonic()
+        for _ in range(1000):  # ~500 queries/s from one /24 for about 2 s
+            flood.sendto(wire, ("127.0.0.1", dnsd.port))
+            time.sleep(0.002)
+        elapsed = time.monotonic() - started
+        try:
+            while True:
+                replies.append(flood.recv(4096))
+        except TimeoutError:
+            pass
+        thread.join()
+        flood.close()
+        _, metrics = http(dnsd.admin_port, "GET", "/metrics")
+    full = [r for r in replies if not DNSRecord.parse(r).header.tc]
+    slipped = [r for r in replies if DNSRecord.parse(r).header.tc]
+    assert len(full) <= 20 + 20 * (elapsed + 0.6) + 1  # the burst, then the rate
+    assert len(slipped) >= 300  # every second limited reply goes out truncated
+    assert victim_ok == [True] * 20  # another /24 got every answer in full
+    dropped = next(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith('dnsd_rrl_total{action="dropped"}')
+    )
+    assert dropped >= 300
+
+
+def send_continuously(port: int, stop: threading.Event, results: list[str]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(1.0)
+        while not stop.is_set():
+            q = make_query("mail.example.test")
+            try:
+                s.sendto(q.pack(), ("127.0.0.1", port))
+                r = DNSRecord.parse(s.recv(4096))
+                results.append("SERVFAIL" if r.header.rcode == 2 else "ok" if r.rr else "empty")
+            except TimeoutError:
+                results.append("lost")
+            time.sleep(0.002)
+
+
+def test_twenty_sighup_reloads_under_load_lose_nothing(config_copy) -> None:
+    with DnsdProcess(config_copy, "--rrl-rate", "0") as dnsd:
+        stop, results = threading.Event(), []
+        sender = threading.Thread(target=send_continuously, args=(dnsd.port, stop, results))
+        sender.start()
+        try:
+            for i in range(20):
+                dnsd.signal(signal.SIGHUP)
+                dnsd.wait_for_log(f"generation {i + 2}")
+        finally:
+            stop.set()
+            sender.join()
+    assert len(results) > 100
+    assert results.count("lost") == 0 and results.count("SERVFAIL") == 0
+    assert set(results) == {"ok"}
+
+
+def test_sigterm_during_load_exits_0_and_keeps_the_overrides_file(config_copy, tmp_path) -> None:
+    state = tmp_path / "state"
+    dnsd = DnsdProcess(
+        config_copy, "--state-dir", str(state), "--rrl-rate", "0", env={"DNSD_ADMIN_TOKEN": "t"}
+    )
+    with dnsd:
+        assert (
+            http(dnsd.admin_port, "PUT", "/api/v1/overrides/pools/us-east", {"state": "down"}, "t")[
+                0
+            ]
+            == 200
+        )
+        stop, results = threading.Event(), []
+        sender = threading.Thread(target=send_continuously, args=(dnsd.port, stop, results))
+        sender.start()
+        time.sleep(0.5)
+        dnsd.signal(signal.SIGTERM)
+        code = dnsd.proc.wait(timeout=10)  # type: ignore[union-attr]
+        stop.set()
+        sender.join()
+    assert code == 0
+    assert "stopping" in dnsd.output
+    assert json.loads((state / "overrides.json").read_text())["pools"] == {"us-east": "down"}
+    assert results.count("ok") > 20
+
+
+@pytest.mark.parametrize("size", [0, 1, 11])
+def test_tcp_frames_that_are_too_short_are_answered_or_closed(server, size) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=2) as s:
+        s.sendall(size.to_bytes(2, "big") + b"\x00" * size)
+        s.settimeout(2)
+        assert s.recv(100) == b""  # a frame with no header is dropped with the connection
+    assert ask(server.port, "mail.example.test", tcp=True).rr
