@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="send every N-th rate-limited reply truncated (TC=1); 0 never (default 2)",
     )  # fmt: skip
     serve.add_argument(
+        "--redis", metavar="URL", help="share health with other nodes (redis://HOST:PORT/DB)"
+    )
+    serve.add_argument(
+        "--redis-max-age", type=float, default=30.0, metavar="SECONDS",
+        help="another node's observation stops counting after this long without news (default 30)",
+    )  # fmt: skip
+    serve.add_argument(
         "--reuse-port",
         action="store_true",
         help="SO_REUSEPORT, so a new dnsd can take over the port before the old one stops",
@@ -225,6 +232,12 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.redis and not (args.node and args.pop_region):
+        print(
+            "--redis needs --node NAME and --pop-region CODE (each node probes as its region)",
+            file=sys.stderr,
+        )
+        return 2
     listen = tuple(args.listen or [parse_listen(DEFAULT_LISTEN)])
     options = ServerOptions(
         config_dir=Path(args.dir),
@@ -237,6 +250,8 @@ def run_serve(args: argparse.Namespace) -> int:
         query_log_sample=args.query_log_sample,
         reuse_port=args.reuse_port,
         rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),
+        redis_url=args.redis,
+        redis_max_age_s=args.redis_max_age,
     )
     try:
         return asyncio.run(serve(options))

@@ -18,6 +18,7 @@ from dnsd.admin.metrics import Metrics
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
 from dnsd.geo.database import GeoDatabase
+from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
 from dnsd.net.counters import NetCounters
@@ -43,6 +44,8 @@ class ServerOptions:
     query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
     reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
     rrl: RrlSettings = field(default_factory=lambda: RrlSettings(rate=0.0))  # the CLI turns it on
+    redis_url: str | None = None  # share health with other nodes through Redis
+    redis_max_age_s: float = 30.0  # another node's observation counts this long
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
 
 
@@ -72,6 +75,14 @@ class DnsServer:
         self.holder = SnapshotHolder(snapshot)
         self.store = HealthStore(options.state_dir)
         self.store.set_snapshot(snapshot)
+        self.bus: RedisBus | None = None
+        if options.redis_url:
+            # Several nodes: this one probes as its own region; the others' observations
+            # arrive through Redis (dnsd.health.bus).
+            self.store.only_source = options.node.pop_region
+            self.store.set_snapshot(snapshot)
+            node = options.node.name or options.node.pop_region or "dnsd"
+            self.bus = RedisBus(options.redis_url, node, self.store, options.redis_max_age_s)
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
         self.metrics = Metrics()
@@ -119,6 +130,8 @@ class DnsServer:
         return self._tcp_handler.active
 
     async def start(self) -> None:
+        if self.bus is not None:
+            await self.bus.start()
         await self.scheduler.start()
         # Answer only once every backend has been probed once (gdnsd's initial round): a
         # restarted server must not send clients to a dead backend it has not looked at yet.
@@ -200,6 +213,8 @@ class DnsServer:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self.scheduler.stop()
+        if self.bus is not None:
+            await self.bus.stop()
         for udp in self._udp:
             udp.close()
         for tcp in self._tcp:

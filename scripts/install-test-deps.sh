@@ -9,6 +9,7 @@ debs=()
 command -v dig >/dev/null 2>&1 || debs+=(dnsutils)
 command -v unbound >/dev/null 2>&1 || debs+=(unbound)
 command -v chromium >/dev/null 2>&1 || debs+=(chromium)  # status page tests
+command -v redis-server >/dev/null 2>&1 || debs+=(redis-server)  # multi-node health tests
 command -v openssl >/dev/null 2>&1 || debs+=(openssl)  # self-signed certificates for HTTPS probe tests
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""

@@ -190,6 +190,24 @@ class _StateCollector(Collector):
         buckets = GaugeMetricFamily("dnsd_rrl_buckets", "Rate-limit buckets held (bounded)")
         buckets.add_metric([], len(server.rrl))
         yield buckets
+        if server.bus is not None:
+            bus = server.bus
+            up = GaugeMetricFamily(
+                "dnsd_redis_connected", "1 while the Redis health bus is reachable"
+            )
+            up.add_metric([], 1.0 if bus.connected else 0.0)
+            yield up
+            errors = CounterMetricFamily(
+                "dnsd_redis_errors", "Redis errors (connection or command)"
+            )
+            errors.add_metric([], bus.errors_total)
+            yield errors
+            messages = CounterMetricFamily(
+                "dnsd_redis_messages", "Health bus messages", labels=["direction"]
+            )
+            messages.add_metric(["published"], bus.published_total)
+            messages.add_metric(["received"], bus.received_total)
+            yield messages
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes

@@ -90,6 +90,9 @@ def status_document(server: DnsServer, now: float, events: int = 50) -> dict[str
         },
         "health_generation": view.generation,
         "ready": server.ready,
+        "bus": None
+        if server.bus is None
+        else {"url": server.bus.url, "node": server.bus.node, "connected": server.bus.connected},
         "pools": pools,
         "load_balancers": lbs,
         "events": [e.to_json() for e in reversed(list(store.events)[-events:])],

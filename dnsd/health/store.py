@@ -62,6 +62,14 @@ class HealthEvent:
 class SourceHealth:
     state: SourceState
     rtt: RttSample | None = None
+    node: str | None = None  # another node's observation (shared through Redis)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteObservation:
+    state: str
+    rtt: RttSample | None
+    published_at: float
 
 
 class OverrideError(ValueError):
@@ -90,6 +98,15 @@ class HealthStore:
         self.transitions_total = 0
         self.override_changes_total = 0
         self.listeners: list[Callable[[HealthEvent], None]] = []
+        # Several nodes (dnsd.health.bus): observations from the others, and hooks to share ours.
+        self.only_source: str | None = None  # probe only this source region (this node's)
+        self.remote_max_age_s = 30.0
+        self.remote_frozen = False  # True while the bus is down: keep the last shared state
+        self._remote: dict[tuple[ProbeTarget, str], RemoteObservation] = {}
+        self._fresh_remote: set[tuple[ProbeTarget, str]] = set()
+        self.observation_listeners: list[Callable[[ProbeTarget, str, SourceHealth], None]] = []
+        self.override_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.overrides_updated_at = 0.0
         self.view = HealthView()
         self._load_overrides()
 
@@ -111,7 +128,8 @@ class HealthStore:
         for _pool, backend, monitor in self._monitored():
             target = target_of(backend, monitor)
             for source in self.sources_of(monitor):
-                plan[(target, source)] = monitor
+                if self.only_source is None or source == self.only_source or not monitor.sources:
+                    plan[(target, source)] = monitor
         return plan
 
     def _monitored(self) -> Iterator[tuple[Pool, Backend, Monitor]]:
@@ -129,6 +147,11 @@ class HealthStore:
         wanted = set(self.probe_plan())
         for key in [k for k in self._sources if k not in wanted]:
             del self._sources[key]
+        targets = {target for target, _ in wanted} | {
+            target_of(b, m) for _, b, m in self._monitored()
+        }
+        for key in [k for k in self._remote if k[0] not in targets]:
+            del self._remote[key]
         self.publish()
 
     # -- probe results -----------------------------------------------------------------------
@@ -143,6 +166,8 @@ class HealthStore:
         if result.ok and result.rtt_ms is not None:
             entry.rtt = ewma.update(entry.rtt, result.rtt_ms, monitor.rtt_ewma_alpha, result.at)
         self._sources[key] = entry
+        for listener in self.observation_listeners:
+            listener(target, source, entry)
         if transition is not None:
             self.transitions_total += 1
             subject = f"{target.host}:{target.port}"
@@ -166,10 +191,71 @@ class HealthStore:
         if monitor is None:
             return {}
         target = target_of(backend, monitor)
-        return {
-            s: self._sources.get((target, s)) or SourceHealth(SourceState())
-            for s in self.sources_of(monitor)
+        out: dict[str, SourceHealth] = {}
+        for source in self.sources_of(monitor):
+            local = self._sources.get((target, source))
+            remote = self._remote.get((target, source))
+            if local is not None:
+                out[source] = local
+            elif remote is not None and (target, source) in self._fresh_remote:
+                state = SourceState(state=remote.state, since=remote.published_at)  # type: ignore[arg-type]
+                out[source] = SourceHealth(state, remote.rtt, node="remote")
+            else:
+                out[source] = SourceHealth(SourceState())
+        return out
+
+    # -- other nodes' observations -----------------------------------------------------------
+    def apply_remote(
+        self,
+        target: ProbeTarget,
+        source: str,
+        state: str,
+        ewma_ms: float | None,
+        samples: int,
+        last_at: float,
+        published_at: float,
+    ) -> None:
+        key = (target, source)
+        if key in self._sources and self.only_source is None:
+            return  # probed here: our own observation wins
+        previous = self._remote.get(key)
+        rtt = RttSample(ewma_ms, samples, last_at) if ewma_ms is not None else None
+        self._remote[key] = RemoteObservation(state, rtt, published_at)
+        was_fresh = key in self._fresh_remote
+        if self.remote_frozen or self._clock() - published_at <= self.remote_max_age_s:
+            self._fresh_remote.add(key)
+        if previous is None or previous.state != state or not was_fresh:
+            if previous is not None and previous.state != state:
+                subject = f"{target.host}:{target.port}"
+                self._event(
+                    HealthEvent(
+                        published_at,
+                        "probe",
+                        subject,
+                        previous.state,
+                        state,
+                        "observed by another node",
+                        source,
+                    )
+                )
+            self.publish()
+        elif self._clock() - self._last_publish >= self._rtt_interval:
+            self.publish()
+
+    def expire_remote(self) -> None:
+        """Observations older than remote_max_age_s stop counting (not while frozen)."""
+        if self.remote_frozen:
+            return
+        now = self._clock()
+        stale = {
+            k
+            for k in self._fresh_remote
+            if now - self._remote[k].published_at > self.remote_max_age_s
         }
+        if stale:
+            self._fresh_remote -= stale
+            log.warning("%d observation(s) from other nodes expired", len(stale))
+            self.publish()
 
     # -- the published view ------------------------------------------------------------------
     def publish(self) -> HealthView:
@@ -256,7 +342,11 @@ class HealthStore:
             table.pop(key, None)
         else:
             table[key] = value
+        self.overrides_updated_at = self._clock()
         self._save_overrides()
+        document = self.overrides_document()
+        for listener in self.override_listeners:
+            listener(document)
         self.override_changes_total += 1
         log.warning("override %s: %s -> %s", subject, old, value)
         self._event(HealthEvent(self._clock(), "override", subject, str(old), str(value), "admin"))
@@ -271,18 +361,37 @@ class HealthStore:
     def _overrides_path(self) -> Path | None:
         return self.state_dir / OVERRIDES_FILE if self.state_dir else None
 
-    def _save_overrides(self) -> None:
-        path = self._overrides_path()
-        if path is None:
-            return
-        data = {
+    def overrides_document(self) -> dict[str, Any]:
+        return {
             "backends": {f"{p}/{b}": s for (p, b), s in sorted(self.backend_overrides.items())},
             "pools": dict(sorted(self.pool_overrides.items())),
             "load_balancers": {
                 k: {"trickle_ratio": v} for k, v in sorted(self.trickle_overrides.items())
             },
+            "updated_at": self.overrides_updated_at,
         }
-        write_atomically(path, json.dumps(data, indent=2) + "\n")
+
+    def apply_overrides(self, document: dict[str, Any]) -> None:
+        """Overrides made on another node (newest wins): adopt, persist, publish."""
+        backends, pools, trickle = _parse_overrides(document)
+        self.backend_overrides, self.pool_overrides = backends, pools
+        self.trickle_overrides = trickle
+        self.overrides_updated_at = float(document.get("updated_at", self._clock()))
+        self._save_overrides()
+        self.override_changes_total += 1
+        origin = document.get("node", "?")
+        log.warning("overrides from node %s applied", origin)
+        self._event(
+            HealthEvent(
+                self._clock(), "override", "all overrides", "-", "shared", f"from node {origin}"
+            )
+        )
+        self.publish()
+
+    def _save_overrides(self) -> None:
+        path = self._overrides_path()
+        if path is not None:
+            write_atomically(path, json.dumps(self.overrides_document(), indent=2) + "\n")
 
     def _load_overrides(self) -> None:
         path = self._overrides_path()
@@ -290,17 +399,8 @@ class HealthStore:
             return
         try:
             data = json.loads(path.read_text())
-            backends = {tuple(k.split("/", 1)): v for k, v in data.get("backends", {}).items()}
-            pools = dict(data.get("pools", {}))
-            trickle = {
-                k: float(v["trickle_ratio"]) for k, v in data.get("load_balancers", {}).items()
-            }
-            if not all(len(k) == 2 and v in BACKEND_STATES for k, v in backends.items()):
-                raise ValueError("bad backend override")
-            if not all(v in POOL_STATES for v in pools.values()):
-                raise ValueError("bad pool override")
-            if not all(0.0 <= v <= 1.0 for v in trickle.values()):
-                raise ValueError("bad trickle override")
+            backends, pools, trickle = _parse_overrides(data)
+            self.overrides_updated_at = float(data.get("updated_at", 0.0))
         except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
             aside = path.with_name(f"{path.name}.corrupt-{int(self._clock())}")
             path.replace(aside)
@@ -322,6 +422,24 @@ class HealthStore:
         self.events.append(event)
         for listener in self.listeners:
             listener(event)
+
+
+def _parse_overrides(
+    data: dict[str, Any],
+) -> tuple[dict[tuple[str, str], str], dict[str, str], dict[str, float]]:
+    """The overrides document (state file, Redis) → tables; ValueError when malformed."""
+    if not isinstance(data, dict):
+        raise ValueError("not an object")
+    backends = {tuple(k.split("/", 1)): v for k, v in data.get("backends", {}).items()}
+    pools = dict(data.get("pools", {}))
+    trickle = {k: float(v["trickle_ratio"]) for k, v in data.get("load_balancers", {}).items()}
+    if not all(len(k) == 2 and v in BACKEND_STATES for k, v in backends.items()):
+        raise ValueError("bad backend override")
+    if not all(v in POOL_STATES for v in pools.values()):
+        raise ValueError("bad pool override")
+    if not all(0.0 <= v <= 1.0 for v in trickle.values()):
+        raise ValueError("bad trickle override")
+    return backends, pools, trickle  # type: ignore[return-value]
 
 
 def _effective(probed: str, override: str | None, monitor: Monitor) -> bool:

@@ -1,0 +1,223 @@
+"""Three dnsd nodes in three regions share health through a real redis-server (issue 10)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+from dnslib import EDNS0, DNSRecord
+
+from dnsd.drill.backend import DemoBackend
+from dnsd.drill.environment import free_port_pair
+from dnsd.explain import ecs_option
+from tests.admin_client import http
+from tests.dnsclient import udp_raw
+from tests.loop_thread import LoopThread
+from tests.processes import DnsdProcess
+
+TOKEN = "nodes"
+NODES = {"a": "WNAM", "b": "ENAM", "c": "WEU"}
+INTERVAL, THRESHOLD = 0.3, 2
+ADDRESSES = {"b1": "127.0.0.71", "b2": "127.0.0.72", "d1": "127.0.0.81", "d2": "127.0.0.82"}
+ENAM_SUBNET = "12.0.0.0/24"  # the embedded database places it in the US (ENAM)
+
+
+def config(ports: dict[str, int]) -> str:
+    def backend(name: str) -> str:
+        return f"{{name: {name}, address: {ADDRESSES[name]}, port: {ports[name]}}}"
+
+    return f"""\
+zone: mn.test
+soa: {{mname: ns1.mn.test., rname: h.mn.test., minimum: 1}}
+records:
+  "@": {{NS: ns1.mn.test.}}
+  ns1: {{A: 127.0.0.1}}
+  www: {{lb: www}}
+  dyn: {{lb: dyn}}
+monitors:
+  web:
+    type: http
+    path: /healthz
+    interval: {INTERVAL}s
+    timeout: 0.5s
+    healthy_threshold: 2
+    unhealthy_threshold: {THRESHOLD}
+    sources: [WNAM, ENAM, WEU]
+pools:
+  p: {{monitor: web, backends: [{backend("b1")}, {backend("b2")}]}}
+  d1: {{monitor: web, backends: [{backend("d1")}]}}
+  d2: {{monitor: web, backends: [{backend("d2")}]}}
+load_balancers:
+  www: {{ttl: 1, default_pools: [p], max_answers: 2}}
+  dyn: {{ttl: 1, steering: dynamic, default_pools: [d1, d2], min_samples: 3}}
+"""
+
+
+class Redis:
+    def __init__(self) -> None:
+        self.port = free_port_pair()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Redis:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is installed by `make test` (Debian package redis-server)"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while (
+            subprocess.run(
+                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
+            ).stdout.strip()
+            != "PONG"
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    loop = LoopThread()
+    backends = {
+        n: loop.call(DemoBackend(n, host=a, control_port=None).start())
+        for n, a in ADDRESSES.items()
+    }
+    directory = tmp_path_factory.mktemp("cluster")
+    (directory / "zones").mkdir()
+    (directory / "zones" / "mn.yaml").write_text(config({n: b.port for n, b in backends.items()}))
+    redis = Redis().start()
+    nodes = {}
+    try:
+        for name, region in NODES.items():
+            proc = DnsdProcess(
+                directory / "zones", "--redis", f"redis://127.0.0.1:{redis.port}/0", "--node", name,
+                "--pop-region", region, "--rrl-rate", "0", "--redis-max-age", "10",
+                env={"DNSD_ADMIN_TOKEN": TOKEN},
+            )  # fmt: skip
+            nodes[name] = proc.__enter__()
+        for proc in nodes.values():
+            proc.wait_for_log("sharing health as node")
+        yield {"loop": loop, "backends": backends, "nodes": nodes, "redis": redis}
+    finally:
+        for proc in nodes.values():
+            proc.stop()
+        redis.kill()
+        for b in backends.values():
+            loop.call(b.stop())
+        loop.close()
+
+
+def answers(port: int, name: str = "www.mn.test", ecs: str | None = None) -> set[str]:
+    q = DNSRecord.question(name)
+    if ecs:
+        q.add_ar(EDNS0(udp_len=1232, opts=[ecs_option(ecs)]))
+    raw = udp_raw(port, q.pack())
+    assert raw is not None
+    return {str(rr.rdata) for rr in DNSRecord.parse(raw).rr}
+
+
+def all_nodes(cluster, predicate, timeout: float, name: str = "www.mn.test") -> float:
+    started = time.monotonic()
+    while True:
+        if all(predicate(answers(n.port, name)) for n in cluster["nodes"].values()):
+            return time.monotonic() - started
+        assert time.monotonic() - started < timeout, {
+            k: answers(n.port, name) for k, n in cluster["nodes"].items()
+        }
+        time.sleep(0.02)
+
+
+def set_mode(cluster, backend: str, mode: str, source: str | None = None) -> None:
+    cluster["loop"].call(cluster["backends"][backend].set_mode(mode, source=source))
+
+
+def test_each_node_probes_only_as_its_own_region(cluster) -> None:
+    all_nodes(cluster, lambda a: a == {"127.0.0.71", "127.0.0.72"}, 10)
+    time.sleep(INTERVAL * 3)
+    requests = cluster["backends"]["b1"].requests  # one node per region, each its own source
+    assert set(requests) == {"WNAM", "ENAM", "WEU"} and min(requests.values()) >= 2
+    _, status = http(cluster["nodes"]["a"].admin_port, "GET", "/api/v1/status")
+    assert status["bus"]["connected"] is True and status["node"]["pop_region"] == "WNAM"
+
+
+def test_failing_from_one_region_stays_healthy_from_two_goes_down_everywhere(cluster) -> None:
+    set_mode(cluster, "b1", "503", source="WEU")
+    time.sleep(INTERVAL * THRESHOLD * 3)
+    all_nodes(cluster, lambda a: "127.0.0.71" in a, 1)  # 1 of 3 sources: healthy everywhere
+    set_mode(cluster, "b1", "503", source="ENAM")
+    took = all_nodes(cluster, lambda a: a == {"127.0.0.72"}, 10)
+    assert took <= INTERVAL * THRESHOLD + 1.0
+    set_mode(cluster, "b1", "ok")
+    all_nodes(cluster, lambda a: a == {"127.0.0.71", "127.0.0.72"}, 10)
+
+
+def test_dynamic_steering_uses_rtts_measured_by_other_nodes(cluster) -> None:
+    set_mode(cluster, "d1", "slow", source="ENAM")  # slow only as seen from ENAM (node b)
+    cluster["loop"].call(cluster["backends"]["d1"].set_mode("slow", source="ENAM", slow_ms=150))
+    time.sleep(INTERVAL * 6)  # a few samples of the profile
+    node_a = cluster["nodes"]["a"]
+    assert answers(node_a.port, "dyn.mn.test", ecs=ENAM_SUBNET) == {
+        "127.0.0.82"
+    }  # d2: lower RTT from ENAM
+    _, info = http(node_a.admin_port, "GET", f"/api/v1/explain?name=dyn.mn.test&ecs={ENAM_SUBNET}")
+    rtts = {c["pool"]: c["rtt_ms"] for c in info["candidates"]}
+    assert info["region"] == "ENAM" and rtts["d1"] > 100 > rtts["d2"]  # measured by node b
+    set_mode(cluster, "d1", "ok")
+
+
+def test_an_override_on_one_node_shows_in_the_others(cluster) -> None:
+    a, c = cluster["nodes"]["a"], cluster["nodes"]["c"]
+    assert (
+        http(a.admin_port, "PUT", "/api/v1/overrides/backends/p/b2", {"state": "down"}, TOKEN)[0]
+        == 200
+    )
+    all_nodes(cluster, lambda ans: ans == {"127.0.0.71"}, 2)
+    _, status = http(c.admin_port, "GET", "/api/v1/status")
+    assert status["overrides"]["backends"] == {"p/b2": "down"}
+    assert http(c.admin_port, "DELETE", "/api/v1/overrides/backends/p/b2", token=TOKEN)[0] == 200
+    all_nodes(cluster, lambda ans: ans == {"127.0.0.71", "127.0.0.72"}, 2)
+
+
+def test_redis_outage_keeps_every_node_answering_and_they_agree_again(cluster) -> None:
+    results: list[bool] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            for node in cluster["nodes"].values():
+                raw = udp_raw(node.port, DNSRecord.question("www.mn.test").pack(), timeout=1.0)
+                results.append(raw is not None and DNSRecord.parse(raw).header.rcode == 0)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        cluster["redis"].kill()
+        time.sleep(1.0)
+        set_mode(cluster, "b2", "503")  # every node sees its own source fail…
+        time.sleep(INTERVAL * THRESHOLD * 4)
+        # …but the quorum needs the others' observations, frozen at "healthy": no flapping
+        all_nodes(cluster, lambda a: "127.0.0.72" in a, 1)
+        redis = cluster["redis"]
+        redis.start()  # same port: the nodes reconnect and share again
+        took = all_nodes(cluster, lambda a: a == {"127.0.0.71"}, 15)
+        assert took < 15
+    finally:
+        stop.set()
+        thread.join()
+        set_mode(cluster, "b2", "ok")
+    assert results and all(results), f"{results.count(False)} of {len(results)} queries failed"
+    for node in cluster["nodes"].values():
+        node.wait_for_log("unreachable")
+    _, metrics = http(cluster["nodes"]["c"].admin_port, "GET", "/metrics")
+    assert "dnsd_redis_connected 1.0" in metrics
