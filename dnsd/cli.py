@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         from dnsd.drill.cli import run_drill
 
         return run_drill(args)
+    if args.command == "backends":
+        from dnsd.drill.cli import run_backends
+
+        return run_backends(args)
     if args.command == "demo":
         from dnsd.drill.cli import run_demo
 

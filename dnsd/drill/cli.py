@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from dnsd.drill.backend import DemoBackend
 from dnsd.drill.config import DEFAULT_TIMING, ZONE, Timing, demo_config
 from dnsd.drill.control import DemoBackends
 from dnsd.drill.environment import BoxEnvironment, Environment, RemoteEnvironment
@@ -38,6 +39,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     drill.add_argument("--json", metavar="FILE", help="write the result as JSON")
     drill.add_argument("--plot", metavar="FILE.png", help="draw the timeline")
     drill.add_argument("--quiet", action="store_true", help="no progress display")
+
+    backends = sub.add_parser("backends", help="serve demo backends (for a deployment test bed)")
+    backends.add_argument("backends", nargs="+", metavar="NAME=ADDR:PORT")
+    backends.add_argument("--control", default="127.0.0.1:8054", metavar="ADDR:PORT")
 
     demo = sub.add_parser("demo", help="a playground on loopback: demo backends + dnsd")
     demo.add_argument("--listen", default="127.0.0.1:5353", metavar="ADDR:PORT")
@@ -169,8 +174,33 @@ refused, blackhole, slow.
 """
 
 
+async def _backends(args: argparse.Namespace) -> int:
+    group = DemoBackends()
+    for spec in args.backends:
+        name, _, address = spec.partition("=")
+        host, port = _addr(address)
+        group.backends[name] = await DemoBackend(
+            name, host=host, port=port, control_port=None
+        ).start()
+    await group.serve_control(*_addr(args.control))
+    for name, backend in group.backends.items():
+        print(f"backend {name} on {backend.host}:{backend.port}", flush=True)
+    print(f'control on {args.control} (POST /backends/NAME {{"mode": "503"}})', flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await group.stop()
+    return 0
+
+
+def run_backends(args: argparse.Namespace) -> int:
+    return asyncio.run(_backends(args))
+
+
 def run_demo(args: argparse.Namespace) -> int:
     return asyncio.run(_demo(args))
 
 
-__all__ = ["Timing", "add_parsers", "run_demo", "run_drill"]
+__all__ = ["Timing", "add_parsers", "run_backends", "run_demo", "run_drill"]
