@@ -28,6 +28,7 @@ class Ordering:
     refs: list[str]  # healthy candidates, best first
     reason: str
     location_dependent: bool = False
+    weights: list[float] | None = None  # `random`: the order is drawn per query from these
 
 
 def unique(refs: list[str]) -> list[str]:

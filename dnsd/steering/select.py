@@ -1,18 +1,27 @@
-"""The steering pipeline for one load-balanced name (steering.md §1):
+"""The steering pipeline for one load-balanced name (steering.md §1), in two steps:
 
-order the LB's pools with its policy (only pools that are healthy and able to answer this
-client) → trickle picks candidate[0] or candidate[1] → a nested `lb:` entry runs its own
-steering → zonal affinity picks the eligible backends → the answer's addresses. Nothing
-healthy anywhere → the fallback pool (else the first default pool) answers regardless of
-its health, and the decision says so. Pure: randomness and time come in `inp`.
+* `build_plan` — everything that is the same for every query from one client location
+  while config and health stay the same: order the LB's pools with its policy (only pools
+  that are healthy and able to answer this client), the fallback when nothing is healthy,
+  nested `lb:` plans, and zonal affinity's eligible backends for each candidate pool. Pure
+  and cacheable per (config generation, health generation, client location).
+* `execute` — the per-query draws, in a fixed order: the `random` policy's weighted order,
+  the trickle draw (candidate[0] or candidate[1]), the nested load balancer's draws, the
+  backends' weighted order. Same plan + same random source → same answer, whether the plan
+  came from a cache or was just built (the fast path relies on this).
+
+Nothing healthy anywhere → the fallback pool (else the first default pool) answers
+regardless of its health, and the decision says so.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from dnsd.affinity import original_eligible, select_backends
-from dnsd.config.model import LB_PREFIX, LoadBalancer
+from dnsd.affinity import AffinityDecision, original_eligible, select_backends
+from dnsd.config.model import LB_PREFIX, LoadBalancer, Pool
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
@@ -30,29 +39,89 @@ MAX_DEPTH = 8
 HASH_PREFIX = {4: 24, 6: 56}
 
 
-def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> LbDecision:
-    health = inp.health
-    decision = LbDecision(lb=lb.name, policy=lb.steering, ttl=lb.ttl)
+@dataclass(slots=True)
+class PoolPlan:
+    pool: Pool
+    affinity: AffinityDecision
+    scope_prefixes: list[int]
+
+
+@dataclass(slots=True)
+class LbPlan:
+    lb: LoadBalancer
+    qtype: int
+    candidates: list[Candidate]
+    ordering: Ordering
+    trickle_ratio: float
+    fail_open_ref: str | None  # set when nothing is healthy
+    children: dict[str, LbPlan | PoolPlan] = field(default_factory=dict)
+    scope_prefixes: list[int] = field(default_factory=list)
+    too_deep: bool = False
+
+
+def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
+    return execute(build_plan(inp, lb, qtype), inp.client.subnet_key(), inp.rng)
+
+
+def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> LbPlan:
     able = _able_checker(inp, depth)
     region = inp.client.location.region
-    decision.candidates = [
+    candidates = [
         Candidate(ref, able(ref), pool_rtt_ms(inp, lb, ref, region)) for ref in lb.pool_refs()
     ]
     ordering = POLICIES[lb.steering](lb, able, inp)
-    decision.ordered = ordering.refs
-    decision.reasons.append(ordering.reason)
+    plan = LbPlan(
+        lb=lb,
+        qtype=qtype,
+        candidates=candidates,
+        ordering=ordering,
+        trickle_ratio=inp.health.trickle_ratio(lb.name, lb.trickle_ratio),
+        fail_open_ref=None if ordering.refs else (lb.fallback_pool or lb.default_pools[0]),
+    )
     if ordering.location_dependent:
-        decision.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
+        plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
+    for ref in ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]:
+        if ref.startswith(LB_PREFIX):
+            if depth >= MAX_DEPTH:
+                plan.too_deep = True
+                continue
+            inner = inp.snap.config.load_balancers[ref[len(LB_PREFIX) :]]
+            plan.children[ref] = build_plan(inp, inner, qtype, depth + 1)
+        else:
+            plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb)
+    return plan
 
-    refs = ordering.refs
-    ratio = health.trickle_ratio(lb.name, lb.trickle_ratio)
-    decision.trickle_ratio = ratio
-    if not refs:
-        chosen = lb.fallback_pool or lb.default_pools[0]
+
+def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer) -> PoolPlan:
+    affinity = select_backends(pool, inp.health, inp.client.zone, inp.snap.zone_regions)
+    prefixes = []
+    if pool.zonal_affinity.mode != "DISABLED" and inp.snap.config.client_zones:
+        prefixes.append(inp.client.zone_prefix or inp.client.max_prefix)
+    if lb.selection == "hash":
+        prefixes.append(HASH_PREFIX[inp.client.address.version])
+    return PoolPlan(pool, affinity, prefixes)
+
+
+def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
+    """The per-query draws over a plan. Keep the order of draws: it is the contract that
+    makes a cached plan answer exactly like a fresh one."""
+    lb = plan.lb
+    decision = LbDecision(lb=lb.name, policy=lb.steering, ttl=lb.ttl)
+    decision.candidates = plan.candidates
+    decision.trickle_ratio = plan.trickle_ratio
+    decision.scope_prefixes = list(plan.scope_prefixes)
+    decision.reasons.append(plan.ordering.reason)
+    refs = plan.ordering.refs
+    if plan.ordering.weights is not None:
+        refs = weighted.weighted_order(refs, plan.ordering.weights, rng)
+    decision.ordered = refs
+    ratio = plan.trickle_ratio
+    if plan.fail_open_ref is not None:
+        chosen = plan.fail_open_ref
         decision.fail_open = True
         decision.reasons.append(f"nothing healthy: {chosen} answers regardless of its health")
     elif len(refs) >= 2 and ratio > 0:
-        draw = inp.rng.random()
+        draw = rng.random()
         decision.trickle_draw = draw
         chosen = refs[1] if draw < ratio else refs[0]
         decision.reasons.append(f"trickle {ratio}: draw {draw:.3f} -> {chosen}")
@@ -60,30 +129,23 @@ def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> 
         chosen = refs[0]
         decision.reasons.append(f"chosen {chosen}")
     decision.pool = chosen
-
-    if chosen.startswith(LB_PREFIX):
-        inner = inp.snap.config.load_balancers[chosen[len(LB_PREFIX) :]]
-        if depth >= MAX_DEPTH:
-            decision.reasons.append("nesting too deep: no answer")
-            return decision
-        decision.nested = steer(inp, inner, qtype, depth + 1)
+    child = plan.children.get(chosen)
+    if child is None:  # nesting too deep (cycles are rejected at load time)
+        decision.reasons.append("nesting too deep: no answer")
         return decision
-
-    pool = inp.snap.config.pools[chosen]
-    affinity = select_backends(pool, health, inp.client.zone, inp.snap.zone_regions)
-    decision.affinity = affinity
-    if pool.zonal_affinity.mode != "DISABLED" and inp.snap.config.client_zones:
-        decision.scope_prefixes.append(inp.client.zone_prefix or inp.client.max_prefix)
-    if lb.selection == "hash":
-        decision.scope_prefixes.append(HASH_PREFIX[inp.client.address.version])
+    if isinstance(child, LbPlan):
+        decision.nested = execute(child, subnet, rng)
+        return decision
+    decision.affinity = child.affinity
+    decision.scope_prefixes.extend(child.scope_prefixes)
     decision.addresses, decision.cname = pick_answer(
-        lb, affinity.modified, qtype, inp.client.subnet_key(), inp.rng
+        lb, child.affinity.modified, plan.qtype, subnet, rng
     )
     return decision
 
 
 def _able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
-    """ref → healthy and able to answer this client (memoised for this query).
+    """ref → healthy and able to answer this client (memoised for this plan).
 
     A pool is able when healthy (health.md) and its original eligible set is not empty
     (drop_traffic_if_unhealthy can empty it). A nested `lb:NAME` is able when the inner

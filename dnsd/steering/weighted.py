@@ -7,6 +7,8 @@ candidate[1] (the trickle backup) is the second draw.
 
 from __future__ import annotations
 
+import random
+
 from dnsd.config.model import LoadBalancer
 from dnsd.steering.inputs import Able, Ordering, SteeringInputs, defaults_then_fallback
 
@@ -15,12 +17,11 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     refs = defaults_then_fallback(lb, able)
     pools = inp.snap.config.pools
     weights = [pools[r].weight if r in pools else 1.0 for r in refs]
-    return Ordering(
-        weighted_order(refs, weights, inp), f"random: weighted draw over {len(refs)} pools"
-    )
+    # The order itself is drawn per query (select.execute), so plans can be cached.
+    return Ordering(refs, f"random: weighted draw over {len(refs)} pools", weights=weights)
 
 
-def weighted_order(refs: list[str], weights: list[float], inp: SteeringInputs) -> list[str]:
+def weighted_order(refs: list[str], weights: list[float], rng: random.Random) -> list[str]:
     """Draw without replacement: P(first = i) = w_i / Σw, then the same among the rest."""
     remaining = list(zip(refs, weights, strict=True))
     out: list[str] = []
@@ -29,7 +30,7 @@ def weighted_order(refs: list[str], weights: list[float], inp: SteeringInputs) -
         if total <= 0:  # only zero weights left: configured order
             out.extend(r for r, _ in remaining)
             break
-        point = inp.rng.random() * total
+        point = rng.random() * total
         for i, (ref, weight) in enumerate(remaining):
             point -= weight
             if point < 0 or i == len(remaining) - 1:
