@@ -38,6 +38,7 @@ from dnslib import (
     A,
     DNSHeader,
     DNSLabel,
+    DNSQuestion,
     DNSRecord,
     EDNSOption,
 )
@@ -118,7 +119,7 @@ def resolve(
         return _servfail(query, ident, flags)
     if on_decision is not None and result.decision is not None and result.client is not None:
         on_decision(result.decision, result.client)
-    return _pack(result.reply, client.transport, result.edns)
+    return _pack(result.reply, client.transport, result.edns, question_bytes(wire))
 
 
 def answer_query(
@@ -193,9 +194,13 @@ def _echo_ecs(result: QueryResult) -> None:
 
 
 def _reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
+    """The reply skeleton. The question is rendered in lower case (so name compression is
+    the same whatever the query's 0x20 case) and `_pack` copies the query's case back into
+    the question; names that point at it show that case too. OPT goes last (see _pack)."""
     h = query.header
     header = DNSHeader(id=h.id, qr=1, opcode=h.opcode, rd=h.rd, cd=h.cd, ra=0, aa=0)
-    reply = DNSRecord(header, q=query.q)
+    question = DNSQuestion(DNSLabel(str(query.q.qname).lower()), query.q.qtype, query.q.qclass)
+    reply = DNSRecord(header, q=question)
     if edns is not None:
         reply.add_ar(EDNS0(udp_len=EDNS_PAYLOAD, flags="do" if edns.do else ""))
     return reply
@@ -231,17 +236,37 @@ def _fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisi
             reply.add_ar(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
 
 
-def _pack(reply: DNSRecord, transport: str, edns: Edns | None) -> bytes:
+def _pack(reply: DNSRecord, transport: str, edns: Edns | None, question: bytes = b"") -> bytes:
+    """Wire bytes: OPT last in the additional section (the answer cache appends the ECS
+    echo there), the query's question bytes (its case) copied in, truncated for UDP."""
+    reply.ar = [rr for rr in reply.ar if rr.rtype != QTYPE.OPT] + [
+        rr for rr in reply.ar if rr.rtype == QTYPE.OPT
+    ]
     wire = reply.pack()
-    if transport == "tcp":
-        return wire
-    limit = min(edns.payload, EDNS_PAYLOAD) if edns else PLAIN_UDP_LIMIT
-    if len(wire) <= limit:
-        return wire
-    reply.header.tc = 1
-    reply.rr, reply.auth = [], []
-    reply.ar = [rr for rr in reply.ar if rr.rtype == QTYPE.OPT]
-    return reply.pack()
+    if transport != "tcp":
+        limit = min(edns.payload, EDNS_PAYLOAD) if edns else PLAIN_UDP_LIMIT
+        if len(wire) > limit:
+            reply.header.tc = 1
+            reply.rr, reply.auth = [], []
+            reply.ar = [rr for rr in reply.ar if rr.rtype == QTYPE.OPT]
+            wire = reply.pack()
+    if question and wire[12 : 12 + len(question)].lower() == question.lower():
+        wire = wire[:12] + question + wire[12 + len(question) :]
+    return wire
+
+
+def question_bytes(wire: bytes) -> bytes:
+    """The query's question name as sent (uncompressed labels), or b"" if it is unusual."""
+    pos = 12
+    end = len(wire)
+    while pos < end:
+        length = wire[pos]
+        if length == 0:
+            return wire[12 : pos + 1]
+        if length & 0xC0:
+            return b""
+        pos += length + 1
+    return b""
 
 
 def _valid_name(label: DNSLabel) -> bool:
