@@ -70,6 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="another node's observation stops counting after this long without news (default 30)",
     )  # fmt: skip
     serve.add_argument(
+        "--no-answer-cache", action="store_true", help="answer every query the long way"
+    )
+    serve.add_argument(
+        "--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
+        help="uvloop when installed (auto, measured faster), or the standard asyncio loop",
+    )  # fmt: skip
+    serve.add_argument(
+        "--udp-loop", default="thread", choices=["thread", "asyncio"],
+        help="UDP in a blocking socket loop thread (default, measured faster) or on the event loop",
+    )  # fmt: skip
+    serve.add_argument(
         "--reuse-port",
         action="store_true",
         help="SO_REUSEPORT, so a new dnsd can take over the port before the old one stops",
@@ -215,6 +226,19 @@ def run_check(directory: Path) -> int:
     return 0
 
 
+def loop_factory(choice: str):  # type: ignore[no-untyped-def]
+    """uvloop when asked for, or when installed and `auto`; else the standard loop."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise SystemExit("--event-loop uvloop: uvloop is not installed") from None
+        return None
+    return uvloop.new_event_loop
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import os
 
@@ -256,9 +280,12 @@ def run_serve(args: argparse.Namespace) -> int:
         rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),
         redis_url=args.redis,
         redis_max_age_s=args.redis_max_age,
+        answer_cache=not args.no_answer_cache,
+        udp_loop=args.udp_loop,
     )
     try:
-        return asyncio.run(serve(options))
+        with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:
+            return runner.run(serve(options))
     except OSError as exc:
         logging.getLogger("dnsd").error("cannot serve: %s", exc)
         return 1

@@ -209,7 +209,7 @@ def _reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
 def _fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:
     reply.header.rcode = result.rcode
     reply.header.aa = int(result.authoritative)
-    qname = query.q.qname
+    qname = reply.q.qname  # lower case: owners become pointers to the question (see _reply_for)
     for part in result.answer:
         owner = qname if part.owner is None else DNSLabel(part.owner)
         for rr in part.rrset.records:

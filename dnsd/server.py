@@ -17,6 +17,7 @@ from dnsd.admin.app import build_app
 from dnsd.admin.metrics import Metrics
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
+from dnsd.fastpath import AnswerCache
 from dnsd.geo.database import GeoDatabase
 from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
@@ -25,6 +26,7 @@ from dnsd.net.counters import NetCounters
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import UdpProtocol
+from dnsd.net.udp_thread import UdpThread
 from dnsd.resolve import Client, resolve
 from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
 
@@ -46,6 +48,8 @@ class ServerOptions:
     rrl: RrlSettings = field(default_factory=lambda: RrlSettings(rate=0.0))  # the CLI turns it on
     redis_url: str | None = None  # share health with other nodes through Redis
     redis_max_age_s: float = 30.0  # another node's observation counts this long
+    answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
+    udp_loop: str = "asyncio"  # "thread": a blocking socket loop per listener (the CLI default)
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
 
 
@@ -85,6 +89,10 @@ class DnsServer:
             self.bus = RedisBus(options.redis_url, node, self.store, options.redis_max_age_s)
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
+        self.cache = AnswerCache() if options.answer_cache else None
+        # UDP listener threads get their own cache: no cache is shared between threads.
+        self.udp_cache = AnswerCache() if options.answer_cache else None
+        self._udp_threads: list[UdpThread] = []
         self.metrics = Metrics()
         self.metrics.bind(self)
         self.store.listeners.append(self.metrics.observe_event)
@@ -102,7 +110,9 @@ class DnsServer:
 
     def answer(self, wire: bytes, client: Client) -> bytes | None:
         started = time.perf_counter()
-        reply = resolve(
+        cache = self.udp_cache if client.transport == "udp" and self._udp_threads else self.cache
+        answer = cache.answer if cache is not None else resolve
+        reply = answer(
             wire,
             client,
             self.holder.current,
@@ -184,7 +194,16 @@ class DnsServer:
                     raise
                 continue
             self._tcp.append(tcp)
-            self._udp.append(udp)  # type: ignore[arg-type]
+            if self.options.udp_loop == "thread":
+                # Hand the bound socket to a blocking loop thread instead of the event loop.
+                sock = udp.get_extra_info("socket").dup()
+                udp.close()
+                sock.setblocking(True)
+                thread = UdpThread(sock, self.answer, self.counters, self.rrl)
+                self._udp_threads.append(thread)
+                thread.start()
+            else:
+                self._udp.append(udp)  # type: ignore[arg-type]
             return host, actual
         raise OSError(f"no free port for both UDP and TCP on {host}")
 
@@ -217,6 +236,8 @@ class DnsServer:
             await self.bus.stop()
         for udp in self._udp:
             udp.close()
+        for thread in self._udp_threads:
+            await asyncio.to_thread(thread.stop)
         for tcp in self._tcp:
             tcp.close()
         await self._tcp_handler.close_all()

@@ -7,13 +7,14 @@ by a custom collector, so they can never drift from what the server serves.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dnslib import QTYPE, RCODE
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from dnsd.health.fsm import ProbeResult
@@ -35,24 +36,14 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.queries = Counter(
-            "dnsd_queries_total",
-            "DNS queries answered",
-            ["qtype", "rcode", "transport"],
-            registry=r,
-        )
-        self.dropped = Counter(
-            "dnsd_queries_dropped_total",
-            "Datagrams dropped (unparseable or responses)",
-            ["transport"],
-            registry=r,
-        )
-        self.latency = Histogram(
-            "dnsd_answer_latency_seconds",
-            "Time to build an answer",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+        # Per-query counts: plain dictionaries and a bucket array (a few hundred ns per
+        # query); the collector renders them as dnsd_queries_total, dnsd_queries_dropped_total
+        # and the dnsd_answer_latency_seconds histogram at scrape time.
+        self.query_counts: dict[tuple[bytes, int, str], int] = {}
+        self.folded: dict[tuple[str, str, str], int] = {}
+        self.dropped_counts: dict[str, int] = {}
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
         self.lb_answers = Counter(
             "dnsd_lb_answers_total",
             "Answers for load-balanced names",
@@ -87,10 +78,32 @@ class Metrics:
     # -- hooks -------------------------------------------------------------------------------
     def observe_answer(self, reply: bytes | None, transport: str, seconds: float) -> None:
         if reply is None:
-            self.dropped.labels(transport).inc()
+            self.dropped_counts[transport] = self.dropped_counts.get(transport, 0) + 1
             return
-        self.latency.observe(seconds)
-        self.queries.labels(_qtype_of(reply), RCODE.get(reply[3] & 0x0F, "OTHER"), transport).inc()
+        self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.latency_sum += seconds
+        key = (
+            bytes(reply[12:60]),
+            reply[3] & 0x0F,
+            transport,
+        )  # the question (names are short) + rcode
+        self.query_counts[key] = self.query_counts.get(key, 0) + 1
+        if len(self.query_counts) > 50_000:  # random names: fold into the exported totals
+            self._fold()
+
+    def _fold(self) -> None:
+        for (question, rcode, transport), count in self.query_counts.items():
+            label = (
+                _qtype_of(b"\x00" * 4 + b"\x00\x01" + b"\x00" * 6 + question),
+                RCODE.get(rcode, "OTHER"),
+                transport,
+            )
+            self.folded[label] = self.folded.get(label, 0) + count
+        self.query_counts.clear()
+
+    def query_totals(self) -> dict[tuple[str, str, str], int]:
+        self._fold()
+        return dict(self.folded)
 
     def observe_decision(self, decision: LbDecision, client: ClientInfo) -> None:
         inner = decision.innermost()
@@ -134,8 +147,33 @@ class _StateCollector(Collector):
     def __init__(self, server: DnsServer) -> None:
         self.server = server
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
         server = self.server
+        metrics = server.metrics
+        queries = CounterMetricFamily(
+            "dnsd_queries", "DNS queries answered", labels=["qtype", "rcode", "transport"]
+        )
+        for labels, count in sorted(metrics.query_totals().items()):
+            queries.add_metric(list(labels), count)
+        yield queries
+        dropped = CounterMetricFamily(
+            "dnsd_queries_dropped",
+            "Datagrams dropped (unparseable or responses)",
+            labels=["transport"],
+        )
+        for transport, count in sorted(metrics.dropped_counts.items()):
+            dropped.add_metric([transport], count)
+        yield dropped
+        cumulative: list[tuple[str, float]] = []
+        total = 0
+        for bound, count in zip(
+            (*LATENCY_BUCKETS, float("inf")), metrics.latency_counts, strict=True
+        ):
+            total += count
+            cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
+        latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
+        latency.add_metric([], cumulative, metrics.latency_sum)
+        yield latency
         snap, view, store = server.holder.current, server.store.view, server.store
         gen = GaugeMetricFamily(
             "dnsd_config_generation", "Generation of the configuration being served"
@@ -208,6 +246,13 @@ class _StateCollector(Collector):
             messages.add_metric(["published"], bus.published_total)
             messages.add_metric(["received"], bus.received_total)
             yield messages
+        if server.cache is not None:
+            cache = CounterMetricFamily(
+                "dnsd_answer_cache", "Answer cache lookups", labels=["result"]
+            )
+            cache.add_metric(["hit"], server.cache.hits)
+            cache.add_metric(["miss"], server.cache.misses)
+            yield cache
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes

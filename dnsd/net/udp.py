@@ -33,7 +33,11 @@ class UdpProtocol(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Any) -> None:
         self._counters.udp_queries += 1
         client = Client(client_address(addr[0]), "udp")
-        reply = self._answer(data, client)
+        try:
+            reply = self._answer(data, client)
+        except Exception:  # a bug must cost one answer, never the listener
+            log.exception("error answering a datagram from %s", addr[0])
+            return
         if reply is None:
             self._counters.dropped += 1
             return

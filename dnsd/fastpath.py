@@ -1,0 +1,341 @@
+"""The answer cache in front of `resolve` (issue 9): same bytes, a fraction of the work.
+
+A query of the common shape (QUERY, one uncompressed question, no records but at most one
+OPT of version 0) is keyed by its lower-case name, type, class and EDNS shape (DO, the UDP
+size class, ECS present). Everything else — and every first query of a key — goes through
+`resolve` unchanged.
+
+* Static answers are cached as finished wire bytes; per query only the ID, RD/CD, the
+  question's case and the ECS echo are written in.
+* Load-balanced answers cache the steering *plan* per client location (region, country,
+  zone, …) and the finished bytes per *outcome* (addresses chosen, ECS scope). Per query,
+  `execute` makes exactly the draws the full path makes, in the same order, so trickle and
+  random selection stay statistically exact and the bytes equal the full path's for the
+  same random source (a test compares them over thousands of queries).
+
+Caches are invalidated by generation — (config, health) — never by scanning; plans also
+expire each second, since RTT freshness depends on the clock.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from dnslib import QTYPE, DNSRecord
+
+from dnsd.config.model import LoadBalancer
+from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
+from dnsd.health.view import HealthView
+from dnsd.resolve import (
+    EDNS_PAYLOAD,
+    PLAIN_UDP_LIMIT,
+    Client,
+    DecisionObserver,
+    QueryResult,
+    _echo_ecs,
+    _edns,
+    _fill,
+    _pack,
+    _reply_for,
+    resolve,
+)
+from dnsd.snapshot import Snapshot
+from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
+from dnsd.steering.client import client_info
+from dnsd.steering.select import LbPlan, build_plan, execute
+from dnsd.zone_lookup import lookup
+
+MAX_ENTRIES = 100_000
+_MISSING: Any = object()
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
+OPT_TYPE = 41
+RD_CD = 0x0110
+ECS_MAX = 4 + 4 + 16  # option header + family/prefixes + an IPv6 address
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    qname: bytes  # as sent
+    qtype: int
+    qclass: int
+    key: tuple[Any, ...]
+    ecs: ClientSubnet | None
+
+
+@dataclass(frozen=True, slots=True)
+class Static:
+    wire: bytes  # ID 0, RD/CD clear, no ECS option (OPT RDLEN 0 when there is an OPT)
+
+
+@dataclass(frozen=True, slots=True)
+class Balanced:
+    lb: LoadBalancer
+    qtype: int  # the steered type (A for ANY)
+
+
+def parse(wire: bytes, transport: str) -> Parsed | None:
+    """The common query shape, or None (then the full path decides, FORMERR included)."""
+    n = len(wire)
+    if n < 17 or wire[2] & 0xF8 or wire[4:10] != b"\x00\x01\x00\x00\x00\x00":
+        return None  # a response, another opcode, or counts the cache does not handle
+    arcount = (wire[10] << 8) | wire[11]
+    if arcount > 1:
+        return None
+    pos = 12
+    while True:
+        length = wire[pos] if pos < n else -1
+        if length <= 0:
+            break
+        if length & 0xC0:
+            return None
+        pos += length + 1
+    if length != 0 or pos - 11 > 255 or pos + 5 > n:
+        return None
+    qname = bytes(wire[12 : pos + 1])
+    qtype, qclass = struct.unpack_from("!HH", wire, pos + 1)
+    pos += 5
+    if arcount == 0:
+        if pos != n:
+            return None
+        limit = "tcp" if transport == "tcp" else PLAIN_UDP_LIMIT
+        return Parsed(qname, qtype, qclass, (qname.lower(), qtype, qclass, limit, None), None)
+    if pos + 11 > n or wire[pos] != 0 or (wire[pos + 1] << 8 | wire[pos + 2]) != OPT_TYPE:
+        return None
+    payload, _ext_rcode, version, flags, rdlen = struct.unpack_from("!HBBHH", wire, pos + 3)
+    if version != 0 or pos + 11 + rdlen != n:
+        return None
+    ecs = None
+    opt = pos + 11
+    while opt < n:
+        if opt + 4 > n:
+            return None
+        code, size = struct.unpack_from("!HH", wire, opt)
+        if code == ECS_OPTION:
+            if ecs is not None:
+                return None
+            try:
+                ecs = parse_ecs(wire[opt + 4 : opt + 4 + size])
+            except EcsError:
+                return None
+        opt += 4 + size
+    if opt != n:
+        return None
+    limit = "tcp" if transport == "tcp" else min(max(PLAIN_UDP_LIMIT, payload), EDNS_PAYLOAD)
+    key = (qname.lower(), qtype, qclass, limit, (bool(flags & 0x8000), ecs is not None))
+    return Parsed(qname, qtype, qclass, key, ecs)
+
+
+class AnswerCache:
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._generation: tuple[int, int] = (-1, -1)
+        self._second = -1
+        self._entries: dict[tuple[Any, ...], Static | Balanced | None] = {}
+        self._plans: dict[tuple[Any, ...], LbPlan] = {}
+        self._clients: dict[tuple[Any, ...], ClientInfo] = {}
+        self._outcomes: dict[tuple[Any, ...], bytes] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def answer(
+        self,
+        wire: bytes,
+        client: Client,
+        snap: Snapshot,
+        health: HealthView,
+        rng: random.Random,
+        now: float,
+        on_decision: DecisionObserver | None = None,
+    ) -> bytes | None:
+        parsed = parse(wire, client.transport)
+        if parsed is None:
+            return resolve(wire, client, snap, health, rng, now, on_decision)
+        self._refresh(snap, health, now)
+        entry = self._entries.get(parsed.key, _MISSING)
+        if entry is _MISSING:
+            self.misses += 1
+            return self._first(wire, parsed, client, snap, health, rng, now, on_decision)
+        if entry is None:  # not cacheable (truncated, refused, …)
+            return resolve(wire, client, snap, health, rng, now, on_decision)
+        self.hits += 1
+        if isinstance(entry, Static):
+            return _finish(entry.wire, wire, parsed, 0)
+        return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
+
+    # -- generations ----------------------------------------------------------------------
+    def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
+        generation = (snap.generation, health.generation)
+        if generation != self._generation:
+            self._generation = generation
+            self._entries.clear()
+            self._plans.clear()
+            self._clients.clear()
+            self._outcomes.clear()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._plans.clear()  # RTT freshness depends on the clock
+        if len(self._entries) > self.max_entries or len(self._outcomes) > self.max_entries:
+            self._entries.clear()
+            self._outcomes.clear()
+        if len(self._clients) > self.max_entries:
+            self._clients.clear()
+
+    # -- the first query of a key: the full path, then remember what can be reused ---------
+    def _first(
+        self,
+        wire: bytes,
+        parsed: Parsed,
+        client: Client,
+        snap: Snapshot,
+        health: HealthView,
+        rng: random.Random,
+        now: float,
+        on_decision: DecisionObserver | None,
+    ) -> bytes | None:
+        name = _name_text(parsed.qname)
+        if name is None or not _plain_class(parsed):
+            self._entries[parsed.key] = None  # unusual names and classes: always the full path
+            return resolve(wire, client, snap, health, rng, now, on_decision)
+        found = lookup(snap, name, parsed.qtype)
+        if found.lb is not None:
+            steered = QTYPE.A if parsed.qtype == QTYPE.ANY else parsed.qtype
+            entry = Balanced(found.lb, steered)
+            self._entries[parsed.key] = entry
+            return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
+        reply = resolve(wire, client, snap, health, rng, now, on_decision)
+        self._entries[parsed.key] = _static_entry(reply, parsed)
+        return reply
+
+    # -- load-balanced names ------------------------------------------------------------------
+    def _balanced(
+        self,
+        entry: Balanced,
+        wire: bytes,
+        parsed: Parsed,
+        client: Client,
+        snap: Snapshot,
+        health: HealthView,
+        rng: random.Random,
+        now: float,
+        on_decision: DecisionObserver | None,
+    ) -> bytes | None:
+        ecs = parsed.ecs
+        use_ecs = ecs is not None and ecs.source_prefix > 0
+        address = ecs.address if use_ecs and ecs is not None else client.address
+        ecs_prefix = ecs.source_prefix if use_ecs and ecs is not None else None
+        ckey = (address, ecs_prefix)
+        info = self._clients.get(ckey)
+        if info is None:
+            info = client_info(snap, address, ecs_prefix)
+            self._clients[ckey] = info
+        bucket = _bucket(entry, info)
+        plan = self._plans.get(bucket)
+        if plan is None:
+            plan = build_plan(SteeringInputs(snap, health, info, rng, now), entry.lb, entry.qtype)
+            self._plans[bucket] = plan
+        decision = execute(plan, info.subnet_key(), rng)
+        if on_decision is not None:
+            on_decision(decision, info)
+        scope = 0
+        if ecs is not None and info.ecs_prefix:
+            prefixes = decision.all_scope_prefixes()
+            scope = max(prefixes) if prefixes else 0
+        final = decision.innermost()
+        okey = (parsed.key, final.addresses, final.cname, scope)
+        template = self._outcomes.get(okey)
+        if template is None:
+            rendered = _render(wire, client, snap, decision, info)
+            if rendered is None:
+                return resolve(
+                    wire, client, snap, health, random.Random(0), now
+                )  # pragma: no cover
+            template = _strip_ecs(rendered, parsed)
+            if template is None:
+                return rendered  # too large to patch safely: not cached
+            self._outcomes[okey] = template
+        return _finish(template, wire, parsed, scope)
+
+
+def _name_text(qname: bytes) -> str | None:
+    """Wire labels → "www.example.test." in lower case; None for bytes no config name has."""
+    labels, pos = [], 0
+    while qname[pos]:
+        label = qname[pos + 1 : pos + 1 + qname[pos]]
+        if not set(label) <= _NAME_BYTES:
+            return None
+        labels.append(label.decode("ascii").lower())
+        pos += qname[pos] + 1
+    return ".".join(labels) + "." if labels else "."
+
+
+def _plain_class(parsed: Parsed) -> bool:
+    return parsed.qclass in (1, 255) and parsed.qtype not in (QTYPE.AXFR, QTYPE.IXFR, QTYPE.OPT)
+
+
+def _bucket(entry: Balanced, info: ClientInfo) -> tuple[Any, ...]:
+    loc = info.location
+    return (
+        entry.lb.name, entry.qtype, loc.region, loc.country, loc.subdivision, loc.latitude,
+        loc.longitude, loc.source, loc.prefix_len, info.zone, info.zone_prefix, info.pop,
+        info.max_prefix, info.address.version,
+    )  # fmt: skip
+
+
+def _render(
+    wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo
+) -> bytes | None:
+    """The full path's reply for this query and this decision (no draws here)."""
+    query = DNSRecord.parse(wire)
+    edns = _edns(query)
+    reply = _reply_for(query, edns)
+    found = lookup(snap, str(query.q.qname).lower(), query.q.qtype)
+    _fill(reply, found, query, decision)
+    result = QueryResult(reply, edns, decision, info)
+    _echo_ecs(result)
+    return _pack(reply, client.transport, edns)
+
+
+def _static_entry(reply: bytes | None, parsed: Parsed) -> Static | None:
+    if reply is None or reply[2] & 0x02:  # nothing to reuse, or truncated (size-dependent)
+        return None
+    wire = _strip_ecs(reply, parsed)
+    return None if wire is None else Static(wire)
+
+
+def _strip_ecs(reply: bytes, parsed: Parsed) -> bytes | None:
+    """The reply without the ECS echo (OPT is last; its RDATA is the echo alone), with ID 0
+    and RD/CD clear, ready for `_finish`. None when an echo could make it too large."""
+    if reply[2] & 0x02:
+        return None
+    out = bytearray(reply)
+    out[0:2] = b"\x00\x00"
+    out[2] &= ~(RD_CD >> 8) & 0xFF
+    out[3] &= ~(RD_CD & 0xFF) & 0xFF
+    if parsed.ecs is not None:
+        echo = 4 + 4 + len(parsed.ecs.raw_address)
+        del out[len(out) - echo :]
+        out[len(out) - 2 : len(out)] = b"\x00\x00"  # OPT RDLEN: the echo is written per query
+    limit = parsed.key[3]
+    if limit != "tcp" and len(out) + ECS_MAX > limit:
+        return None
+    return bytes(out)
+
+
+def _finish(template: bytes, wire: bytes, parsed: Parsed, scope: int) -> bytes:
+    out = bytearray(template)
+    out[0:2] = wire[0:2]
+    out[2] |= wire[2] & (RD_CD >> 8)
+    out[3] |= wire[3] & (RD_CD & 0xFF)
+    out[12 : 12 + len(parsed.qname)] = parsed.qname
+    if parsed.ecs is not None:
+        echo = parsed.ecs.echo(scope)
+        out[len(out) - 2 : len(out)] = struct.pack("!H", 4 + len(echo))
+        out += struct.pack("!HH", ECS_OPTION, len(echo)) + echo
+    return bytes(out)
+
+
+__all__ = ["AnswerCache", "parse"]
