@@ -44,18 +44,8 @@ class Metrics:
         self.dropped_counts: dict[str, int] = {}
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
-        self.lb_answers = Counter(
-            "dnsd_lb_answers_total",
-            "Answers for load-balanced names",
-            ["lb", "pool", "region"],
-            registry=r,
-        )
-        self.fallback = Counter(
-            "dnsd_fallback_answers_total",
-            "Answers from the fallback pool because nothing was healthy",
-            ["lb"],
-            registry=r,
-        )
+        self.lb_counts: dict[tuple[str, str, str], int] = {}  # (lb, pool, region)
+        self.fallback_counts: dict[str, int] = {}
         self.transitions = Counter(
             "dnsd_health_transitions_total", "Health state changes", ["kind", "new"], registry=r
         )
@@ -107,9 +97,10 @@ class Metrics:
 
     def observe_decision(self, decision: LbDecision, client: ClientInfo) -> None:
         inner = decision.innermost()
-        self.lb_answers.labels(decision.lb, inner.pool or "-", client.location.region or "-").inc()
+        key = (decision.lb, inner.pool or "-", client.location.region or "-")
+        self.lb_counts[key] = self.lb_counts.get(key, 0) + 1
         if decision.fail_open or inner.fail_open:
-            self.fallback.labels(decision.lb).inc()
+            self.fallback_counts[decision.lb] = self.fallback_counts.get(decision.lb, 0) + 1
 
     def observe_event(self, event: HealthEvent) -> None:
         if event.kind == "override":
@@ -174,6 +165,20 @@ class _StateCollector(Collector):
         latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
         latency.add_metric([], cumulative, metrics.latency_sum)
         yield latency
+        lb_answers = CounterMetricFamily(
+            "dnsd_lb_answers", "Answers for load-balanced names", labels=["lb", "pool", "region"]
+        )
+        for labels, count in sorted(metrics.lb_counts.items()):
+            lb_answers.add_metric(list(labels), count)
+        yield lb_answers
+        fallback = CounterMetricFamily(
+            "dnsd_fallback_answers",
+            "Answers from the fallback pool because nothing was healthy",
+            labels=["lb"],
+        )
+        for lb, count in sorted(metrics.fallback_counts.items()):
+            fallback.add_metric([lb], count)
+        yield fallback
         snap, view, store = server.holder.current, server.store.view, server.store
         gen = GaugeMetricFamily(
             "dnsd_config_generation", "Generation of the configuration being served"

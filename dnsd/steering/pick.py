@@ -19,12 +19,24 @@ from dnsd.config.model import Backend, LoadBalancer
 FAMILIES = {1: ipaddress.IPv4Address, 28: ipaddress.IPv6Address}  # QTYPE A, AAAA
 
 
-def pick_answer(
-    lb: LoadBalancer, backends: tuple[Backend, ...], qtype: int, subnet: bytes, rng: random.Random
-) -> tuple[tuple[str, ...], str | None]:
-    """(addresses, cname): addresses of the asked family, or a CNAME target, or neither."""
+def candidates_for(backends: tuple[Backend, ...], qtype: int) -> list[Backend]:
+    """The backends of the asked address family (computed once per plan)."""
     family = FAMILIES.get(qtype, ipaddress.IPv4Address)
-    matching = [b for b in backends if isinstance(b.address, family)]
+    return [b for b in backends if isinstance(b.address, family)]
+
+
+def pick_answer(
+    lb: LoadBalancer,
+    backends: tuple[Backend, ...],
+    qtype: int,
+    subnet: bytes,
+    rng: random.Random,
+    matching: list[Backend] | None = None,
+) -> tuple[tuple[str, ...], str | None]:
+    """(addresses, cname): addresses of the asked family, or a CNAME target, or neither.
+    `matching` is candidates_for(backends, qtype) when the caller has it already."""
+    if matching is None:
+        matching = candidates_for(backends, qtype)
     if not matching:
         hosts = [b for b in backends if b.hostname]
         if not hosts:

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dnsd.affinity import AffinityDecision, original_eligible, select_backends
-from dnsd.config.model import LB_PREFIX, LoadBalancer, Pool
+from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
-from dnsd.steering.pick import pick_answer
+from dnsd.steering.pick import candidates_for, pick_answer
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
 POLICIES: dict[str, Policy] = {
@@ -44,6 +44,7 @@ class PoolPlan:
     pool: Pool
     affinity: AffinityDecision
     scope_prefixes: list[int]
+    matching: list[Backend]  # the modified eligible set, of the asked address family
 
 
 @dataclass(slots=True)
@@ -88,18 +89,18 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
             inner = inp.snap.config.load_balancers[ref[len(LB_PREFIX) :]]
             plan.children[ref] = build_plan(inp, inner, qtype, depth + 1)
         else:
-            plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb)
+            plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb, qtype)
     return plan
 
 
-def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer) -> PoolPlan:
+def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) -> PoolPlan:
     affinity = select_backends(pool, inp.health, inp.client.zone, inp.snap.zone_regions)
     prefixes = []
     if pool.zonal_affinity.mode != "DISABLED" and inp.snap.config.client_zones:
         prefixes.append(inp.client.zone_prefix or inp.client.max_prefix)
     if lb.selection == "hash":
         prefixes.append(HASH_PREFIX[inp.client.address.version])
-    return PoolPlan(pool, affinity, prefixes)
+    return PoolPlan(pool, affinity, prefixes, candidates_for(affinity.modified, qtype))
 
 
 def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
@@ -139,7 +140,7 @@ def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
     decision.affinity = child.affinity
     decision.scope_prefixes.extend(child.scope_prefixes)
     decision.addresses, decision.cname = pick_answer(
-        lb, child.affinity.modified, plan.qtype, subnet, rng
+        lb, child.affinity.modified, plan.qtype, subnet, rng, child.matching
     )
     return decision
 
