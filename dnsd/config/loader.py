@@ -193,40 +193,17 @@ def _check_references(
     }
     _check_cycles(config.load_balancers, where, reasons)
     _check_proximity(config, where, reasons)
+    unused = (
+        ("pools", used_pools, "pool is not used by any load balancer"),
+        ("monitors", used_monitors, "monitor is not used by any pool"),
+        ("load_balancers", used_lbs, "load balancer is not used by any record"),
+    )
     for file, section in sections:
-        for name, (_, line) in section.pools.items():
-            if name not in used_pools:
-                reasons.append(
-                    Reason(
-                        file,
-                        line,
-                        f"pools.{name}",
-                        "pool is not used by any load balancer",
-                        warning=True,
-                    )
-                )
-        for name, (_, line) in section.monitors.items():
-            if name not in used_monitors:
-                reasons.append(
-                    Reason(
-                        file,
-                        line,
-                        f"monitors.{name}",
-                        "monitor is not used by any pool",
-                        warning=True,
-                    )
-                )
-        for name, (_, line) in section.load_balancers.items():
-            if name not in used_lbs:
-                reasons.append(
-                    Reason(
-                        file,
-                        line,
-                        f"load_balancers.{name}",
-                        "load balancer is not used by any record",
-                        warning=True,
-                    )
-                )
+        for key, used, message in unused:
+            table: dict[str, tuple[object, int]] = getattr(section, key)
+            for name, (_, line) in table.items():
+                if name not in used:
+                    reasons.append(Reason(file, line, f"{key}.{name}", message, warning=True))
 
 
 Where = dict[tuple[str, str], tuple[str, int]]
