@@ -45,7 +45,7 @@ from dnsd.resolve import (
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
-from dnsd.steering.select import LbPlan, build_plan, execute
+from dnsd.steering.select import LbPlan, build_plan, execute_fast
 from dnsd.zone_lookup import lookup
 
 MAX_ENTRIES = 100_000
@@ -134,9 +134,14 @@ class AnswerCache:
         self._generation: tuple[int, int] = (-1, -1)
         self._second = -1
         self._entries: dict[tuple[Any, ...], Static | Balanced | None] = {}
-        self._plans: dict[tuple[Any, ...], LbPlan] = {}
+        self._plans: dict[int, LbPlan] = {}
+        self._bucket_ids: dict[tuple[Any, ...], int] = {}
         self._clients: dict[tuple[Any, ...], ClientInfo] = {}
         self._outcomes: dict[tuple[Any, ...], bytes] = {}
+        # (query bytes after the ID, transport) → the reply after the ID (static answers),
+        # or what a load-balanced answer needs (entry, parsed query, client, plan bucket).
+        self._memo: dict[tuple[bytes, str], Any] = {}
+        self._finished: dict[tuple[Any, ...], bytes] = {}
         self.hits = 0
         self.misses = 0
 
@@ -150,10 +155,18 @@ class AnswerCache:
         now: float,
         on_decision: DecisionObserver | None = None,
     ) -> bytes | None:
+        self._refresh(snap, health, now)
+        # Identical queries differ only in their ID: the bytes after it are the memo key.
+        tail = bytes(wire[2:])  # a no-op for the bytes sockets deliver
+        memo = self._memo.get((tail, client.transport))
+        if memo is not None:
+            self.hits += 1
+            if memo.__class__ is bytes:
+                return wire[:2] + memo  # type: ignore[operator]
+            return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)
         parsed = parse(wire, client.transport)
         if parsed is None:
             return resolve(wire, client, snap, health, rng, now, on_decision)
-        self._refresh(snap, health, now)
         entry = self._entries.get(parsed.key, _MISSING)
         if entry is _MISSING:
             self.misses += 1
@@ -162,7 +175,9 @@ class AnswerCache:
             return resolve(wire, client, snap, health, rng, now, on_decision)
         self.hits += 1
         if isinstance(entry, Static):
-            return _finish(entry.wire, wire, parsed, 0)
+            reply = _finish(entry.wire, wire, parsed, 0)
+            self._memo[(tail, client.transport)] = reply[2:]
+            return reply
         return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
 
     # -- generations ----------------------------------------------------------------------
@@ -174,6 +189,9 @@ class AnswerCache:
             self._plans.clear()
             self._clients.clear()
             self._outcomes.clear()
+            self._memo.clear()
+            self._finished.clear()
+            self._bucket_ids.clear()
         second = int(now)
         if second != self._second:
             self._second = second
@@ -181,6 +199,15 @@ class AnswerCache:
         if len(self._entries) > self.max_entries or len(self._outcomes) > self.max_entries:
             self._entries.clear()
             self._outcomes.clear()
+        if (
+            len(self._memo) > self.max_entries
+            or len(self._finished) > self.max_entries
+            or len(self._bucket_ids) > self.max_entries
+        ):
+            self._memo.clear()
+            self._finished.clear()
+            self._bucket_ids.clear()
+            self._plans.clear()
         if len(self._clients) > self.max_entries:
             self._clients.clear()
 
@@ -233,31 +260,55 @@ class AnswerCache:
             info = client_info(snap, address, ecs_prefix)
             self._clients[ckey] = info
         bucket = _bucket(entry, info)
+        bucket_id = self._bucket_ids.get(bucket)
+        if bucket_id is None:  # an int hashes for free; the 14-field tuple does not
+            bucket_id = self._bucket_ids[bucket] = len(self._bucket_ids)
+        memo = (entry, parsed, info, bucket_id, client.address)
+        self._memo[(bytes(wire[2:]), client.transport)] = memo
+        return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)
+
+    def _balanced_memo(
+        self,
+        memo: tuple[Balanced, Parsed, ClientInfo, int, Any],
+        wire: bytes,
+        client: Client,
+        snap: Snapshot,
+        health: HealthView,
+        rng: random.Random,
+        now: float,
+        on_decision: DecisionObserver | None,
+    ) -> bytes | None:
+        entry, parsed, info, bucket, source = memo
+        if source != client.address:  # the memo is per client address
+            return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
         plan = self._plans.get(bucket)
         if plan is None:
             plan = build_plan(SteeringInputs(snap, health, info, rng, now), entry.lb, entry.qtype)
             self._plans[bucket] = plan
-        decision = execute(plan, info.subnet_key(), rng)
+        addresses, cname, pool, fail_open, widest = execute_fast(plan, info.subnet_key(), rng)
         if on_decision is not None:
-            on_decision(decision, info)
-        scope = 0
-        if ecs is not None and info.ecs_prefix:
-            prefixes = decision.all_scope_prefixes()
-            scope = max(prefixes) if prefixes else 0
-        final = decision.innermost()
-        okey = (parsed.key, final.addresses, final.cname, scope)
+            on_decision(entry.lb.name, pool, info.location.region, fail_open)
+        scope = widest if parsed.ecs is not None and info.ecs_prefix else 0
+        fkey = (bytes(wire[2:]), client.transport, addresses, cname, scope)
+        finished = self._finished.get(fkey)
+        if finished is not None:
+            return wire[:2] + finished
+        okey = (parsed.key, addresses, cname, scope)
         template = self._outcomes.get(okey)
         if template is None:
+            decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=plan.lb.ttl)
+            decision.addresses, decision.cname = addresses, cname
+            decision.scope_prefixes = [scope] if scope else []
             rendered = _render(wire, client, snap, decision, info)
-            if rendered is None:
-                return resolve(
-                    wire, client, snap, health, random.Random(0), now
-                )  # pragma: no cover
+            if rendered is None:  # pragma: no cover - _render always packs
+                return None
             template = _strip_ecs(rendered, parsed)
             if template is None:
                 return rendered  # too large to patch safely: not cached
             self._outcomes[okey] = template
-        return _finish(template, wire, parsed, scope)
+        reply = _finish(template, wire, parsed, scope)
+        self._finished[fkey] = reply[2:]
+        return reply
 
 
 def _name_text(qname: bytes) -> str | None:

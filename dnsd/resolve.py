@@ -86,7 +86,9 @@ class FormErr(Exception):
     """The query is malformed in a way that gets FORMERR."""
 
 
-DecisionObserver = Callable[[LbDecision, ClientInfo], None]
+# Told of every load-balanced answer: (load balancer, pool that answered, client region,
+# whether the fallback answered because nothing was healthy). Metrics count these.
+DecisionObserver = Callable[[str, str | None, str | None, bool], None]
 
 
 def resolve(
@@ -118,7 +120,9 @@ def resolve(
         log.exception("SERVFAIL for query %s from %s", query.q.qname, client.address)
         return _servfail(query, ident, flags)
     if on_decision is not None and result.decision is not None and result.client is not None:
-        on_decision(result.decision, result.client)
+        decision, inner = result.decision, result.decision.innermost()
+        fail_open = decision.fail_open or inner.fail_open
+        on_decision(decision.lb, inner.pool, result.client.location.region, fail_open)
     return _pack(result.reply, client.transport, result.edns, question_bytes(wire))
 
 

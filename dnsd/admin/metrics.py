@@ -20,7 +20,6 @@ from prometheus_client.registry import Collector
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import ProbeTarget
 from dnsd.health.store import HealthEvent
-from dnsd.steering import ClientInfo, LbDecision
 
 if TYPE_CHECKING:
     from dnsd.server import DnsServer
@@ -95,12 +94,13 @@ class Metrics:
         self._fold()
         return dict(self.folded)
 
-    def observe_decision(self, decision: LbDecision, client: ClientInfo) -> None:
-        inner = decision.innermost()
-        key = (decision.lb, inner.pool or "-", client.location.region or "-")
+    def observe_decision(
+        self, lb: str, pool: str | None, region: str | None, fail_open: bool
+    ) -> None:
+        key = (lb, pool or "-", region or "-")
         self.lb_counts[key] = self.lb_counts.get(key, 0) + 1
-        if decision.fail_open or inner.fail_open:
-            self.fallback_counts[decision.lb] = self.fallback_counts.get(decision.lb, 0) + 1
+        if fail_open:
+            self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
 
     def observe_event(self, event: HealthEvent) -> None:
         if event.kind == "override":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from dnslib import RR
@@ -87,6 +87,11 @@ class Backend:
     weight: int
     enabled: bool
     monitor: str | None  # overrides the pool's monitor
+    address_text: str = field(default="", compare=False)  # str(address), made once: used per query
+
+    def __post_init__(self) -> None:
+        if not self.address_text and self.address is not None:
+            object.__setattr__(self, "address_text", str(self.address))
 
 
 @dataclass(frozen=True, slots=True)

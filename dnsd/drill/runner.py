@@ -390,12 +390,13 @@ class Drill:
             if lane == "dnsd" and result.fault_at <= a.at <= result.recovered_at
         ]
         changes = sum(1 for x, y in itertools.pairwise(direct) if x != y)
-        # each change of dnsd's answer needs a health transition, and each transition needs
-        # min(thresholds) consecutive probes one interval apart
-        allowed = (
-            math.ceil(seconds / (t.interval_s * min(t.healthy_threshold, t.unhealthy_threshold)))
-            + 1
+        # Each change of dnsd's answer needs a health transition of one of the flapping
+        # backends, and each backend's transitions are at least min(thresholds) probes (one
+        # interval apart) from each other.
+        per_backend = math.ceil(
+            seconds / (t.interval_s * min(t.healthy_threshold, t.unhealthy_threshold))
         )
+        allowed = len(POOLS["primary"]) * per_backend + 1
         result.notes.append(
             f"dnsd's answer changed {changes} times in {seconds:.0f}s of flapping every {period_s}s (at most {allowed} allowed)"
         )

@@ -42,8 +42,24 @@ def pick_answer(
         if not hosts:
             return (), None
         return (), _ordered(lb, hosts, subnet, rng)[0].hostname
+    if lb.max_answers == 1 and lb.selection == "random" and len(matching) > 1:
+        return (_weighted_one(matching, rng).address_text,), None
     chosen = _ordered(lb, matching, subnet, rng)[: lb.max_answers]
-    return tuple(str(b.address) for b in chosen), None
+    return tuple(b.address_text for b in chosen), None
+
+
+def _weighted_one(backends: list[Backend], rng: random.Random) -> Backend:
+    """One backend, P(i) = w_i / Σw, with a single draw (the common max_answers: 1)."""
+    total = sum(b.weight for b in backends if b.weight > 0)
+    if total <= 0:  # only zero weights: any of them, uniformly
+        return backends[int(rng.random() * len(backends))]
+    point = rng.random() * total
+    for backend in backends:
+        if backend.weight > 0:
+            point -= backend.weight
+            if point < 0:
+                return backend
+    return backends[-1]
 
 
 def _ordered(

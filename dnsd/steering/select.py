@@ -45,6 +45,7 @@ class PoolPlan:
     affinity: AffinityDecision
     scope_prefixes: list[int]
     matching: list[Backend]  # the modified eligible set, of the asked address family
+    scope_max: int = 0
 
 
 @dataclass(slots=True)
@@ -58,6 +59,7 @@ class LbPlan:
     children: dict[str, LbPlan | PoolPlan] = field(default_factory=dict)
     scope_prefixes: list[int] = field(default_factory=list)
     too_deep: bool = False
+    scope_max: int = 0
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -81,6 +83,7 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     )
     if ordering.location_dependent:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
+    plan.scope_max = max(plan.scope_prefixes, default=0)
     for ref in ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]:
         if ref.startswith(LB_PREFIX):
             if depth >= MAX_DEPTH:
@@ -100,7 +103,8 @@ def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) ->
         prefixes.append(inp.client.zone_prefix or inp.client.max_prefix)
     if lb.selection == "hash":
         prefixes.append(HASH_PREFIX[inp.client.address.version])
-    return PoolPlan(pool, affinity, prefixes, candidates_for(affinity.modified, qtype))
+    matching = candidates_for(affinity.modified, qtype)
+    return PoolPlan(pool, affinity, prefixes, matching, max(prefixes, default=0))
 
 
 def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
@@ -143,6 +147,35 @@ def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
         lb, child.affinity.modified, plan.qtype, subnet, rng, child.matching
     )
     return decision
+
+
+def execute_fast(
+    plan: LbPlan, subnet: bytes, rng: random.Random
+) -> tuple[tuple[str, ...], str | None, str | None, bool, int]:
+    """`execute` without building the explanation: (addresses, cname, pool, fail_open,
+    widest scope prefix). It must make exactly the same draws in the same order as
+    `execute` — the byte-identity test of the answer cache holds it to that."""
+    refs = plan.ordering.refs
+    if plan.ordering.weights is not None:
+        refs = weighted.weighted_order(refs, plan.ordering.weights, rng)
+    fail_open = plan.fail_open_ref is not None
+    if fail_open:
+        chosen = plan.fail_open_ref
+    elif len(refs) >= 2 and plan.trickle_ratio > 0:
+        chosen = refs[1] if rng.random() < plan.trickle_ratio else refs[0]
+    else:
+        chosen = refs[0]
+    scope = plan.scope_max
+    child = plan.children.get(chosen)  # type: ignore[arg-type]
+    if child is None:
+        return (), None, chosen, fail_open, scope
+    if isinstance(child, LbPlan):
+        addresses, cname, pool, inner_fail_open, inner_scope = execute_fast(child, subnet, rng)
+        return addresses, cname, pool, fail_open or inner_fail_open, max(scope, inner_scope)
+    addresses, cname = pick_answer(
+        plan.lb, child.affinity.modified, plan.qtype, subnet, rng, child.matching
+    )
+    return addresses, cname, chosen, fail_open, max(scope, child.scope_max)
 
 
 def _able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
