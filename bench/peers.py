@@ -278,6 +278,88 @@ def big_config(d: Path, port: int) -> list[str]:
             "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state")]  # fmt: skip
 
 
+def failover_under_load(seconds: int = 12) -> dict[str, float] | None:
+    """A backend fails during a full-speed dnsperf run; a second client polls every 50 ms
+    and measures when dnsd's answer leaves it (bound: interval × threshold + timeout)."""
+    import asyncio
+    import threading
+
+    from dnslib import DNSRecord
+
+    from dnsd.drill.backend import DemoBackend
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    def call(coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
+
+    backends = {
+        a: call(DemoBackend(a, host=a, control_port=None).start())
+        for a in ("127.0.0.10", "127.0.0.11", "127.0.0.20")
+    }
+
+    def build(d: Path, port: int) -> list[str]:
+        (d / "zones").mkdir()
+        b = {
+            a: f"{{name: n{i}, address: {a}, port: {x.port}}}"
+            for i, (a, x) in enumerate(backends.items())
+        }
+        (d / "zones" / "bench.yaml").write_text(f"""\
+zone: {ZONE}
+soa: {{mname: ns1.{ZONE}., rname: hostmaster.{ZONE}.}}
+records:
+  "@": {{NS: ns1.{ZONE}.}}
+  ns1: {{A: 127.0.0.1}}
+  static: {{A: 127.0.0.80}}
+  www: {{lb: www}}
+monitors:
+  m: {{type: http, path: /healthz, interval: 0.5s, timeout: 0.4s, unhealthy_threshold: 2, healthy_threshold: 2}}
+pools:
+  primary: {{monitor: m, backends: [{b["127.0.0.10"]}, {b["127.0.0.11"]}]}}
+  secondary: {{monitor: m, backends: [{b["127.0.0.20"]}]}}
+load_balancers:
+  www: {{ttl: 2, default_pools: [primary, secondary]}}
+""")
+        return [sys.executable, "-m", "dnsd", "serve", str(d / "zones"), "--listen", f"127.0.0.1:{port}",
+                "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state")]  # fmt: skip
+
+    def run(port: int, d: Path) -> dict[str, float]:
+        perf = subprocess.Popen(
+            ["taskset", "-c", "1", "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(query_file(d)),
+             "-l", str(seconds), "-c", "8", "-q", "400"], stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(4)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(1.0)
+            for a in ("127.0.0.10", "127.0.0.11"):
+                call(backends[a].set_mode("503"))
+            failed_at, moved_after, polls, unanswered = time.monotonic(), float("nan"), 0, 0
+            while time.monotonic() - failed_at < 5:
+                s.sendto(DNSRecord.question(f"www.{ZONE}").pack(), ("127.0.0.1", port))
+                polls += 1
+                try:
+                    reply = DNSRecord.parse(s.recv(4096))
+                except TimeoutError:
+                    unanswered += 1
+                    continue
+                if reply.rr and str(reply.rr[0].rdata) == "127.0.0.20":
+                    moved_after = time.monotonic() - failed_at
+                    break
+                time.sleep(0.05)
+        out, _ = perf.communicate(timeout=seconds + 30)
+        qps = re.search(r"Queries per second:\s+([\d.]+)", out)
+        return {"moved_after_s": moved_after, "bound_s": 0.5 * 2 + 0.4, "qps": float(qps.group(1)) if qps else float("nan"),
+                "polls": polls, "unanswered": unanswered}  # fmt: skip
+
+    try:
+        return serve("dnsd-failover", build, run)
+    finally:
+        for x in backends.values():
+            call(x.stop())
+        loop.call_soon_threadsafe(loop.stop)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
@@ -320,6 +402,12 @@ def main() -> None:
     if big:
         print(
             f"{'dnsd, 10k LB names + 100k records':<34} {big['qps']:>9.0f} QPS {big['latency_ms']:>8.3f}ms avg, lost {big['lost']:.0f}"
+        )
+    moved = failover_under_load()
+    if moved:
+        print(
+            f"dnsd under full load ({moved['qps']:.0f} QPS): primary failed, answers moved after {moved['moved_after_s']:.2f}s "
+            f"(bound {moved['bound_s']:.1f}s), second client: {moved['polls']:.0f} polls, {moved['unanswered']:.0f} unanswered"
         )
     p99 = p99_at(50_000, dnsd)
     if p99:
