@@ -76,7 +76,8 @@ static IN A 127.0.0.80
 
 
 # -- the servers -------------------------------------------------------------------------------
-def dnsd(d: Path, port: int, extra: tuple[str, ...] = ()) -> list[str]:
+def dnsd_serve(d: Path, port: int, pools: str, ttl: int = 30, monitors: str = "") -> list[str]:
+    """Write dnsd's version of the benchmark zone (`pools` is YAML) and its command line."""
     (d / "zones").mkdir()
     (d / "zones" / "bench.yaml").write_text(f"""\
 zone: {ZONE}
@@ -86,14 +87,20 @@ records:
   ns1: {{A: 127.0.0.1}}
   static: {{A: 127.0.0.80}}
   www: {{lb: www}}
-pools:
-  primary: {{backends: [{{name: a, address: {BACKENDS[0]}}}, {{name: b, address: {BACKENDS[1]}}}]}}
-  secondary: {{backends: [{{name: c, address: 127.0.0.20}}]}}
+{monitors}pools:
+{pools}
 load_balancers:
-  www: {{ttl: 30, default_pools: [primary, secondary]}}
+  www: {{ttl: {ttl}, default_pools: [primary, secondary]}}
 """)
     return [sys.executable, "-m", "dnsd", "serve", str(d / "zones"), "--listen", f"127.0.0.1:{port}",
-            "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state"), *extra]  # fmt: skip
+            "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state")]  # fmt: skip
+
+
+def dnsd(d: Path, port: int) -> list[str]:
+    pools = f"""\
+  primary: {{backends: [{{name: a, address: {BACKENDS[0]}}}, {{name: b, address: {BACKENDS[1]}}}]}}
+  secondary: {{backends: [{{name: c, address: 127.0.0.20}}]}}"""
+    return dnsd_serve(d, port, pools)
 
 
 def gdnsd(d: Path, port: int) -> list[str]:
@@ -300,29 +307,18 @@ def failover_under_load(seconds: int = 12) -> dict[str, float] | None:
     }
 
     def build(d: Path, port: int) -> list[str]:
-        (d / "zones").mkdir()
         b = {
             a: f"{{name: n{i}, address: {a}, port: {x.port}}}"
             for i, (a, x) in enumerate(backends.items())
         }
-        (d / "zones" / "bench.yaml").write_text(f"""\
-zone: {ZONE}
-soa: {{mname: ns1.{ZONE}., rname: hostmaster.{ZONE}.}}
-records:
-  "@": {{NS: ns1.{ZONE}.}}
-  ns1: {{A: 127.0.0.1}}
-  static: {{A: 127.0.0.80}}
-  www: {{lb: www}}
-monitors:
-  m: {{type: http, path: /healthz, interval: 0.5s, timeout: 0.4s, unhealthy_threshold: 2, healthy_threshold: 2}}
-pools:
+        monitors = (
+            "monitors:\n  m: {type: http, path: /healthz, interval: 0.5s, timeout: 0.4s,"
+            " unhealthy_threshold: 2, healthy_threshold: 2}\n"
+        )
+        pools = f"""\
   primary: {{monitor: m, backends: [{b["127.0.0.10"]}, {b["127.0.0.11"]}]}}
-  secondary: {{monitor: m, backends: [{b["127.0.0.20"]}]}}
-load_balancers:
-  www: {{ttl: 2, default_pools: [primary, secondary]}}
-""")
-        return [sys.executable, "-m", "dnsd", "serve", str(d / "zones"), "--listen", f"127.0.0.1:{port}",
-                "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state")]  # fmt: skip
+  secondary: {{monitor: m, backends: [{b["127.0.0.20"]}]}}"""
+        return dnsd_serve(d, port, pools, ttl=2, monitors=monitors)
 
     def run(port: int, d: Path) -> dict[str, float]:
         perf = subprocess.Popen(
