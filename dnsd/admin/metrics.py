@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from dnslib import QTYPE, RCODE
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -134,6 +134,16 @@ def _qtype_of(reply: bytes) -> str:
     return name if name in KNOWN_QTYPES else "OTHER"
 
 
+def _counters(
+    name: str, documentation: str, labels: list[str], counts: Mapping[Any, int]
+) -> CounterMetricFamily:
+    """A counter family from a {label value(s): count} table kept by the serving path."""
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for key, count in sorted(counts.items()):
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], count)
+    return family
+
+
 class _StateCollector(Collector):
     def __init__(self, server: DnsServer) -> None:
         self.server = server
@@ -141,20 +151,18 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
         server = self.server
         metrics = server.metrics
-        queries = CounterMetricFamily(
-            "dnsd_queries", "DNS queries answered", labels=["qtype", "rcode", "transport"]
+        yield _counters(
+            "dnsd_queries",
+            "DNS queries answered",
+            ["qtype", "rcode", "transport"],
+            metrics.query_totals(),
         )
-        for labels, count in sorted(metrics.query_totals().items()):
-            queries.add_metric(list(labels), count)
-        yield queries
-        dropped = CounterMetricFamily(
+        yield _counters(
             "dnsd_queries_dropped",
             "Datagrams dropped (unparseable or responses)",
-            labels=["transport"],
+            ["transport"],
+            metrics.dropped_counts,
         )
-        for transport, count in sorted(metrics.dropped_counts.items()):
-            dropped.add_metric([transport], count)
-        yield dropped
         cumulative: list[tuple[str, float]] = []
         total = 0
         for bound, count in zip(
@@ -165,20 +173,18 @@ class _StateCollector(Collector):
         latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
         latency.add_metric([], cumulative, metrics.latency_sum)
         yield latency
-        lb_answers = CounterMetricFamily(
-            "dnsd_lb_answers", "Answers for load-balanced names", labels=["lb", "pool", "region"]
+        yield _counters(
+            "dnsd_lb_answers",
+            "Answers for load-balanced names",
+            ["lb", "pool", "region"],
+            metrics.lb_counts,
         )
-        for labels, count in sorted(metrics.lb_counts.items()):
-            lb_answers.add_metric(list(labels), count)
-        yield lb_answers
-        fallback = CounterMetricFamily(
+        yield _counters(
             "dnsd_fallback_answers",
             "Answers from the fallback pool because nothing was healthy",
-            labels=["lb"],
+            ["lb"],
+            metrics.fallback_counts,
         )
-        for lb, count in sorted(metrics.fallback_counts.items()):
-            fallback.add_metric([lb], count)
-        yield fallback
         snap, view, store = server.holder.current, server.store.view, server.store
         gen = GaugeMetricFamily(
             "dnsd_config_generation", "Generation of the configuration being served"
