@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 
+from dnsd.net import mmsg
 from dnsd.net.counters import NetCounters
 from dnsd.net.rrl import ResponseRateLimiter, truncated
 from dnsd.net.udp import Answerer, client_address
@@ -43,6 +44,44 @@ class UdpThread:
         self._thread.start()
 
     def _run(self) -> None:
+        if mmsg.available():
+            self._run_batched(mmsg.DatagramBatch(self.sock))
+        else:
+            self._run_plain()
+
+    def _run_batched(self, batch: mmsg.DatagramBatch) -> None:
+        """recvmmsg → answer each → sendmmsg: two system calls for up to 64 queries."""
+        answer, counters, rrl = self._answer, self._counters, self._rrl
+        clients: dict[bytes, Client] = {}
+        while True:
+            try:
+                count = batch.receive()
+            except OSError:
+                if self._stopping:
+                    return
+                continue
+            if self._stopping:
+                return
+            counters.udp_queries += count
+            for i in range(count):
+                data = batch.datagram(i)
+                key = batch.source_key(i)
+                client = clients.get(key)
+                if client is None:
+                    if len(clients) >= CLIENTS_CACHED:
+                        clients.clear()
+                    client = clients[key] = Client(client_address(batch.source(i)[0]), "udp")
+                reply = self._reply(answer, rrl, data, client) if data is not None else None
+                if reply is None:
+                    continue
+                try:
+                    batch.queue(i, reply)
+                except OSError as exc:
+                    log.debug("udp send to %s failed: %s", client.address, exc)
+            if batch.queued and batch.flush():
+                log.debug("udp: some replies of a batch could not be sent")
+
+    def _run_plain(self) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
         answer, counters, rrl = self._answer, self._counters, self._rrl
         clients: dict[str, Client] = {}
@@ -61,24 +100,37 @@ class UdpThread:
                 if len(clients) >= CLIENTS_CACHED:
                     clients.clear()
                 client = clients[addr[0]] = Client(client_address(addr[0]), "udp")
-            try:
-                reply = answer(data, client)
-            except Exception:  # a bug must cost one answer, never the listener
-                log.exception("error answering a datagram from %s", addr[0])
-                continue
+            reply = self._reply(answer, rrl, data, client)
             if reply is None:
-                counters.dropped += 1
                 continue
-            if rrl is not None:
-                verdict = rrl.check(client.address, reply, time.monotonic())
-                if verdict == "drop":
-                    continue
-                if verdict == "slip":
-                    reply = truncated(reply)
             try:
                 sendto(reply, addr)
             except OSError as exc:
                 log.debug("udp send to %s failed: %s", addr[0], exc)
+
+    def _reply(
+        self,
+        answer: Answerer,
+        rrl: ResponseRateLimiter | None,
+        data: bytes,
+        client: Client,
+    ) -> bytes | None:
+        """The reply to send, or None (unanswerable, or dropped by the rate limiter)."""
+        try:
+            reply = answer(data, client)
+        except Exception:  # a bug must cost one answer, never the listener
+            log.exception("error answering a datagram from %s", client.address)
+            return None
+        if reply is None:
+            self._counters.dropped += 1
+            return None
+        if rrl is not None:
+            verdict = rrl.check(client.address, reply, time.monotonic())
+            if verdict == "drop":
+                return None
+            if verdict == "slip":
+                return truncated(reply)
+        return reply
 
     def stop(self) -> None:
         self._stopping = True
