@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import struct
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,15 @@ from dnsd.resolve import (
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
-from dnsd.steering.select import LbPlan, build_plan, execute_fast
+from dnsd.steering.select import (
+    Draw,
+    LbPlan,
+    Outcome,
+    build_plan,
+    compile_draws,
+    execute_fast,
+    walk,
+)
 from dnsd.zone_lookup import lookup
 
 MAX_ENTRIES = 100_000
@@ -74,6 +83,37 @@ class Static:
 class Balanced:
     lb: LoadBalancer
     qtype: int  # the steered type (A for ANY)
+
+
+class _LbMemo:
+    """What one exact query from one client needs for a load-balanced answer: the entry,
+    the parsed query, the client's location and plan bucket, and — for the current plan
+    epoch — the plan compiled into draws with the finished reply (after the ID) and the
+    metrics labels of each outcome."""
+
+    __slots__ = (
+        "bucket",
+        "client",
+        "entry",
+        "epoch",
+        "info",
+        "observed",
+        "outcomes",
+        "parsed",
+        "tails",
+        "tree",
+    )  # fmt: skip
+
+    def __init__(
+        self, entry: Balanced, parsed: Parsed, info: ClientInfo, bucket: int, client: Client
+    ) -> None:
+        self.entry, self.parsed, self.info, self.bucket = entry, parsed, info, bucket
+        self.client = client
+        self.epoch = -1
+        self.tree: Draw | int | None = None
+        self.outcomes: list[Outcome] = []
+        self.tails: list[bytes | None] = []
+        self.observed: list[tuple[str, str | None, str | None, bool]] = []
 
 
 def parse(wire: bytes, transport: str) -> Parsed | None:
@@ -131,17 +171,19 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
 class AnswerCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
-        self._generation: tuple[int, int] = (-1, -1)
-        self._second = -1
+        self._snap_generation = -1
+        self._health_generation = -1
+        self._next_second = float("-inf")
+        self._epoch = 0  # plans and compiled draws of an older epoch are stale
         self._entries: dict[tuple[Any, ...], Static | Balanced | None] = {}
         self._plans: dict[int, LbPlan] = {}
         self._bucket_ids: dict[tuple[Any, ...], int] = {}
         self._clients: dict[tuple[Any, ...], ClientInfo] = {}
         self._outcomes: dict[tuple[Any, ...], bytes] = {}
-        # (query bytes after the ID, transport) → the reply after the ID (static answers),
-        # or what a load-balanced answer needs (entry, parsed query, client, plan bucket).
-        self._memo: dict[tuple[bytes, str], Any] = {}
-        self._finished: dict[tuple[Any, ...], bytes] = {}
+        # Query bytes after the ID → the reply after the ID (static answers), or an _LbMemo;
+        # one table per transport, since the same bytes get other limits over TCP.
+        self._memo_udp: dict[bytes, bytes | _LbMemo] = {}
+        self._memo_tcp: dict[bytes, bytes | _LbMemo] = {}
         self.hits = 0
         self.misses = 0
 
@@ -155,60 +197,98 @@ class AnswerCache:
         now: float,
         on_decision: DecisionObserver | None = None,
     ) -> bytes | None:
-        self._refresh(snap, health, now)
+        if (
+            snap.generation != self._snap_generation
+            or health.generation != self._health_generation
+            or now >= self._next_second
+        ):
+            self._refresh(snap, health, now)
         # Identical queries differ only in their ID: the bytes after it are the memo key.
         tail = bytes(wire[2:])  # a no-op for the bytes sockets deliver
-        memo = self._memo.get((tail, client.transport))
+        memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
+        memo = memos.get(tail)
         if memo is not None:
             self.hits += 1
             if memo.__class__ is bytes:
                 return wire[:2] + memo  # type: ignore[operator]
-            return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)
+            # The hot load-balanced case: walk the compiled draws to a finished reply.
+            if memo.client is client and memo.epoch == self._epoch:  # type: ignore[union-attr]
+                node = memo.tree  # type: ignore[union-attr]
+                if node is not None:
+                    while node.__class__ is Draw:
+                        node = node.branches[  # type: ignore[union-attr]
+                            bisect_right(node.thresholds, rng.random() * node.scale)  # type: ignore[union-attr]
+                        ]
+                    finished = memo.tails[node]  # type: ignore[union-attr,index]
+                    if finished is not None:
+                        if on_decision is not None:
+                            on_decision(*memo.observed[node])  # type: ignore[union-attr,index]
+                        return wire[:2] + finished
+                    return self._balanced_memo(
+                        memo,
+                        wire,
+                        client,
+                        snap,
+                        health,
+                        rng,
+                        now,
+                        on_decision,
+                        node,  # type: ignore[arg-type]
+                    )
+            return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)  # type: ignore[arg-type]
         parsed = parse(wire, client.transport)
         if parsed is None:
             return resolve(wire, client, snap, health, rng, now, on_decision)
         entry = self._entries.get(parsed.key, _MISSING)
         if entry is _MISSING:
             self.misses += 1
+            self._bound()
             return self._first(wire, parsed, client, snap, health, rng, now, on_decision)
         if entry is None:  # not cacheable (truncated, refused, …)
             return resolve(wire, client, snap, health, rng, now, on_decision)
         self.hits += 1
+        self._bound()
         if isinstance(entry, Static):
             reply = _finish(entry.wire, wire, parsed, 0)
-            self._memo[(tail, client.transport)] = reply[2:]
+            memos[tail] = reply[2:]
             return reply
         return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
 
     # -- generations ----------------------------------------------------------------------
     def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
-        generation = (snap.generation, health.generation)
-        if generation != self._generation:
-            self._generation = generation
+        if (snap.generation, health.generation) != (
+            self._snap_generation,
+            self._health_generation,
+        ):
+            self._snap_generation, self._health_generation = snap.generation, health.generation
             self._entries.clear()
-            self._plans.clear()
             self._clients.clear()
             self._outcomes.clear()
-            self._memo.clear()
-            self._finished.clear()
+            self._memo_udp.clear()
+            self._memo_tcp.clear()
             self._bucket_ids.clear()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._plans.clear()  # RTT freshness depends on the clock
-        if len(self._entries) > self.max_entries or len(self._outcomes) > self.max_entries:
+            self._new_epoch()
+        if now >= self._next_second:
+            self._next_second = float(int(now) + 1)
+            self._new_epoch()  # plans expire each second: RTT freshness depends on the clock
+
+    def _new_epoch(self) -> None:
+        self._plans.clear()
+        self._epoch += 1
+
+    def _bound(self) -> None:
+        """Memory stays bounded: a table over its size starts again (checked on misses,
+        the only time the tables grow)."""
+        limit = self.max_entries
+        if len(self._entries) > limit or len(self._outcomes) > limit:
             self._entries.clear()
             self._outcomes.clear()
-        if (
-            len(self._memo) > self.max_entries
-            or len(self._finished) > self.max_entries
-            or len(self._bucket_ids) > self.max_entries
-        ):
-            self._memo.clear()
-            self._finished.clear()
+        if len(self._memo_udp) + len(self._memo_tcp) > limit or len(self._bucket_ids) > limit:
+            self._memo_udp.clear()
+            self._memo_tcp.clear()
             self._bucket_ids.clear()
-            self._plans.clear()
-        if len(self._clients) > self.max_entries:
+            self._new_epoch()
+        if len(self._clients) > limit:
             self._clients.clear()
 
     # -- the first query of a key: the full path, then remember what can be reused ---------
@@ -263,13 +343,14 @@ class AnswerCache:
         bucket_id = self._bucket_ids.get(bucket)
         if bucket_id is None:  # an int hashes for free; the 14-field tuple does not
             bucket_id = self._bucket_ids[bucket] = len(self._bucket_ids)
-        memo = (entry, parsed, info, bucket_id, client.address)
-        self._memo[(bytes(wire[2:]), client.transport)] = memo
+        memo = _LbMemo(entry, parsed, info, bucket_id, client)
+        memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
+        memos[bytes(wire[2:])] = memo
         return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)
 
     def _balanced_memo(
         self,
-        memo: tuple[Balanced, Parsed, ClientInfo, int, Any],
+        memo: _LbMemo,
         wire: bytes,
         client: Client,
         snap: Snapshot,
@@ -277,22 +358,40 @@ class AnswerCache:
         rng: random.Random,
         now: float,
         on_decision: DecisionObserver | None,
+        drawn: int | None = None,
     ) -> bytes | None:
-        entry, parsed, info, bucket, source = memo
-        if source != client.address:  # the memo is per client address
-            return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
-        plan = self._plans.get(bucket)
+        """The general load-balanced case; also (re)compiles the memo's draws. `drawn`: the
+        outcome the caller already drew from the current compiled tree (no second draw)."""
+        entry, parsed, info = memo.entry, memo.parsed, memo.info
+        if memo.client is not client:
+            if memo.client.address != client.address:  # the memo is per client address
+                return self._balanced(
+                    entry, wire, parsed, client, snap, health, rng, now, on_decision
+                )
+            memo.client = client
+        plan = self._plans.get(memo.bucket)
         if plan is None:
             plan = build_plan(SteeringInputs(snap, health, info, rng, now), entry.lb, entry.qtype)
-            self._plans[bucket] = plan
-        addresses, cname, pool, fail_open, widest = execute_fast(plan, info.subnet_key(), rng)
+            self._plans[memo.bucket] = plan
+        if memo.epoch != self._epoch:
+            memo.epoch = self._epoch
+            compiled = compile_draws(plan, info.subnet_key())
+            memo.tree, memo.outcomes = compiled if compiled is not None else (None, [])
+            memo.tails = [None] * len(memo.outcomes)
+            region = info.location.region
+            memo.observed = [(entry.lb.name, o[2], region, o[3]) for o in memo.outcomes]
+        if drawn is not None:
+            index = drawn
+            outcome = memo.outcomes[index]
+        elif memo.tree is not None:
+            index = walk(memo.tree, rng)
+            outcome = memo.outcomes[index]
+        else:
+            index, outcome = -1, execute_fast(plan, info.subnet_key(), rng)
+        addresses, cname, pool, fail_open, widest = outcome
         if on_decision is not None:
             on_decision(entry.lb.name, pool, info.location.region, fail_open)
         scope = widest if parsed.ecs is not None and info.ecs_prefix else 0
-        fkey = (bytes(wire[2:]), client.transport, addresses, cname, scope)
-        finished = self._finished.get(fkey)
-        if finished is not None:
-            return wire[:2] + finished
         okey = (parsed.key, addresses, cname, scope)
         template = self._outcomes.get(okey)
         if template is None:
@@ -307,7 +406,8 @@ class AnswerCache:
                 return rendered  # too large to patch safely: not cached
             self._outcomes[okey] = template
         reply = _finish(template, wire, parsed, scope)
-        self._finished[fkey] = reply[2:]
+        if index >= 0:
+            memo.tails[index] = reply[2:]
         return reply
 
 

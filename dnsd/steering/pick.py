@@ -13,6 +13,7 @@ import hashlib
 import ipaddress
 import math
 import random
+from dataclasses import dataclass
 
 from dnsd.config.model import Backend, LoadBalancer
 
@@ -46,6 +47,57 @@ def pick_answer(
         return (_weighted_one(matching, rng).address_text,), None
     chosen = _ordered(lb, matching, subnet, rng)[: lb.max_answers]
     return tuple(b.address_text for b in chosen), None
+
+
+@dataclass(frozen=True, slots=True)
+class PickDraw:
+    """`pick_answer`'s single weighted draw as data (see select.compile_draws)."""
+
+    scale: float
+    thresholds: tuple[float, ...]
+    answers: tuple[tuple[tuple[str, ...], str | None], ...]
+
+
+def pick_draws(
+    lb: LoadBalancer,
+    backends: tuple[Backend, ...],
+    qtype: int,
+    subnet: bytes,
+    matching: list[Backend] | None = None,
+) -> tuple[tuple[str, ...], str | None] | PickDraw | None:
+    """What `pick_answer` would return, without drawing: the answer itself when it takes
+    no draw, a PickDraw when it takes exactly one, None when it takes more."""
+    if matching is None:
+        matching = candidates_for(backends, qtype)
+    if not matching:
+        hosts = [b for b in backends if b.hostname]
+        if not hosts:
+            return (), None
+        if len(hosts) > 1 and lb.selection != "hash":
+            return None
+        return (), _ordered(lb, hosts, subnet, _NO_DRAWS)[0].hostname
+    if lb.max_answers == 1 and lb.selection == "random" and len(matching) > 1:
+        weighted = [b for b in matching if b.weight > 0]
+        if not weighted:
+            return None
+        cumulative, total = [], 0
+        for backend in weighted:  # _weighted_one: the first running total above the point
+            total += backend.weight
+            cumulative.append(float(total))
+        answers = [((b.address_text,), None) for b in [*weighted, matching[-1]]]
+        return PickDraw(float(total), tuple(cumulative), tuple(answers))  # type: ignore[arg-type]
+    if len(matching) > 1 and lb.selection != "hash":
+        return None
+    chosen = _ordered(lb, matching, subnet, _NO_DRAWS)[: lb.max_answers]
+    return tuple(b.address_text for b in chosen), None
+
+
+class _NoDraws(random.Random):
+    def random(self) -> float:  # pragma: no cover - callers never draw with it
+        raise AssertionError("pick_draws must not draw")
+
+
+_NO_DRAWS = _NoDraws()
 
 
 def _weighted_one(backends: list[Backend], rng: random.Random) -> Backend:

@@ -17,6 +17,7 @@ regardless of its health, and the decision says so.
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
-from dnsd.steering.pick import candidates_for, pick_answer
+from dnsd.steering.pick import PickDraw, candidates_for, pick_answer, pick_draws
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
 POLICIES: dict[str, Policy] = {
@@ -176,6 +177,79 @@ def execute_fast(
         plan.lb, child.affinity.modified, plan.qtype, subnet, rng, child.matching
     )
     return addresses, cname, chosen, fail_open, max(scope, child.scope_max)
+
+
+Outcome = tuple[tuple[str, ...], str | None, str | None, bool, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """One `rng.random()`: scaled by `scale`, the first threshold above it picks the
+    branch (`branches` has one more entry than `thresholds`: the last is "none above")."""
+
+    scale: float
+    thresholds: tuple[float, ...]
+    branches: tuple[Draw | int, ...]  # a Draw, or an index into the outcomes
+
+
+def compile_draws(plan: LbPlan, subnet: bytes) -> tuple[Draw | int, list[Outcome]] | None:
+    """`execute_fast` as data: a tree of draws whose leaves index the possible outcomes,
+    making the same draws in the same order — walking it with the same random source
+    gives the same outcome. None when the plan draws in ways a tree does not express (the
+    `random` policy's pool order, several weighted answers): then `execute_fast` runs."""
+    outcomes: list[Outcome] = []
+    try:
+        tree = _compile(plan, subnet, outcomes, False, 0)
+    except _NotCompilable:
+        return None
+    return tree, outcomes
+
+
+class _NotCompilable(Exception):
+    pass
+
+
+def _compile(plan: LbPlan, subnet: bytes, outcomes: list[Outcome], outer_fail_open: bool,
+             outer_scope: int) -> Draw | int:  # fmt: skip
+    if plan.ordering.weights is not None:
+        raise _NotCompilable
+    refs = plan.ordering.refs
+    fail_open = outer_fail_open or plan.fail_open_ref is not None
+    scope = max(outer_scope, plan.scope_max)
+
+    def branch(chosen: str) -> Draw | int:
+        child = plan.children.get(chosen)
+        if child is None:
+            outcomes.append(((), None, chosen, fail_open, scope))
+            return len(outcomes) - 1
+        if isinstance(child, LbPlan):
+            return _compile(child, subnet, outcomes, fail_open, scope)
+        picks = pick_draws(plan.lb, child.affinity.modified, plan.qtype, subnet, child.matching)
+        if picks is None:
+            raise _NotCompilable
+        leaf_scope = max(scope, child.scope_max)
+
+        def leaf(answer: tuple[tuple[str, ...], str | None]) -> int:
+            outcomes.append((answer[0], answer[1], chosen, fail_open, leaf_scope))
+            return len(outcomes) - 1
+
+        if isinstance(picks, PickDraw):
+            return Draw(picks.scale, picks.thresholds, tuple(leaf(a) for a in picks.answers))
+        return leaf(picks)
+
+    if plan.fail_open_ref is not None:
+        return branch(plan.fail_open_ref)
+    if len(refs) >= 2 and plan.trickle_ratio > 0:
+        # execute_fast: refs[1] if rng.random() < ratio else refs[0]
+        return Draw(1.0, (plan.trickle_ratio,), (branch(refs[1]), branch(refs[0])))
+    return branch(refs[0])
+
+
+def walk(tree: Draw | int, rng: random.Random) -> int:
+    """The outcome index a compiled tree gives for the next draws of `rng`."""
+    while tree.__class__ is Draw:
+        tree = tree.branches[bisect_right(tree.thresholds, rng.random() * tree.scale)]  # type: ignore[union-attr]
+    return tree  # type: ignore[return-value]
 
 
 def _able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:

@@ -20,7 +20,7 @@ from tests.conftest import DATA, GEO
 NAMES = [
     "fast.test", "mail.fast.test", "alias.fast.test", "x.wild.fast.test", "a.b.wild.fast.test",
     "host.sub.fast.test", "nope.fast.test", "rnd.fast.test", "geo.fast.test", "sticky.fast.test",
-    "nested.fast.test", "zonal.fast.test", "host.fast.test", "example.org",
+    "nested.fast.test", "zonal.fast.test", "host.fast.test", "example.org", "trickled.fast.test",
 ]  # fmt: skip
 TYPES = ["A", "AAAA", "TXT", "MX", "ANY", "CNAME", "SOA", "NS"]
 SUBNETS = ["81.2.69.0/24", "202.12.27.0/24", "12.0.0.0/20", "10.1.3.0/24", "10.2.0.0/16", "0.0.0.0/0",
@@ -57,6 +57,8 @@ def test_cached_and_full_path_agree_byte_for_byte() -> None:
     health = view_of({}, generation=1)
     now = 1_800_000_000.0
     compared = 0
+    recent: list[bytes] = []
+    clients: dict[tuple[str, str], Client] = {}
     for round_ in range(12):
         if round_ % 3 == 2:  # a reload: a new generation of the same config
             snap = compile_snapshot(config, snap.generation + 1, geo=GEO)
@@ -71,10 +73,15 @@ def test_cached_and_full_path_agree_byte_for_byte() -> None:
             trickle={"rnd": 0.5} if round_ % 4 == 3 else None,
         )
         for _ in range(500):
-            wire = bytes(random_query(rng))
-            client = Client(
-                ipaddress.ip_address(rng.choice(SOURCES)), rng.choice(["udp", "udp", "tcp"])
-            )
+            if recent and rng.random() < 0.5:  # the same query again, with another ID
+                wire = rng.randbytes(2) + rng.choice(recent)[2:]
+            else:
+                wire = bytes(random_query(rng))
+                recent = [*recent[-40:], wire]
+            key = (rng.choice(SOURCES), rng.choice(["udp", "udp", "tcp"]))
+            if key not in clients:  # listeners keep one Client per source, as here
+                clients[key] = Client(ipaddress.ip_address(key[0]), key[1])
+            client = clients[key]
             seed = rng.randrange(1 << 30)
             full = resolve(wire, client, snap, health, random.Random(seed), now)
             cached = cache.answer(wire, client, snap, health, random.Random(seed), now)
@@ -82,7 +89,9 @@ def test_cached_and_full_path_agree_byte_for_byte() -> None:
             compared += 1
         now += 0.3
     assert compared == 6000
-    assert cache.hits > 1000  # the cache was really used (the key space here is wide on purpose)
+    assert cache.hits > 2000  # the cache was really used
+    memos = [m for m in cache._memo_udp.values() if not isinstance(m, bytes)]
+    assert any(m.tree is not None and any(m.tails) for m in memos)  # compiled draws answered
 
 
 def test_cached_answers_follow_health_changes() -> None:
