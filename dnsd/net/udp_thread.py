@@ -71,7 +71,10 @@ class UdpThread:
                     if len(clients) >= CLIENTS_CACHED:
                         clients.clear()
                     client = clients[key] = Client(client_address(batch.source(i)[0]), "udp")
-                reply = self._reply(answer, rrl, data, client) if data is not None else None
+                if data is None:  # longer than any query dnsd answers: cut by the kernel
+                    counters.dropped += 1
+                    continue
+                reply = self._reply(answer, rrl, data, client)
                 if reply is None:
                     continue
                 try:

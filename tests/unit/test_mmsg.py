@@ -1,0 +1,82 @@
+"""Batched UDP I/O (dnsd.net.mmsg) on real loopback sockets, IPv4 and IPv6."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from dnsd.net import mmsg
+
+
+def _pair(family: int, host: str) -> tuple[socket.socket, list[socket.socket]]:
+    server = socket.socket(family, socket.SOCK_DGRAM)
+    server.bind((host, 0))
+    clients = [socket.socket(family, socket.SOCK_DGRAM) for _ in range(3)]
+    for c in clients:
+        c.bind((host, 0))
+        c.settimeout(2)
+    return server, clients
+
+
+@pytest.mark.parametrize(
+    ("family", "host"), [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]
+)
+def test_a_batch_arrives_whole_and_each_reply_reaches_its_sender(family: int, host: str) -> None:
+    assert mmsg.available()
+    server, clients = _pair(family, host)
+    try:
+        batch = mmsg.DatagramBatch(server, size=8)
+        port = server.getsockname()[1]
+        for i, c in enumerate(clients):
+            c.sendto(b"query-%d" % i, (host, port))
+        received: list[tuple[bytes, tuple[str, int]]] = []
+        while len(received) < 3:
+            for i in range(batch.receive()):
+                data = batch.datagram(i)
+                assert data is not None
+                received.append((data, batch.source(i)))
+                assert batch.source_key(i) == socket.inet_pton(family, batch.source(i)[0])
+                batch.queue(i, b"reply-to-" + data)
+            assert batch.flush() == 0
+        by_port = {c.getsockname()[1]: c for c in clients}
+        assert sorted(d for d, _ in received) == [b"query-0", b"query-1", b"query-2"]
+        for data, (src, src_port) in received:
+            assert src == host
+            assert by_port[src_port].recv(100) == b"reply-to-" + data
+    finally:
+        server.close()
+        for c in clients:
+            c.close()
+
+
+def test_an_oversized_datagram_is_reported_not_truncated_silently() -> None:
+    server, clients = _pair(socket.AF_INET, "127.0.0.1")
+    try:
+        batch = mmsg.DatagramBatch(server, size=4)
+        port = server.getsockname()[1]
+        clients[0].sendto(b"x" * (mmsg.SLOT + 10), ("127.0.0.1", port))
+        clients[1].sendto(b"small", ("127.0.0.1", port))
+        seen: list[bytes | None] = []
+        while len(seen) < 2:
+            seen += [batch.datagram(i) for i in range(batch.receive())]
+        assert seen == [None, b"small"]
+    finally:
+        server.close()
+        for c in clients:
+            c.close()
+
+
+def test_a_reply_larger_than_a_slot_is_still_sent() -> None:
+    server, clients = _pair(socket.AF_INET, "127.0.0.1")
+    try:
+        batch = mmsg.DatagramBatch(server, size=2)
+        clients[0].sendto(b"q", ("127.0.0.1", server.getsockname()[1]))
+        assert batch.receive() == 1
+        batch.queue(0, b"y" * (mmsg.SEND_SLOT + 1))  # sent at once with sendto
+        assert batch.flush() == 0
+        assert len(clients[0].recv(70_000)) == mmsg.SEND_SLOT + 1
+    finally:
+        server.close()
+        for c in clients:
+            c.close()
