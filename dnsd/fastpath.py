@@ -211,31 +211,23 @@ class AnswerCache:
             self.hits += 1
             if memo.__class__ is bytes:
                 return wire[:2] + memo  # type: ignore[operator]
+            lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
             # The hot load-balanced case: walk the compiled draws to a finished reply.
-            if memo.client is client and memo.epoch == self._epoch:  # type: ignore[union-attr]
-                node = memo.tree  # type: ignore[union-attr]
-                if node is not None:
-                    while node.__class__ is Draw:
-                        node = node.branches[  # type: ignore[union-attr]
-                            bisect_right(node.thresholds, rng.random() * node.scale)  # type: ignore[union-attr]
-                        ]
-                    finished = memo.tails[node]  # type: ignore[union-attr,index]
-                    if finished is not None:
-                        if on_decision is not None:
-                            on_decision(*memo.observed[node])  # type: ignore[union-attr,index]
-                        return wire[:2] + finished
-                    return self._balanced_memo(
-                        memo,
-                        wire,
-                        client,
-                        snap,
-                        health,
-                        rng,
-                        now,
-                        on_decision,
-                        node,  # type: ignore[arg-type]
-                    )
-            return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)  # type: ignore[arg-type]
+            node = lb_memo.tree
+            if lb_memo.client is client and lb_memo.epoch == self._epoch and node is not None:
+                while node.__class__ is Draw:
+                    draw: Draw = node  # type: ignore[assignment]
+                    node = draw.branches[bisect_right(draw.thresholds, rng.random() * draw.scale)]
+                index: int = node  # type: ignore[assignment]
+                finished = lb_memo.tails[index]
+                if finished is not None:
+                    if on_decision is not None:
+                        on_decision(*lb_memo.observed[index])
+                    return wire[:2] + finished
+                return self._balanced_memo(
+                    lb_memo, wire, client, snap, health, rng, now, on_decision, index
+                )
+            return self._balanced_memo(lb_memo, wire, client, snap, health, rng, now, on_decision)
         parsed = parse(wire, client.transport)
         if parsed is None:
             return resolve(wire, client, snap, health, rng, now, on_decision)

@@ -256,7 +256,7 @@ def _pack(reply: DNSRecord, transport: str, edns: Edns | None, question: bytes =
             wire = reply.pack()
     if question and wire[12 : 12 + len(question)].lower() == question.lower():
         wire = wire[:12] + question + wire[12 + len(question) :]
-    return wire
+    return bytes(wire)  # dnslib packs a bytearray; replies are immutable bytes everywhere
 
 
 def question_bytes(wire: bytes) -> bytes:
@@ -284,7 +284,7 @@ def _servfail(query: DNSRecord, ident: int, flags: int) -> bytes:
     try:
         reply = _reply_for(query, None)
         reply.header.rcode = RCODE.SERVFAIL
-        return reply.pack()
+        return bytes(reply.pack())
     except Exception:
         return _header_only(ident, flags, RCODE.SERVFAIL)
 

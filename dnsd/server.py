@@ -26,7 +26,7 @@ from dnsd.health.store import HealthStore
 from dnsd.net.counters import NetCounters
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
-from dnsd.net.udp import UdpProtocol
+from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import UdpThread
 from dnsd.resolve import Client, resolve
 from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
@@ -91,8 +91,6 @@ class DnsServer:
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
         self.cache = AnswerCache() if options.answer_cache else None
-        # UDP listener threads get their own cache: no cache is shared between threads.
-        self.udp_cache = AnswerCache() if options.answer_cache else None
         self._udp_threads: list[UdpThread] = []
         self.metrics = Metrics()
         self.metrics.bind(self)
@@ -107,29 +105,37 @@ class DnsServer:
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
-        self._tcp_handler = TcpHandler(self.answer, self.counters, options.tcp_limits)
-
-    def answer(self, wire: bytes, client: Client) -> bytes | None:
-        started = time.perf_counter()
-        cache = self.udp_cache if client.transport == "udp" and self._udp_threads else self.cache
-        answer = cache.answer if cache is not None else resolve
-        reply = answer(
-            wire,
-            client,
-            self.holder.current,
-            self.store.view,
-            self.rng,
-            time.time(),
-            self.metrics.observe_decision,
+        # The event loop's UDP (when not in threads) shares its cache with TCP: one thread.
+        self._loop_udp_answer = (
+            self.answerer(self.cache, "udp") if options.udp_loop != "thread" else None
         )
-        self.metrics.observe_answer(reply, client.transport, time.perf_counter() - started)
-        if (
-            self.options.query_log_sample
-            and reply
-            and self.rng.random() < self.options.query_log_sample
-        ):
-            log_query(client, reply)
-        return reply
+        self._tcp_handler = TcpHandler(
+            self.answerer(self.cache, "tcp"), self.counters, options.tcp_limits
+        )
+
+    def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
+        """The answering function of one loop (a UDP thread, or the event loop's UDP or
+        TCP): its own cache and metrics tally, everything it needs bound once."""
+        answer = cache.answer if cache is not None else resolve
+        observe = self.metrics.answer_observer(transport)
+        decided = self.metrics.observe_decision
+        holder, store, rng, options = self.holder, self.store, self.rng, self.options
+        perf_counter, wall_clock = time.perf_counter, time.time
+
+        def answer_query(wire: bytes, client: Client) -> bytes | None:
+            started = perf_counter()
+            reply = answer(wire, client, holder.current, store.view, rng, wall_clock(), decided)
+            observe(reply, perf_counter() - started)
+            if options.query_log_sample and reply and rng.random() < options.query_log_sample:
+                log_query(client, reply)
+            return reply
+
+        return answer_query
+
+    def _udp_answer(self) -> Answerer:
+        if self._loop_udp_answer is None:
+            self._loop_udp_answer = self.answerer(self.cache, "udp")
+        return self._loop_udp_answer
 
     @property
     def ready(self) -> bool:
@@ -184,7 +190,7 @@ class DnsServer:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self.answer, self.counters, self.rrl),
+                    lambda: UdpProtocol(self._udp_answer(), self.counters, self.rrl),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
@@ -201,7 +207,10 @@ class DnsServer:
                 sock = udp.get_extra_info("socket").dup()
                 udp.close()
                 sock.setblocking(True)
-                thread = UdpThread(sock, self.answer, self.counters, self.rrl)
+                # Each thread has its own cache and tally: nothing per query is shared.
+                own_cache = AnswerCache() if self.options.answer_cache else None
+                own = self.answerer(own_cache, "udp")
+                thread = UdpThread(sock, own, self.counters, self.rrl)
                 self._udp_threads.append(thread)
                 thread.start()
             else:

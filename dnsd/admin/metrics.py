@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dnslib import QTYPE, RCODE
@@ -35,14 +36,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        # Per-query counts: plain dictionaries and a bucket array (a few hundred ns per
-        # query); the collector renders them as dnsd_queries_total, dnsd_queries_dropped_total
-        # and the dnsd_answer_latency_seconds histogram at scrape time.
-        self.query_counts: dict[tuple[bytes, int, str], int] = {}
-        self.folded: dict[tuple[str, str, str], int] = {}
-        self.dropped_counts: dict[str, int] = {}
-        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.latency_sum = 0.0
+        # Per-query counts: one _Tally per answering loop (each thread writes only its
+        # own), rendered as dnsd_queries_total, dnsd_queries_dropped_total and the
+        # dnsd_answer_latency_seconds histogram at scrape time.
+        self._tallies: list[_Tally] = []
         self.lb_counts: dict[tuple[str, str, str], int] = {}  # (lb, pool, region)
         self.fallback_counts: dict[str, int] = {}
         self.transitions = Counter(
@@ -65,34 +62,47 @@ class Metrics:
         self.registry.register(_StateCollector(server))
 
     # -- hooks -------------------------------------------------------------------------------
-    def observe_answer(self, reply: bytes | None, transport: str, seconds: float) -> None:
-        if reply is None:
-            self.dropped_counts[transport] = self.dropped_counts.get(transport, 0) + 1
-            return
-        self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        self.latency_sum += seconds
-        key = (
-            bytes(reply[12:60]),
-            reply[3] & 0x0F,
-            transport,
-        )  # the question (names are short) + rcode
-        self.query_counts[key] = self.query_counts.get(key, 0) + 1
-        if len(self.query_counts) > 50_000:  # random names: fold into the exported totals
-            self._fold()
+    def answer_observer(self, transport: str) -> Callable[[bytes | None, float], None]:
+        """The per-query hook for one answering loop: (reply or None, seconds to answer).
+        A closure over that loop's own tally: a few dictionary and list operations."""
+        tally = _Tally(transport)
+        self._tallies.append(tally)
+        counts, latency, sums, dropped = tally.counts, tally.latency, tally.sums, tally.dropped
+        buckets, fold = LATENCY_BUCKETS, tally.fold
 
-    def _fold(self) -> None:
-        for (question, rcode, transport), count in self.query_counts.items():
-            label = (
-                _qtype_of(b"\x00" * 4 + b"\x00\x01" + b"\x00" * 6 + question),
-                RCODE.get(rcode, "OTHER"),
-                transport,
-            )
-            self.folded[label] = self.folded.get(label, 0) + count
-        self.query_counts.clear()
+        def observe(reply: bytes | None, seconds: float) -> None:
+            if reply is None:
+                dropped[0] += 1
+                return
+            latency[bisect.bisect_left(buckets, seconds)] += 1
+            sums[0] += seconds
+            key = reply[2:60]  # flags and rcode, the counts, the question (names are short)
+            counts[key] = counts.get(key, 0) + 1
+            if len(counts) > FOLD_AT:  # random names: fold into labelled totals
+                fold()
+
+        return observe
 
     def query_totals(self) -> dict[tuple[str, str, str], int]:
-        self._fold()
-        return dict(self.folded)
+        totals: dict[tuple[str, str, str], int] = {}
+        for tally in self._tallies:
+            for label, count in tally.totals().items():
+                totals[label] = totals.get(label, 0) + count
+        return totals
+
+    def dropped_totals(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for tally in self._tallies:
+            totals[tally.transport] = totals.get(tally.transport, 0) + tally.dropped[0]
+        return totals
+
+    def latency(self) -> tuple[list[int], float]:
+        counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        total = 0.0
+        for tally in self._tallies:
+            counts = [a + b for a, b in zip(counts, tally.latency, strict=True)]
+            total += tally.sums[0]
+        return counts, total
 
     def observe_decision(
         self, lb: str, pool: str | None, region: str | None, fail_open: bool
@@ -115,6 +125,44 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+FOLD_AT = 50_000
+
+
+class _Tally:
+    """Query counts of one answering loop, keyed by the reply's bytes 2–60 (flags, rcode,
+    counts, question). Only that loop writes them; a scrape reads a copy. Folding into
+    labelled totals happens under a lock so a scrape never sees a count twice or not at all."""
+
+    def __init__(self, transport: str) -> None:
+        self.transport = transport
+        self.counts: dict[bytes, int] = {}
+        self.folded: dict[tuple[str, str, str], int] = {}
+        self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.sums = [0.0]
+        self.dropped = [0]
+        self._lock = threading.Lock()
+
+    def fold(self) -> None:
+        with self._lock:
+            self._add(self.folded, list(self.counts.items()))
+            self.counts.clear()
+
+    def totals(self) -> dict[tuple[str, str, str], int]:
+        with self._lock:
+            totals = dict(self.folded)
+            self._add(totals, list(self.counts.items()))  # list(): one step under the GIL
+        return totals
+
+    def _add(self, into: dict[tuple[str, str, str], int], items: list[tuple[bytes, int]]) -> None:
+        for key, count in items:
+            label = (
+                _qtype_of(b"\x00\x00" + key),  # the reply's first 60 bytes
+                RCODE.get(key[1] & 0x0F, "OTHER"),
+                self.transport,
+            )
+            into[label] = into.get(label, 0) + count
 
 
 def _qtype_of(reply: bytes) -> str:
@@ -161,17 +209,16 @@ class _StateCollector(Collector):
             "dnsd_queries_dropped",
             "Datagrams dropped (unparseable or responses)",
             ["transport"],
-            metrics.dropped_counts,
+            metrics.dropped_totals(),
         )
         cumulative: list[tuple[str, float]] = []
         total = 0
-        for bound, count in zip(
-            (*LATENCY_BUCKETS, float("inf")), metrics.latency_counts, strict=True
-        ):
+        latency_counts, latency_sum = metrics.latency()
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), latency_counts, strict=True):
             total += count
             cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
         latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
-        latency.add_metric([], cumulative, metrics.latency_sum)
+        latency.add_metric([], cumulative, latency_sum)
         yield latency
         yield _counters(
             "dnsd_lb_answers",
