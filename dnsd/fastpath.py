@@ -96,6 +96,7 @@ class _LbMemo:
         "client",
         "entry",
         "epoch",
+        "fell_back",
         "info",
         "observed",
         "outcomes",
@@ -113,7 +114,8 @@ class _LbMemo:
         self.tree: Draw | int | None = None
         self.outcomes: list[Outcome] = []
         self.tails: list[bytes | None] = []
-        self.observed: list[tuple[str, str | None, str | None, bool]] = []
+        self.observed: list[tuple[str, str, str]] = []  # metrics labels per outcome
+        self.fell_back: list[bool] = []  # per outcome: nothing healthy, the fallback answers
 
 
 def parse(wire: bytes, transport: str) -> Parsed | None:
@@ -186,6 +188,10 @@ class AnswerCache:
         self._memo_tcp: dict[bytes, bytes | _LbMemo] = {}
         self.hits = 0
         self.misses = 0
+        # Answers per (lb, pool, region) and fallback answers per lb, counted here on the
+        # hot path (no call per query); the metrics collector adds them to its own counts.
+        self.lb_counts: dict[tuple[str, str, str], int] = {}
+        self.fallback_counts: dict[str, int] = {}
 
     def answer(
         self,
@@ -221,8 +227,11 @@ class AnswerCache:
                 index: int = node  # type: ignore[assignment]
                 finished = lb_memo.tails[index]
                 if finished is not None:
-                    if on_decision is not None:
-                        on_decision(*lb_memo.observed[index])
+                    counted = lb_memo.observed[index]
+                    lb_counts = self.lb_counts
+                    lb_counts[counted] = lb_counts.get(counted, 0) + 1
+                    if lb_memo.fell_back[index]:
+                        self._count_fallback(counted[0])
                     return wire[:2] + finished
                 return self._balanced_memo(
                     lb_memo, wire, client, snap, health, rng, now, on_decision, index
@@ -245,6 +254,9 @@ class AnswerCache:
             memos[tail] = reply[2:]
             return reply
         return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
+
+    def _count_fallback(self, lb: str) -> None:
+        self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
 
     # -- generations ----------------------------------------------------------------------
     def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
@@ -370,8 +382,9 @@ class AnswerCache:
             compiled = compile_draws(plan, info.subnet_key())
             memo.tree, memo.outcomes = compiled if compiled is not None else (None, [])
             memo.tails = [None] * len(memo.outcomes)
-            region = info.location.region
-            memo.observed = [(entry.lb.name, o[2], region, o[3]) for o in memo.outcomes]
+            region = info.location.region or "-"
+            memo.observed = [(entry.lb.name, o[2] or "-", region) for o in memo.outcomes]
+            memo.fell_back = [o[3] for o in memo.outcomes]
         if drawn is not None:
             index = drawn
             outcome = memo.outcomes[index]

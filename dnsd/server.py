@@ -9,6 +9,7 @@ import random
 import signal
 import socket
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,9 +116,14 @@ class DnsServer:
 
     def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
         """The answering function of one loop (a UDP thread, or the event loop's UDP or
-        TCP): its own cache and metrics tally, everything it needs bound once."""
+        TCP): its own cache and metrics tally, everything it needs bound once. This runs
+        for every query, so the tally's updates are written out here instead of called."""
         answer = cache.answer if cache is not None else resolve
-        observe = self.metrics.answer_observer(transport)
+        if cache is not None:
+            self.metrics.count_decisions_of(cache.lb_counts, cache.fallback_counts)
+        tally = self.metrics.tally(transport)
+        counts, latency, sums, dropped = tally.counts, tally.latency, tally.sums, tally.dropped
+        buckets, fold_at, fold = tally.buckets, tally.fold_at, tally.fold
         decided = self.metrics.observe_decision
         holder, store, rng, options = self.holder, self.store, self.rng, self.options
         perf_counter, wall_clock = time.perf_counter, time.time
@@ -125,8 +131,17 @@ class DnsServer:
         def answer_query(wire: bytes, client: Client) -> bytes | None:
             started = perf_counter()
             reply = answer(wire, client, holder.current, store.view, rng, wall_clock(), decided)
-            observe(reply, perf_counter() - started)
-            if options.query_log_sample and reply and rng.random() < options.query_log_sample:
+            seconds = perf_counter() - started
+            if reply is None:
+                dropped[0] += 1
+                return None
+            latency[bisect_left(buckets, seconds)] += 1
+            sums[0] += seconds
+            key = reply[2:60]  # flags and rcode, the counts, the question (names are short)
+            counts[key] = counts.get(key, 0) + 1
+            if len(counts) > fold_at:  # random names: fold into labelled totals
+                fold()
+            if options.query_log_sample and rng.random() < options.query_log_sample:
                 log_query(client, reply)
             return reply
 

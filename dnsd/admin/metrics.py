@@ -7,10 +7,9 @@ by a custom collector, so they can never drift from what the server serves.
 
 from __future__ import annotations
 
-import bisect
 import struct
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dnslib import QTYPE, RCODE
@@ -36,12 +35,14 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        # Per-query counts: one _Tally per answering loop (each thread writes only its
+        # Per-query counts: one Tally per answering loop (each thread writes only its
         # own), rendered as dnsd_queries_total, dnsd_queries_dropped_total and the
         # dnsd_answer_latency_seconds histogram at scrape time.
-        self._tallies: list[_Tally] = []
+        self._tallies: list[Tally] = []
         self.lb_counts: dict[tuple[str, str, str], int] = {}  # (lb, pool, region)
         self.fallback_counts: dict[str, int] = {}
+        # Answer caches count their hot path's decisions themselves (dnsd.fastpath).
+        self._decision_tables: list[tuple[dict[tuple[str, str, str], int], dict[str, int]]] = []
         self.transitions = Counter(
             "dnsd_health_transitions_total", "Health state changes", ["kind", "new"], registry=r
         )
@@ -62,26 +63,25 @@ class Metrics:
         self.registry.register(_StateCollector(server))
 
     # -- hooks -------------------------------------------------------------------------------
-    def answer_observer(self, transport: str) -> Callable[[bytes | None, float], None]:
-        """The per-query hook for one answering loop: (reply or None, seconds to answer).
-        A closure over that loop's own tally: a few dictionary and list operations."""
-        tally = _Tally(transport)
+    def tally(self, transport: str) -> Tally:
+        """The per-query counts of one answering loop (only that loop writes them)."""
+        tally = Tally(transport)
         self._tallies.append(tally)
-        counts, latency, sums, dropped = tally.counts, tally.latency, tally.sums, tally.dropped
-        buckets, fold = LATENCY_BUCKETS, tally.fold
+        return tally
 
-        def observe(reply: bytes | None, seconds: float) -> None:
-            if reply is None:
-                dropped[0] += 1
-                return
-            latency[bisect.bisect_left(buckets, seconds)] += 1
-            sums[0] += seconds
-            key = reply[2:60]  # flags and rcode, the counts, the question (names are short)
-            counts[key] = counts.get(key, 0) + 1
-            if len(counts) > FOLD_AT:  # random names: fold into labelled totals
-                fold()
+    def count_decisions_of(
+        self, lb_counts: dict[tuple[str, str, str], int], fallback_counts: dict[str, int]
+    ) -> None:
+        self._decision_tables.append((lb_counts, fallback_counts))
 
-        return observe
+    def decision_totals(self) -> tuple[dict[tuple[str, str, str], int], dict[str, int]]:
+        lb, fallback = dict(self.lb_counts), dict(self.fallback_counts)
+        for lb_table, fallback_table in self._decision_tables:
+            for key, count in list(lb_table.items()):
+                lb[key] = lb.get(key, 0) + count
+            for name, count in list(fallback_table.items()):
+                fallback[name] = fallback.get(name, 0) + count
+        return lb, fallback
 
     def query_totals(self) -> dict[tuple[str, str, str], int]:
         totals: dict[tuple[str, str, str], int] = {}
@@ -130,10 +130,14 @@ class Metrics:
 FOLD_AT = 50_000
 
 
-class _Tally:
+class Tally:
     """Query counts of one answering loop, keyed by the reply's bytes 2–60 (flags, rcode,
-    counts, question). Only that loop writes them; a scrape reads a copy. Folding into
+    counts, question), and its answer-latency histogram. Only that loop writes them (see
+    DnsServer.answerer: the updates are inlined there); a scrape reads a copy. Folding into
     labelled totals happens under a lock so a scrape never sees a count twice or not at all."""
+
+    buckets = LATENCY_BUCKETS
+    fold_at = FOLD_AT
 
     def __init__(self, transport: str) -> None:
         self.transport = transport
@@ -220,17 +224,18 @@ class _StateCollector(Collector):
         latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
         latency.add_metric([], cumulative, latency_sum)
         yield latency
+        lb_totals, fallback_totals = metrics.decision_totals()
         yield _counters(
             "dnsd_lb_answers",
             "Answers for load-balanced names",
             ["lb", "pool", "region"],
-            metrics.lb_counts,
+            lb_totals,
         )
         yield _counters(
             "dnsd_fallback_answers",
             "Answers from the fallback pool because nothing was healthy",
             ["lb"],
-            metrics.fallback_counts,
+            fallback_totals,
         )
         snap, view, store = server.holder.current, server.store.view, server.store
         gen = GaugeMetricFamily(

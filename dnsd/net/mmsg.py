@@ -51,7 +51,6 @@ class _MMsgHdr(ctypes.Structure):
 HDR = ctypes.sizeof(_MMsgHdr)
 LEN_AT = _MMsgHdr.len.offset
 NAME_AT = _MsgHdr.name.offset
-NAMELEN_AT = _MsgHdr.namelen.offset
 FLAGS_AT = _MsgHdr.flags.offset
 IOV = ctypes.sizeof(_IoVec)
 
@@ -95,6 +94,11 @@ class DatagramBatch:
         self._rmsg = (_MMsgHdr * size)()
         self._smsg = (_MMsgHdr * size)()
         rbuf, sbuf = ctypes.addressof(self._rbuf), ctypes.addressof(self._sbuf)
+        # One socket, one family: the sender's address is always at the same place.
+        ipv4 = sock.family == socket.AF_INET
+        namelen = 16 if ipv4 else NAME_SIZE
+        self._address_at, self._address_end = (4, 8) if ipv4 else (8, 24)
+        self._moved = False
         self._names_at = ctypes.addressof(self._names)
         for i in range(size):
             self._riov[i].base, self._riov[i].len = rbuf + i * SLOT, SLOT
@@ -104,6 +108,7 @@ class DatagramBatch:
             hdr.iov, hdr.iovlen = ctypes.addressof(self._riov[i]), 1
             out = self._smsg[i].hdr
             out.iov, out.iovlen = ctypes.addressof(self._siov[i]), 1
+            out.name, out.namelen = self._names_at + i * NAME_SIZE, namelen
         self._rmsg_at = ctypes.addressof(self._rmsg)
         self._smsg_at = ctypes.addressof(self._smsg)
         self._rmv = memoryview(self._rmsg).cast("B")
@@ -126,21 +131,19 @@ class DatagramBatch:
             raise OSError(err, os.strerror(err))
         return count
 
-    def datagram(self, i: int) -> bytes | None:
-        """The i-th datagram of the last receive; None if it was longer than a slot."""
-        flags, length = struct.unpack_from("i4xI", self._rmv, i * HDR + FLAGS_AT)
-        if flags & MSG_TRUNC:
-            return None
-        at = i * SLOT
-        return bytes(self._rbuf_mv[at : at + length])
+    def datagrams(self, count: int) -> list[bytes | None]:
+        """The datagrams of the last receive; None for one longer than a slot."""
+        rmv, rbuf, out = self._rmv, self._rbuf_mv, []
+        for i in range(count):
+            flags, length = struct.unpack_from("i4xI", rmv, i * HDR + FLAGS_AT)
+            at = i * SLOT
+            out.append(None if flags & MSG_TRUNC else bytes(rbuf[at : at + length]))
+        return out
 
-    def source_key(self, i: int) -> bytes:
-        """The sender's IP address bytes (family-tagged), without the port: a cheap key."""
-        at = i * NAME_SIZE
-        family = self.names[at]  # little-endian sa_family: AF_INET 2, AF_INET6 10
-        if family == socket.AF_INET:
-            return bytes(self.names[at + 4 : at + 8])
-        return bytes(self.names[at + 8 : at + 24])
+    def source_keys(self, count: int) -> list[bytes]:
+        """Each sender's IP address bytes, without the port: a cheap key for a client."""
+        names, start, end = self.names, self._address_at, self._address_end
+        return [bytes(names[i * NAME_SIZE + start : i * NAME_SIZE + end]) for i in range(count)]
 
     def source(self, i: int) -> tuple[str, int]:
         """The sender as (host, port) — for logs and for the first query of a client."""
@@ -161,8 +164,9 @@ class DatagramBatch:
         at = j * SEND_SLOT
         self._sbuf_mv[at : at + length] = reply
         struct.pack_into("Q", self._siov_mv, j * IOV + 8, length)
-        struct.pack_into("PI", self._smv, j * HDR + NAME_AT,
-                         self._names_at + i * NAME_SIZE, _namelen(self._rmv, i))  # fmt: skip
+        if i != j:  # reply j goes to sender i (set up as j == i: no dropped replies before)
+            struct.pack_into("P", self._smv, j * HDR + NAME_AT, self._names_at + i * NAME_SIZE)
+            self._moved = True
         self.queued = j + 1
 
     def flush(self) -> int:
@@ -179,12 +183,12 @@ class DatagramBatch:
                 sent_from += 1
                 continue
             sent_from += count
+        if self._moved:  # put the name pointers back: reply j → sender j
+            for j in range(self.queued):
+                struct.pack_into("P", self._smv, j * HDR + NAME_AT, self._names_at + j * NAME_SIZE)
+            self._moved = False
         self.queued = 0
         return failed
-
-
-def _namelen(rmv: memoryview, i: int) -> int:
-    return int(struct.unpack_from("I", rmv, i * HDR + NAMELEN_AT)[0])
 
 
 __all__ = ["DatagramBatch", "available"]

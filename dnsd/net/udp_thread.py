@@ -63,24 +63,30 @@ class UdpThread:
             if self._stopping:
                 return
             counters.udp_queries += count
-            for i in range(count):
-                data = batch.datagram(i)
-                key = batch.source_key(i)
-                client = clients.get(key)
+            keys = batch.source_keys(count)
+            for i, data in enumerate(batch.datagrams(count)):
+                client = clients.get(keys[i])
                 if client is None:
                     if len(clients) >= CLIENTS_CACHED:
                         clients.clear()
-                    client = clients[key] = Client(client_address(batch.source(i)[0]), "udp")
+                    client = Client(client_address(batch.source(i)[0]), "udp")
+                    clients[keys[i]] = client
                 if data is None:  # longer than any query dnsd answers: cut by the kernel
                     counters.dropped += 1
                     continue
-                reply = self._reply(answer, rrl, data, client)
-                if reply is None:
-                    continue
                 try:
-                    batch.queue(i, reply)
-                except OSError as exc:
-                    log.debug("udp send to %s failed: %s", client.address, exc)
+                    reply = answer(data, client)
+                except Exception:  # a bug must cost one answer, never the listener
+                    log.exception("error answering a datagram from %s", client.address)
+                    continue
+                if reply is None:
+                    counters.dropped += 1
+                    continue
+                if rrl is not None:
+                    reply = self._limit(rrl, reply, client)
+                    if reply is None:
+                        continue
+                batch.queue(i, reply)
             if batch.queued and batch.flush():
                 log.debug("udp: some replies of a batch could not be sent")
 
@@ -127,13 +133,14 @@ class UdpThread:
         if reply is None:
             self._counters.dropped += 1
             return None
-        if rrl is not None:
-            verdict = rrl.check(client.address, reply, time.monotonic())
-            if verdict == "drop":
-                return None
-            if verdict == "slip":
-                return truncated(reply)
-        return reply
+        return reply if rrl is None else self._limit(rrl, reply, client)
+
+    @staticmethod
+    def _limit(rrl: ResponseRateLimiter, reply: bytes, client: Client) -> bytes | None:
+        verdict = rrl.check(client.address, reply, time.monotonic())
+        if verdict == "drop":
+            return None
+        return truncated(reply) if verdict == "slip" else reply
 
     def stop(self) -> None:
         self._stopping = True

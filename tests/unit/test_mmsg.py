@@ -32,11 +32,12 @@ def test_a_batch_arrives_whole_and_each_reply_reaches_its_sender(family: int, ho
             c.sendto(b"query-%d" % i, (host, port))
         received: list[tuple[bytes, tuple[str, int]]] = []
         while len(received) < 3:
-            for i in range(batch.receive()):
-                data = batch.datagram(i)
+            count = batch.receive()
+            keys = batch.source_keys(count)
+            for i, data in enumerate(batch.datagrams(count)):
                 assert data is not None
                 received.append((data, batch.source(i)))
-                assert batch.source_key(i) == socket.inet_pton(family, batch.source(i)[0])
+                assert keys[i] == socket.inet_pton(family, batch.source(i)[0])
                 batch.queue(i, b"reply-to-" + data)
             assert batch.flush() == 0
         by_port = {c.getsockname()[1]: c for c in clients}
@@ -59,7 +60,7 @@ def test_an_oversized_datagram_is_reported_not_truncated_silently() -> None:
         clients[1].sendto(b"small", ("127.0.0.1", port))
         seen: list[bytes | None] = []
         while len(seen) < 2:
-            seen += [batch.datagram(i) for i in range(batch.receive())]
+            seen += batch.datagrams(batch.receive())
         assert seen == [None, b"small"]
     finally:
         server.close()
@@ -76,6 +77,38 @@ def test_a_reply_larger_than_a_slot_is_still_sent() -> None:
         batch.queue(0, b"y" * (mmsg.SEND_SLOT + 1))  # sent at once with sendto
         assert batch.flush() == 0
         assert len(clients[0].recv(70_000)) == mmsg.SEND_SLOT + 1
+    finally:
+        server.close()
+        for c in clients:
+            c.close()
+
+
+def test_replies_reach_their_senders_when_one_in_the_batch_gets_none() -> None:
+    server, clients = _pair(socket.AF_INET, "127.0.0.1")
+    try:
+        batch = mmsg.DatagramBatch(server, size=8)
+        port = server.getsockname()[1]
+        for round_ in range(2):  # round 1: the middle one dropped; round 2: none dropped
+            for i, c in enumerate(clients):
+                c.sendto(b"%d-%d" % (round_, i), ("127.0.0.1", port))
+            got: list[bytes] = []
+            while len(got) < 3:
+                count = batch.receive()
+                for i, data in enumerate(batch.datagrams(count)):
+                    assert data is not None
+                    got.append(data)
+                    if not (round_ == 0 and data.endswith(b"-1")):
+                        batch.queue(i, b"re:" + data)
+                batch.flush()
+            for i, c in enumerate(clients):
+                if round_ == 0 and i == 1:
+                    continue
+                assert c.recv(100) == b"re:%d-%d" % (round_, i)
+            clients[1].settimeout(0.2)
+            if round_ == 0:
+                with pytest.raises(TimeoutError):
+                    clients[1].recv(100)
+            clients[1].settimeout(2)
     finally:
         server.close()
         for c in clients:
