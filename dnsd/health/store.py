@@ -291,11 +291,25 @@ class HealthStore:
         for key, override in self.backend_overrides.items():
             if key not in backends:  # an unmonitored backend can still be overridden
                 backends[key] = BackendHealth(healthy=override != "down", override=override)  # type: ignore[arg-type]
+        last = self.view
+        pool_overrides = dict(self.pool_overrides)
+        trickle_overrides = dict(self.trickle_overrides)
+        same_states = (
+            pool_overrides == last.pool_overrides
+            and trickle_overrides == last.trickle_overrides
+            and backends.keys() == last.backends.keys()
+            and all(
+                (b.healthy, b.probed, b.override) == (p.healthy, p.probed, p.override)
+                for key, b in backends.items()
+                for p in (last.backends[key],)
+            )
+        )
         self.view = HealthView(
-            generation=self.view.generation + 1,
+            generation=last.generation + 1,
+            states_generation=last.states_generation + (0 if same_states else 1),
             backends=MappingProxyType(backends),
-            pool_overrides=MappingProxyType(dict(self.pool_overrides)),  # type: ignore[arg-type]
-            trickle_overrides=MappingProxyType(dict(self.trickle_overrides)),
+            pool_overrides=MappingProxyType(pool_overrides),  # type: ignore[arg-type]
+            trickle_overrides=MappingProxyType(trickle_overrides),
         )
         self._last_publish = now
         return self.view

@@ -42,7 +42,11 @@ UNMONITORED = BackendHealth()
 
 @dataclass(frozen=True, slots=True)
 class HealthView:
-    generation: int = 0
+    generation: int = 0  # bumped on every publication
+    # Bumped when anything but RTT changed (verdicts, overrides, trickle): what every plan
+    # depends on. RTT-only publications (at most one a second) leave it alone, so caches
+    # keep the plans of load balancers that do not steer by RTT.
+    states_generation: int = 0
     backends: Mapping[tuple[str, str], BackendHealth] = field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -83,8 +87,10 @@ def view_of(
     pools: Mapping[str, PoolOverride] | None = None,
     trickle: Mapping[str, float] | None = None,
     generation: int = 1,
+    states_generation: int | None = None,
 ) -> HealthView:
-    """Build a view from plain values: {(pool, backend): healthy or BackendHealth}."""
+    """Build a view from plain values: {(pool, backend): healthy or BackendHealth}.
+    `states_generation` defaults to `generation` (everything changed)."""
     backends = {
         key: value
         if isinstance(value, BackendHealth)
@@ -93,6 +99,7 @@ def view_of(
     }
     return HealthView(
         generation=generation,
+        states_generation=generation if states_generation is None else states_generation,
         backends=MappingProxyType(backends),
         pool_overrides=MappingProxyType(dict(pools or {})),
         trickle_overrides=MappingProxyType(dict(trickle or {})),

@@ -282,6 +282,16 @@ def test_rtt_profile_is_built_and_goes_stale(tmp_path) -> None:
             store.publish()
             sample = store.view.backends[("p", "b0")].rtt["WEU"]
             assert sample.samples >= 6 and 20 <= sample.ewma_ms < 300
+            # New RTTs alone publish a new view but not new states: answer caches keep
+            # the plans that do not steer by RTT (dnsd.fastpath).
+            before = store.view
+            await wait_for(lambda: len(rec.seen["b0"]) >= 8)
+            store.publish()
+            assert store.view.generation > before.generation
+            assert store.view.states_generation == before.states_generation
+            store.set_backend_override("p", "b0", "drain")
+            assert store.view.states_generation == before.states_generation + 1
+            store.set_backend_override("p", "b0", None)
         finally:
             await stop([backend], scheduler)
         snap = store._snapshot
