@@ -13,8 +13,11 @@ size class, ECS present). Everything else — and every first query of a key —
   random selection stay statistically exact and the bytes equal the full path's for the
   same random source (a test compares them over thousands of queries).
 
-Caches are invalidated by generation — (config, health) — never by scanning; plans also
-expire each second, since RTT freshness depends on the clock.
+Caches are invalidated by generation — config, and health *states* (verdicts, overrides,
+trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
+nested) also expire on every new RTT publication and when the first RTT sample they could
+have used ages out (rtt_max_age); the others live until the states change. A plan is cached per client location bucket: only
+the location fields steering reads (coordinates only for proximity).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from dnslib import QTYPE, DNSRecord
 
-from dnsd.config.model import LoadBalancer
+from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.health.view import HealthView
 from dnsd.resolve import (
@@ -47,6 +50,7 @@ from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
 from dnsd.steering.select import (
+    MAX_DEPTH,
     Draw,
     LbPlan,
     Outcome,
@@ -83,24 +87,40 @@ class Static:
 class Balanced:
     lb: LoadBalancer
     qtype: int  # the steered type (A for ANY)
+    timed: bool = False  # steers by RTT somewhere (dynamic): plans expire each second
+    coordinates: bool = False  # steers by distance somewhere (proximity)
+
+
+class _PlanEntry:
+    """A plan and whether it still holds; memos compiled from it check `valid`."""
+
+    __slots__ = ("plan", "valid")
+
+    def __init__(self, plan: LbPlan) -> None:
+        self.plan = plan
+        self.valid = True
+
+
+_STALE = _PlanEntry.__new__(_PlanEntry)
+_STALE.valid = False
 
 
 class _LbMemo:
     """What one exact query from one client needs for a load-balanced answer: the entry,
-    the parsed query, the client's location and plan bucket, and — for the current plan
-    epoch — the plan compiled into draws with the finished reply (after the ID) and the
-    metrics labels of each outcome."""
+    the parsed query, the client's location and plan bucket, and — while its plan holds —
+    the plan compiled into draws with the finished reply (after the ID) and the metrics
+    labels of each outcome."""
 
     __slots__ = (
         "bucket",
         "client",
         "entry",
-        "epoch",
         "fell_back",
         "info",
         "observed",
         "outcomes",
         "parsed",
+        "plan",
         "tails",
         "tree",
     )  # fmt: skip
@@ -110,7 +130,7 @@ class _LbMemo:
     ) -> None:
         self.entry, self.parsed, self.info, self.bucket = entry, parsed, info, bucket
         self.client = client
-        self.epoch = -1
+        self.plan = _STALE  # the plan entry the draws were compiled from
         self.tree: Draw | int | None = None
         self.outcomes: list[Outcome] = []
         self.tails: list[bytes | None] = []
@@ -175,10 +195,11 @@ class AnswerCache:
         self.max_entries = max_entries
         self._snap_generation = -1
         self._health_generation = -1
-        self._next_second = float("-inf")
-        self._epoch = 0  # plans and compiled draws of an older epoch are stale
+        self._next_expiry = float("inf")  # when the first RTT sample a plan used ages out
+        self._states_generation = -1
         self._entries: dict[tuple[Any, ...], Static | Balanced | None] = {}
-        self._plans: dict[int, LbPlan] = {}
+        self._plans: dict[int, _PlanEntry] = {}
+        self._timed_plans: list[tuple[int, _PlanEntry]] = []
         self._bucket_ids: dict[tuple[Any, ...], int] = {}
         self._clients: dict[tuple[Any, ...], ClientInfo] = {}
         self._outcomes: dict[tuple[Any, ...], bytes] = {}
@@ -206,7 +227,7 @@ class AnswerCache:
         if (
             snap.generation != self._snap_generation
             or health.generation != self._health_generation
-            or now >= self._next_second
+            or now >= self._next_expiry
         ):
             self._refresh(snap, health, now)
         # Identical queries differ only in their ID: the bytes after it are the memo key.
@@ -220,7 +241,7 @@ class AnswerCache:
             lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
             # The hot load-balanced case: walk the compiled draws to a finished reply.
             node = lb_memo.tree
-            if lb_memo.client is client and lb_memo.epoch == self._epoch and node is not None:
+            if lb_memo.client is client and lb_memo.plan.valid and node is not None:
                 while node.__class__ is Draw:
                     draw: Draw = node  # type: ignore[assignment]
                     node = draw.branches[bisect_right(draw.thresholds, rng.random() * draw.scale)]
@@ -260,25 +281,33 @@ class AnswerCache:
 
     # -- generations ----------------------------------------------------------------------
     def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
-        if (snap.generation, health.generation) != (
+        if (snap.generation, health.states_generation) != (
             self._snap_generation,
-            self._health_generation,
+            self._states_generation,
         ):
-            self._snap_generation, self._health_generation = snap.generation, health.generation
+            self._snap_generation = snap.generation
+            self._states_generation = health.states_generation
             self._entries.clear()
             self._clients.clear()
             self._outcomes.clear()
             self._memo_udp.clear()
             self._memo_tcp.clear()
             self._bucket_ids.clear()
-            self._new_epoch()
-        if now >= self._next_second:
-            self._next_second = float(int(now) + 1)
-            self._new_epoch()  # plans expire each second: RTT freshness depends on the clock
+            self._drop_plans()
+        if health.generation != self._health_generation or now >= self._next_expiry:
+            # New RTTs, or a sample some plan used ages out: RTT-steered plans expire.
+            self._health_generation = health.generation
+            self._next_expiry = float("inf")
+            for bucket, entry in self._timed_plans:
+                entry.valid = False
+                self._plans.pop(bucket, None)
+            self._timed_plans.clear()
 
-    def _new_epoch(self) -> None:
+    def _drop_plans(self) -> None:
+        for entry in self._plans.values():
+            entry.valid = False
         self._plans.clear()
-        self._epoch += 1
+        self._timed_plans.clear()
 
     def _bound(self) -> None:
         """Memory stays bounded: a table over its size starts again (checked on misses,
@@ -291,7 +320,7 @@ class AnswerCache:
             self._memo_udp.clear()
             self._memo_tcp.clear()
             self._bucket_ids.clear()
-            self._new_epoch()
+            self._drop_plans()
         if len(self._clients) > limit:
             self._clients.clear()
 
@@ -314,7 +343,8 @@ class AnswerCache:
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
             steered = QTYPE.A if parsed.qtype == QTYPE.ANY else parsed.qtype
-            entry = Balanced(found.lb, steered)
+            policies = _policies(snap, found.lb)
+            entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
         reply = resolve(wire, client, snap, health, rng, now, on_decision)
@@ -373,12 +403,16 @@ class AnswerCache:
                     entry, wire, parsed, client, snap, health, rng, now, on_decision
                 )
             memo.client = client
-        plan = self._plans.get(memo.bucket)
-        if plan is None:
-            plan = build_plan(SteeringInputs(snap, health, info, rng, now), entry.lb, entry.qtype)
-            self._plans[memo.bucket] = plan
-        if memo.epoch != self._epoch:
-            memo.epoch = self._epoch
+        held = self._plans.get(memo.bucket)
+        if held is None:
+            inputs = SteeringInputs(snap, health, info, rng, now)
+            held = self._plans[memo.bucket] = _PlanEntry(build_plan(inputs, entry.lb, entry.qtype))
+            if entry.timed:
+                self._timed_plans.append((memo.bucket, held))
+                self._next_expiry = min(self._next_expiry, _rtt_expiry(snap, health, entry.lb, now))
+        plan = held.plan
+        if memo.plan is not held:
+            memo.plan = held
             compiled = compile_draws(plan, info.subnet_key())
             memo.tree, memo.outcomes = compiled if compiled is not None else (None, [])
             memo.tails = [None] * len(memo.outcomes)
@@ -433,12 +467,49 @@ def _plain_class(parsed: Parsed) -> bool:
 
 
 def _bucket(entry: Balanced, info: ClientInfo) -> tuple[Any, ...]:
+    """What a plan depends on besides config and health: the client's location as far as
+    this load balancer looks at it (coordinates only for proximity steering: with a city
+    database nearly every subnet has its own)."""
     loc = info.location
     return (
-        entry.lb.name, entry.qtype, loc.region, loc.country, loc.subdivision, loc.latitude,
-        loc.longitude, loc.source, loc.prefix_len, info.zone, info.zone_prefix, info.pop,
-        info.max_prefix, info.address.version,
+        entry.lb.name, entry.qtype, loc.region, loc.country, loc.subdivision,
+        (loc.latitude, loc.longitude) if entry.coordinates else None, loc.prefix_len,
+        info.zone, info.zone_prefix, info.pop, info.max_prefix, info.address.version,
     )  # fmt: skip
+
+
+def _rtt_expiry(snap: Snapshot, health: HealthView, lb: LoadBalancer, now: float) -> float:
+    """When the first RTT sample that is current now for a dynamic load balancer in this
+    tree ages out (steering.md §2.3: older than rtt_max_age stops counting): the plan may
+    change then, so it expires then — exactly, not on a timer."""
+    expiry = float("inf")
+    for steered in _tree(snap, lb):
+        if steered.steering != "dynamic":
+            continue
+        for ref in steered.pool_refs():
+            pool = snap.config.pools.get(ref)
+            for backend in pool.backends if pool is not None else ():
+                for sample in health.backend(pool, backend).rtt.values():  # type: ignore[arg-type]
+                    ages_out = sample.last_at + steered.rtt_max_age_s
+                    if ages_out >= now:
+                        expiry = min(expiry, ages_out)
+    return expiry
+
+
+def _tree(snap: Snapshot, lb: LoadBalancer, depth: int = 0) -> list[LoadBalancer]:
+    """`lb` and the load balancers nested in it."""
+    found = [lb]
+    if depth < MAX_DEPTH:
+        for ref in lb.pool_refs():
+            inner = snap.config.load_balancers.get(ref[len(LB_PREFIX) :])
+            if ref.startswith(LB_PREFIX) and inner is not None:
+                found += _tree(snap, inner, depth + 1)
+    return found
+
+
+def _policies(snap: Snapshot, lb: LoadBalancer) -> set[str]:
+    """The steering policies of `lb` and of the load balancers nested in it."""
+    return {inner.steering for inner in _tree(snap, lb)}
 
 
 def _render(
