@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="SO_REUSEPORT, so a new dnsd can take over the port before the old one stops",
     )
     serve.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="N processes answer on the same addresses (SO_REUSEPORT); this one probes for all (default 1)",
+    )  # fmt: skip
+    serve.add_argument("--follow-fd", type=int, help=argparse.SUPPRESS)  # a worker's pipe
+    serve.add_argument(
         "--query-log-sample",
         type=float,
         default=0.0,
@@ -239,6 +244,22 @@ def loop_factory(choice: str):  # type: ignore[no-untyped-def]
     return uvloop.new_event_loop
 
 
+def worker_arguments(args: argparse.Namespace) -> list[str]:
+    """A worker's `dnsd` command line: this one's serving options, no admin API, no state
+    (the main process adds --listen with the bound ports and --follow-fd)."""
+    argv = ["serve", args.dir, "--admin", "off", "--log-level", args.log_level,
+            "--log-format", args.log_format, "--rrl-rate", str(args.rrl_rate),
+            "--rrl-slip", str(args.rrl_slip), "--event-loop", args.event_loop,
+            "--udp-loop", args.udp_loop, "--query-log-sample", str(args.query_log_sample)]  # fmt: skip
+    for flag, value in (("--geoip", args.geoip), ("--pop-region", args.pop_region),
+                        ("--node", args.node)):  # fmt: skip
+        if value:
+            argv += [flag, value]
+    if args.no_answer_cache:
+        argv.append("--no-answer-cache")
+    return argv
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import os
 
@@ -266,22 +287,29 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if not 1 <= args.workers <= 64:
+        print("--workers: from 1 to 64", file=sys.stderr)
+        return 2
+    worker = args.follow_fd is not None
     listen = tuple(args.listen or [parse_listen(DEFAULT_LISTEN)])
     options = ServerOptions(
         config_dir=Path(args.dir),
         listen=listen,
         geoip=Path(args.geoip) if args.geoip else None,
         node=NodeSettings(name=args.node, pop_region=args.pop_region),
-        state_dir=Path(args.state_dir),
-        admin=admin,
+        state_dir=None if worker else Path(args.state_dir),  # a worker keeps nothing
+        admin=None if worker else admin,
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
         query_log_sample=args.query_log_sample,
-        reuse_port=args.reuse_port,
+        reuse_port=args.reuse_port or args.workers > 1 or worker,
         rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),
         redis_url=args.redis,
         redis_max_age_s=args.redis_max_age,
         answer_cache=not args.no_answer_cache,
         udp_loop=args.udp_loop,
+        workers=args.workers,
+        worker_argv=tuple(worker_arguments(args)),
+        follow_fd=args.follow_fd,
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:

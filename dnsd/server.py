@@ -31,6 +31,7 @@ from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import UdpThread
 from dnsd.resolve import Client, resolve
 from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
+from dnsd.workers import Follower, WorkerPool
 
 log = logging.getLogger("dnsd.server")
 
@@ -53,6 +54,9 @@ class ServerOptions:
     answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
     udp_loop: str = "asyncio"  # "thread": a blocking socket loop per listener (the CLI default)
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
+    workers: int = 1  # processes answering on the listen addresses (dnsd.workers)
+    worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
+    follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,9 @@ class DnsServer:
         self.rrl = ResponseRateLimiter(options.rrl)
         self.reloads_ok = 0
         self.reloads_failed = 0
+        self.pool: WorkerPool | None = None
+        self.follower: Follower | None = None
+        self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
@@ -155,6 +162,8 @@ class DnsServer:
     @property
     def ready(self) -> bool:
         """Config loaded and the first round of probes done (health.md, interfaces.md)."""
+        if self.follower is not None:
+            return self.follower.first_view.is_set()
         return self.scheduler.first_round.is_set()
 
     @property
@@ -162,6 +171,24 @@ class DnsServer:
         return self._tcp_handler.active
 
     async def start(self) -> None:
+        self.stop_requested = asyncio.Event()
+        if self.options.follow_fd is not None:
+            await self._follow(self.options.follow_fd)
+        else:
+            await self._start_probing()
+        for host, port in self.options.listen:
+            self.bound.append(await self._bind(host, port))
+        for host, port in self.bound:
+            log.info("listening on %s port %d (udp+tcp)", host, port)
+        if self.options.admin is not None:
+            await self._start_admin(*self.options.admin)
+        if self.options.workers > 1 and self.options.follow_fd is None:
+            listen = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.bound]
+            argv = [*self.options.worker_argv, *(a for x in listen for a in ("--listen", x))]
+            self.pool = WorkerPool(self.options.workers, argv, self.store)
+            self.pool.start()
+
+    async def _start_probing(self) -> None:
         if self.bus is not None:
             await self.bus.start()
         await self.scheduler.start()
@@ -175,12 +202,23 @@ class DnsServer:
                 "first probe round not complete after %.0fs: serving anyway",
                 self.options.first_round_wait_s,
             )
-        for host, port in self.options.listen:
-            self.bound.append(await self._bind(host, port))
-        for host, port in self.bound:
-            log.info("listening on %s port %d (udp+tcp)", host, port)
-        if self.options.admin is not None:
-            await self._start_admin(*self.options.admin)
+
+    async def _follow(self, fd: int) -> None:
+        """A worker: health views and reloads come from the main process (dnsd.workers)."""
+        loop = asyncio.get_running_loop()
+        stop = self.stop_requested
+        assert stop is not None
+        self.follower = Follower(
+            fd,
+            self.store,
+            on_reload=lambda _generation: loop.call_soon_threadsafe(
+                lambda: asyncio.ensure_future(self.reload())
+            ),
+            on_gone=lambda: loop.call_soon_threadsafe(stop.set),
+        )
+        self.follower.start()
+        if not await self.follower.wait_first_view(self.options.first_round_wait_s * 3):
+            log.warning("no health view from the main process yet: serving anyway")
 
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
@@ -252,9 +290,13 @@ class DnsServer:
         self.scheduler.reconcile()
         self.reloads_ok += 1
         log.info("reloaded %s: generation %d", self.options.config_dir, generation)
+        if self.pool is not None:
+            self.pool.reloaded(generation)
         return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
 
     async def stop(self) -> None:
+        if self.pool is not None:
+            await self.pool.stop()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self.scheduler.stop()
@@ -333,7 +375,8 @@ async def serve(options: ServerOptions) -> int:
         log.warning("%s", warning)
     server = DnsServer(options, snapshot)
     await server.start()
-    stop = asyncio.Event()
+    stop = server.stop_requested
+    assert stop is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(server.reload()))
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -108,6 +108,10 @@ class HealthStore:
         self.override_listeners: list[Callable[[dict[str, Any]], None]] = []
         self.overrides_updated_at = 0.0
         self.view = HealthView()
+        # Worker processes (dnsd.workers) take their views from the main process instead of
+        # computing them; view_listeners hear of every view the main process publishes.
+        self.external_views = False
+        self.view_listeners: list[Callable[[HealthView], None]] = []
         self._load_overrides()
 
     # -- what to probe -----------------------------------------------------------------------
@@ -259,6 +263,8 @@ class HealthStore:
 
     # -- the published view ------------------------------------------------------------------
     def publish(self) -> HealthView:
+        if self.external_views:
+            return self.view
         backends: dict[tuple[str, str], BackendHealth] = {}
         now = self._clock()
         for pool, backend, monitor in self._monitored():
@@ -312,6 +318,8 @@ class HealthStore:
             trickle_overrides=MappingProxyType(trickle_overrides),
         )
         self._last_publish = now
+        for listener in self.view_listeners:
+            listener(self.view)
         return self.view
 
     def _verdict(self, pool: Pool, backend: Backend, monitor: Monitor) -> str:

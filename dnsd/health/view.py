@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from dnsd.config.model import Backend, Pool
 
@@ -103,4 +103,42 @@ def view_of(
         backends=MappingProxyType(backends),
         pool_overrides=MappingProxyType(dict(pools or {})),
         trickle_overrides=MappingProxyType(dict(trickle or {})),
+    )
+
+
+def to_plain(view: HealthView) -> dict[str, Any]:
+    """The view as plain values (dicts, tuples, numbers): for the pipe to worker processes."""
+    return {
+        "generation": view.generation,
+        "states_generation": view.states_generation,
+        "backends": {
+            key: (
+                h.healthy,
+                h.probed,
+                h.override,
+                {s: (r.ewma_ms, r.samples, r.last_at) for s, r in h.rtt.items()},
+            )
+            for key, h in view.backends.items()
+        },
+        "pool_overrides": dict(view.pool_overrides),
+        "trickle_overrides": dict(view.trickle_overrides),
+    }
+
+
+def from_plain(plain: dict[str, Any]) -> HealthView:
+    backends = {
+        tuple(key): BackendHealth(
+            healthy=healthy,
+            probed=probed,
+            override=override,
+            rtt=MappingProxyType({s: RttSample(*sample) for s, sample in rtt.items()}),
+        )
+        for key, (healthy, probed, override, rtt) in plain["backends"].items()
+    }
+    return HealthView(
+        generation=plain["generation"],
+        states_generation=plain["states_generation"],
+        backends=MappingProxyType(backends),
+        pool_overrides=MappingProxyType(dict(plain["pool_overrides"])),
+        trickle_overrides=MappingProxyType(dict(plain["trickle_overrides"])),
     )
