@@ -5,7 +5,8 @@
 Installs dnsperf, gdnsd, knot and pdns-server from Debian if missing (no service is
 started: policy-rc.d), serves the same zone from each on a loopback port — a load-balanced
 name (gdnsd metafo, PowerDNS LUA pickrandom, Knot static records as the ceiling, dnsd
-`off` steering) plus a static name and NXDOMAINs — pins the server to core 0 and dnsperf
+`off` steering; and bench/floor.py, a Python loop answering precomputed bytes, as the floor
+of what Python costs) plus a static name and NXDOMAINs — pins the server to core 0 and dnsperf
 to core 1, runs each three times and prints the median QPS, average latency, lost queries
 and dnsd's ratio to each peer. Then: ECS from 10,000 random /24s (geo steering,
 location-dependent answers; dnsd and gdnsd's geoip plugin on the same City database; dnsperf
@@ -141,6 +142,11 @@ zone:
     file: {ZONE}.zone
 """)
     return ["knotd", "-c", str(d / "knot.conf")]
+
+
+def python_floor(d: Path, port: int) -> list[str]:
+    """Not a DNS server: precomputed answers through dnsd's batched I/O (bench/floor.py)."""
+    return [sys.executable, str(ROOT / "bench" / "floor.py"), str(port)]
 
 
 def pdns(shared: bool) -> Callable[[Path, int], list[str]]:
@@ -477,7 +483,7 @@ def main() -> None:
         install()
     servers: dict[str, Callable[[Path, int], list[str]]] = {
         "dnsd": dnsd, "gdnsd (metafo)": gdnsd, "knot (static)": knot,
-        "pdns LUA": pdns(False), "pdns LUA shared": pdns(True),
+        "pdns LUA": pdns(False), "pdns LUA shared": pdns(True), "python floor": python_floor,
     }  # fmt: skip
     rows = {}
     for name, build in servers.items():
@@ -528,7 +534,8 @@ def main() -> None:
             f"(bound {moved['bound_s']:.1f}s), second client: {moved['polls']:.0f} polls, {moved['unanswered']:.0f} unanswered"
         )
     for rate in (20_000, 50_000):
-        for name, build in (("dnsd", dnsd), ("knot (static)", knot), ("gdnsd (metafo)", gdnsd)):
+        for name, build in (("dnsd", dnsd), ("knot (static)", knot), ("gdnsd (metafo)", gdnsd),
+                            ("python floor", python_floor)):  # fmt: skip
             p99 = p99_at(rate, build)
             if p99:
                 print(f"{name} at {rate // 1000}k QPS offered: p50 {p99['p50_ms']:.3f} ms, p99 {p99['p99_ms']:.3f} ms, "
