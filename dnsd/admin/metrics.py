@@ -72,7 +72,8 @@ class Metrics:
     def count_decisions_of(
         self, lb_counts: dict[tuple[str, str, str], int], fallback_counts: dict[str, int]
     ) -> None:
-        self._decision_tables.append((lb_counts, fallback_counts))
+        if not any(lb_counts is known for known, _ in self._decision_tables):  # once per cache
+            self._decision_tables.append((lb_counts, fallback_counts))
 
     def decision_totals(self) -> tuple[dict[tuple[str, str, str], int], dict[str, int]]:
         lb, fallback = dict(self.lb_counts), dict(self.fallback_counts)

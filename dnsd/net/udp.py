@@ -16,6 +16,7 @@ from dnsd.resolve import Client
 log = logging.getLogger("dnsd.net.udp")
 
 Answerer = Callable[[bytes, Client], bytes | None]
+CLIENTS_CACHED = 65_536
 
 
 class UdpProtocol(asyncio.DatagramProtocol):
@@ -26,13 +27,18 @@ class UdpProtocol(asyncio.DatagramProtocol):
         self._counters = counters
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
+        self._clients: dict[str, Client] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
         self._counters.udp_queries += 1
-        client = Client(client_address(addr[0]), "udp")
+        client = self._clients.get(addr[0])
+        if client is None:  # one Client per source address: the answer cache's memo keys on it
+            if len(self._clients) >= CLIENTS_CACHED:
+                self._clients.clear()
+            client = self._clients[addr[0]] = Client(client_address(addr[0]), "udp")
         try:
             reply = self._answer(data, client)
         except Exception:  # a bug must cost one answer, never the listener

@@ -18,11 +18,10 @@ import time
 from dnsd.net import mmsg
 from dnsd.net.counters import NetCounters
 from dnsd.net.rrl import ResponseRateLimiter, truncated
-from dnsd.net.udp import Answerer, client_address
+from dnsd.net.udp import CLIENTS_CACHED, Answerer, client_address
 from dnsd.resolve import Client
 
 log = logging.getLogger("dnsd.net.udp")
-CLIENTS_CACHED = 65_536
 
 
 class UdpThread:
