@@ -333,7 +333,8 @@ class DnsServer:
             return ReloadResult(False, current.generation, [str(r) for r in exc.reasons])
         self.holder.swap(snapshot)
         self.store.set_snapshot(snapshot)
-        self.scheduler.reconcile()
+        if self.follower is None:  # a worker probes nothing: its views come from the pipe
+            self.scheduler.reconcile()
         self.reloads_ok += 1
         log.info("reloaded %s: generation %d", self.options.config_dir, generation)
         if self.pool is not None:

@@ -138,6 +138,12 @@ def test_a_reload_reaches_every_process(served) -> None:
     while set(ask_all(proc.port, "new.wk.test")) != {"192.0.2.77"}:
         assert time.monotonic() - started < 10, proc.output
         time.sleep(0.1)
+    backend = served["backend"]
+    before = sum(backend.requests.values())
+    time.sleep(2.0)
+    probes = sum(backend.requests.values()) - before
+    assert probes <= 2.0 / INTERVAL + 2, probes  # still one prober after the reload
+    assert "Traceback" not in proc.output, proc.output
 
 
 def test_a_dead_worker_is_started_again_and_all_stop_together(served) -> None:
