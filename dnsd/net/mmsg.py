@@ -25,6 +25,7 @@ MSG_WAITFORONE = 0x10000
 SLOT = 4096  # bytes per datagram; a longer query is cut and (MSG_TRUNC) treated as malformed
 SEND_SLOT = 4096  # replies are cut to the client's limit (≤ 1232 with EDNS); larger: sendto
 NAME_SIZE = 28  # sockaddr_in6; sockaddr_in is 16
+NAME_WORDS = NAME_SIZE // 4
 MSG_TRUNC = 0x20
 
 
@@ -97,7 +98,7 @@ class DatagramBatch:
         # One socket, one family: the sender's address is always at the same place.
         ipv4 = sock.family == socket.AF_INET
         namelen = 16 if ipv4 else NAME_SIZE
-        self._address_at, self._address_end = (4, 8) if ipv4 else (8, 24)
+        self._ipv4 = ipv4
         self._moved = False
         self._names_at = ctypes.addressof(self._names)
         for i in range(size):
@@ -117,6 +118,9 @@ class DatagramBatch:
         self._rbuf_mv = memoryview(self._rbuf).cast("B")
         self._sbuf_mv = memoryview(self._sbuf).cast("B")
         self.names = memoryview(self._names).cast("B")
+        # 32-bit views for reading lengths, flags and IPv4 addresses by plain indexing.
+        self._words = self._rmv.cast("I")
+        self._name_words = self.names.cast("I")
         self.queued = 0
 
     def receive(self) -> int:
@@ -133,17 +137,23 @@ class DatagramBatch:
 
     def datagrams(self, count: int) -> list[bytes | None]:
         """The datagrams of the last receive; None for one longer than a slot."""
-        rmv, rbuf, out = self._rmv, self._rbuf_mv, []
-        for i in range(count):
-            flags, length = struct.unpack_from("i4xI", rmv, i * HDR + FLAGS_AT)
-            at = i * SLOT
-            out.append(None if flags & MSG_TRUNC else bytes(rbuf[at : at + length]))
-        return out
+        words, rbuf = self._words, self._rbuf_mv
+        per, flags_at, len_at = HDR // 4, FLAGS_AT // 4, LEN_AT // 4
+        return [
+            None
+            if words[i * per + flags_at] & MSG_TRUNC
+            else bytes(rbuf[i * SLOT : i * SLOT + words[i * per + len_at]])
+            for i in range(count)
+        ]
 
-    def source_keys(self, count: int) -> list[bytes]:
-        """Each sender's IP address bytes, without the port: a cheap key for a client."""
-        names, start, end = self.names, self._address_at, self._address_end
-        return [bytes(names[i * NAME_SIZE + start : i * NAME_SIZE + end]) for i in range(count)]
+    def source_keys(self, count: int) -> list[int | bytes]:
+        """A cheap key per sender, without the port: the IPv4 address as an int, or the
+        IPv6 address bytes."""
+        if self._ipv4:
+            words = self._name_words  # sockaddr_in: the address is the second 32-bit word
+            return [words[i * NAME_WORDS + 1] for i in range(count)]
+        names = self.names
+        return [bytes(names[i * NAME_SIZE + 8 : i * NAME_SIZE + 24]) for i in range(count)]
 
     def source(self, i: int) -> tuple[str, int]:
         """The sender as (host, port) — for logs and for the first query of a client."""

@@ -55,7 +55,7 @@ class UdpThread:
     def _run_batched(self, batch: mmsg.DatagramBatch) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
         answer, counters, rrl = self._answer, self._counters, self._rrl
-        clients: dict[bytes, Client] = {}
+        clients: dict[int | bytes, Client] = {}
         while True:
             try:
                 count = batch.receive()

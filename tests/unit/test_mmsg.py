@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 
 import pytest
 
@@ -37,7 +38,10 @@ def test_a_batch_arrives_whole_and_each_reply_reaches_its_sender(family: int, ho
             for i, data in enumerate(batch.datagrams(count)):
                 assert data is not None
                 received.append((data, batch.source(i)))
-                assert keys[i] == socket.inet_pton(family, batch.source(i)[0])
+                packed = socket.inet_pton(family, batch.source(i)[0])
+                assert keys[i] == (
+                    int.from_bytes(packed, sys.byteorder) if family == socket.AF_INET else packed
+                )
                 batch.queue(i, b"reply-to-" + data)
             assert batch.flush() == 0
         by_port = {c.getsockname()[1]: c for c in clients}
