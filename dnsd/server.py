@@ -110,6 +110,7 @@ class DnsServer:
         self.pool: WorkerPool | None = None
         self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
+        self._reporting: asyncio.Task[None] | None = None
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
@@ -231,7 +232,7 @@ class DnsServer:
         if self.options.workers > 1 and self.options.follow_fd is None:
             listen = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.bound]
             argv = [*self.options.worker_argv, *(a for x in listen for a in ("--listen", x))]
-            self.pool = WorkerPool(self.options.workers, argv, self.store)
+            self.pool = WorkerPool(self.options.workers, argv, self.store, self.metrics)
             self.pool.start()
 
     async def _start_probing(self) -> None:
@@ -265,6 +266,15 @@ class DnsServer:
         self.follower.start()
         if not await self.follower.wait_first_view(self.options.first_round_wait_s * 3):
             log.warning("no health view from the main process yet: serving anyway")
+        self._reporting = asyncio.create_task(self._report_counts())
+
+    async def _report_counts(self) -> None:
+        """A worker's query counts go to the main process's /metrics, every second."""
+        assert self.follower is not None
+        while True:
+            await asyncio.sleep(REPORT_EVERY_S)
+            counts = self.metrics.serving_counts()
+            await asyncio.to_thread(self.follower.report, counts)
 
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
@@ -342,6 +352,10 @@ class DnsServer:
         return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
 
     async def stop(self) -> None:
+        if self._reporting is not None:
+            self._reporting.cancel()
+            if self.follower is not None:  # the last counts, so none are lost at a restart
+                await asyncio.to_thread(self.follower.report, self.metrics.serving_counts())
         if self.pool is not None:
             await self.pool.stop()
         if self._admin_runner is not None:
@@ -361,6 +375,7 @@ class DnsServer:
 
 
 UDP_RECEIVE_BUFFER = 4 << 20
+REPORT_EVERY_S = 1.0
 
 
 def _grow_receive_buffer(sock: socket.socket) -> None:

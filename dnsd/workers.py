@@ -5,15 +5,14 @@ health view and each reload to the others.
 The kernel spreads queries over the processes by source address and port. The main
 process answers too; it starts N - 1 workers once it is ready (first probe round done,
 listeners bound, so port 0 is already a real port) with its own command line plus
-`--follow-fd FD`, a pipe. On that pipe it sends every view it publishes (plain values,
-pickled: the pipe only ever joins a parent to the child it started) and a reload
-notice after each successful reload. A worker probes nothing, takes its views from the
-pipe, binds only after the first one, reloads its config from the same directory when
-told, and stops when the pipe closes (the main process is gone). A worker that dies is
-started again (at most once a second).
-
-Limits: each process has its own answer cache and query metrics; `/metrics` of the main
-process counts the main process's queries only (health metrics are the same everywhere).
+`--follow-fd FD`, one end of a socket pair. On it the main process sends every view it
+publishes (plain values, pickled: the pair only ever joins a parent to the child it
+started) and a reload notice after each successful reload; the worker sends back its
+query, latency and decision counts every second, which the main process's `/metrics`
+adds to its own. A worker probes nothing, takes its views from the pair, binds only
+after the first one, reloads its config from the same directory when told, and stops when
+the pair closes (the main process is gone). A worker that dies is started again (at most
+once a second); what it had reported stays counted.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import logging
 import os
 import pickle
 import queue
+import socket
 import struct
 import subprocess
 import sys
@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dnsd.admin.metrics import Metrics
 from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView, from_plain, to_plain
 
@@ -47,6 +48,13 @@ def _send(fd: int, message: tuple[str, Any]) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _receive(fd: int) -> tuple[str, Any] | None:
+    """The next message, or None when the other side has gone."""
+    header = _read_exactly(fd, HEADER.size)
+    body = _read_exactly(fd, HEADER.unpack(header)[0]) if header else None
+    return None if body is None else pickle.loads(body)  # type: ignore[no-any-return]
+
+
 def _read_exactly(fd: int, size: int) -> bytes | None:
     chunks, need = [], size
     while need:
@@ -59,19 +67,26 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
 
 
 class _Worker:
-    """One worker process and the thread that feeds its pipe (never blocks the loop)."""
+    """One worker process, the thread that feeds it (never blocks the loop) and the thread
+    that takes its reports. One socket pair carries both directions."""
 
-    def __init__(self, index: int, argv: list[str]) -> None:
+    def __init__(
+        self, index: int, argv: list[str], on_report: Callable[[int, Any], object]
+    ) -> None:
         self.index = index
-        read_end, self._write_end = os.pipe()
+        ours, theirs = socket.socketpair()
+        self._socket = ours
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dnsd", *argv, "--follow-fd", str(read_end)],
-            pass_fds=(read_end,),
+            [sys.executable, "-m", "dnsd", *argv, "--follow-fd", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
         )
-        os.close(read_end)
+        theirs.close()
+        self._on_report = on_report
         self._outbox: queue.Queue[tuple[str, Any] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._feed, name=f"dnsd worker {index}", daemon=True)
-        self._thread.start()
+        self._feeder = threading.Thread(target=self._feed, name=f"dnsd worker {index}", daemon=True)
+        self._feeder.start()
+        self._reader = threading.Thread(target=self._read, name=f"dnsd worker {index} reports", daemon=True)  # fmt: skip
+        self._reader.start()
 
     def send(self, kind: str, payload: Any) -> None:
         self._outbox.put((kind, payload))
@@ -79,14 +94,21 @@ class _Worker:
     def _feed(self) -> None:
         while (message := self._outbox.get()) is not None:
             try:
-                _send(self._write_end, message)
+                _send(self._socket.fileno(), message)
             except OSError:  # the worker is gone; the pool starts another
                 break
         with contextlib.suppress(OSError):
-            os.close(self._write_end)
+            self._socket.shutdown(socket.SHUT_RDWR)  # the worker reads the end: it stops
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while (message := _receive(self._socket.fileno())) is not None:
+                kind, payload = message
+                if kind == "counts":
+                    self._on_report(self.process.pid, payload)
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._outbox.put(None)  # closing the pipe tells the worker to stop
+        self._outbox.put(None)  # closing the connection tells the worker to stop
         with contextlib.suppress(ProcessLookupError):
             self.process.terminate()
         try:
@@ -94,16 +116,19 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self._thread.join(timeout)
+        self._feeder.join(timeout)
+        self._reader.join(timeout)
+        self._socket.close()
 
 
 class WorkerPool:
     """The main process's side: start the workers, feed them views and reloads."""
 
-    def __init__(self, count: int, argv: list[str], store: HealthStore) -> None:
+    def __init__(self, count: int, argv: list[str], store: HealthStore, metrics: Metrics) -> None:
         self.count = count
         self.argv = argv
         self.store = store
+        self.metrics = metrics
         self.workers: list[_Worker] = []
         self._generation = 0
         self._watch: asyncio.Task[None] | None = None
@@ -116,7 +141,7 @@ class WorkerPool:
                  " ".join(str(w.process.pid) for w in self.workers))  # fmt: skip
 
     def _start(self, index: int) -> _Worker:
-        worker = _Worker(index, self.argv)
+        worker = _Worker(index, self.argv, self.metrics.set_worker_counts)
         worker.send("view", to_plain(self.store.view))
         return worker
 
@@ -137,6 +162,7 @@ class WorkerPool:
                     log.error("worker %d (pid %d) exited with %s: starting it again",
                               worker.index, worker.process.pid, worker.process.returncode)  # fmt: skip
                     await asyncio.to_thread(worker.stop, 1.0)
+                    self.metrics.retire_worker(worker.process.pid)
                     self.workers[i] = self._start(worker.index)
 
     async def stop(self) -> None:
@@ -145,6 +171,8 @@ class WorkerPool:
         with contextlib.suppress(ValueError):
             self.store.view_listeners.remove(self.publish)
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
+        for worker in self.workers:
+            self.metrics.retire_worker(worker.process.pid)
         self.workers = []
 
 
@@ -157,6 +185,7 @@ class Follower:
         self.store = store
         store.external_views = True
         self.first_view = threading.Event()
+        self._write_lock = threading.Lock()
         self._on_reload = on_reload
         self._on_gone = on_gone
         self._thread = threading.Thread(target=self._read, name="dnsd follower", daemon=True)
@@ -165,19 +194,20 @@ class Follower:
         self._thread.start()
 
     def _read(self) -> None:
-        while True:
-            header = _read_exactly(self.fd, HEADER.size)
-            body = _read_exactly(self.fd, HEADER.unpack(header)[0]) if header else None
-            if body is None:
-                log.info("the main process is gone: stopping")
-                self._on_gone()
-                return
-            kind, payload = pickle.loads(body)
+        while (message := _receive(self.fd)) is not None:
+            kind, payload = message
             if kind == "view":
                 self.store.view = from_plain(payload)  # one reference swap: readers see either
                 self.first_view.set()
             elif kind == "reload":
                 self._on_reload(payload)
+        log.info("the main process is gone: stopping")
+        self._on_gone()
+
+    def report(self, counts: dict[str, Any]) -> None:
+        """Send this worker's serving counts to the main process (its /metrics adds them)."""
+        with self._write_lock, contextlib.suppress(OSError):  # one whole frame at a time
+            _send(self.fd, ("counts", counts))
 
     async def wait_first_view(self, timeout: float) -> bool:
         started = time.monotonic()

@@ -43,6 +43,9 @@ class Metrics:
         self.fallback_counts: dict[str, int] = {}
         # Answer caches count their hot path's decisions themselves (dnsd.fastpath).
         self._decision_tables: list[tuple[dict[tuple[str, str, str], int], dict[str, int]]] = []
+        # --workers: each worker's latest report, and what retired workers had counted.
+        self._workers: dict[int, dict[str, Any]] = {}
+        self._retired: dict[str, Any] = {}
         self.transitions = Counter(
             "dnsd_health_transitions_total", "Health state changes", ["kind", "new"], registry=r
         )
@@ -75,35 +78,48 @@ class Metrics:
         if not any(lb_counts is known for known, _ in self._decision_tables):  # once per cache
             self._decision_tables.append((lb_counts, fallback_counts))
 
-    def decision_totals(self) -> tuple[dict[tuple[str, str, str], int], dict[str, int]]:
+    def serving_counts(self) -> dict[str, Any]:
+        """This process's own query, latency and decision counts, as plain values (what
+        a worker process reports to the main one)."""
         lb, fallback = dict(self.lb_counts), dict(self.fallback_counts)
         for lb_table, fallback_table in self._decision_tables:
             for key, count in list(lb_table.items()):
                 lb[key] = lb.get(key, 0) + count
             for name, count in list(fallback_table.items()):
                 fallback[name] = fallback.get(name, 0) + count
-        return lb, fallback
-
-    def query_totals(self) -> dict[tuple[str, str, str], int]:
-        totals: dict[tuple[str, str, str], int] = {}
+        queries: dict[tuple[str, str, str], int] = {}
+        dropped: dict[str, int] = {}
+        latency = [0] * (len(LATENCY_BUCKETS) + 1)
+        latency_sum = 0.0
         for tally in self._tallies:
             for label, count in tally.totals().items():
-                totals[label] = totals.get(label, 0) + count
-        return totals
+                queries[label] = queries.get(label, 0) + count
+            dropped[tally.transport] = dropped.get(tally.transport, 0) + tally.dropped[0]
+            latency = [a + b for a, b in zip(latency, tally.latency, strict=True)]
+            latency_sum += tally.sums[0]
+        return {"queries": queries, "dropped": dropped, "latency": latency,
+                "latency_sum": latency_sum, "lb": lb, "fallback": fallback}  # fmt: skip
 
-    def dropped_totals(self) -> dict[str, int]:
-        totals: dict[str, int] = {}
-        for tally in self._tallies:
-            totals[tally.transport] = totals.get(tally.transport, 0) + tally.dropped[0]
-        return totals
+    def set_worker_counts(self, worker: int, counts: dict[str, Any]) -> None:
+        """The latest counts a worker process reported (dnsd.workers)."""
+        self._workers[worker] = counts
 
-    def latency(self) -> tuple[list[int], float]:
-        counts = [0] * (len(LATENCY_BUCKETS) + 1)
-        total = 0.0
-        for tally in self._tallies:
-            counts = [a + b for a, b in zip(counts, tally.latency, strict=True)]
-            total += tally.sums[0]
-        return counts, total
+    def retire_worker(self, worker: int) -> None:
+        """A worker is gone: its last report stays in the totals (counters never go back)."""
+        counts = self._workers.pop(worker, None)
+        if counts is not None:
+            self._retired = _add_counts(self._retired, counts)
+
+    def totals(self) -> dict[str, Any]:
+        """Every process's counts: this one's, the workers' latest reports, the retired."""
+        total = _add_counts(self.serving_counts(), self._retired)
+        for counts in list(self._workers.values()):
+            total = _add_counts(total, counts)
+        return total
+
+    def decision_totals(self) -> tuple[dict[tuple[str, str, str], int], dict[str, int]]:
+        total = self.totals()
+        return total["lb"], total["fallback"]
 
     def observe_decision(
         self, lb: str, pool: str | None, region: str | None, fail_open: bool
@@ -126,6 +142,22 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two serving_counts() summed (either may be empty)."""
+    out: dict[str, Any] = {}
+    for field in ("queries", "dropped", "lb", "fallback"):
+        merged = dict(a.get(field, {}))
+        for key, count in b.get(field, {}).items():
+            merged[key] = merged.get(key, 0) + count
+        out[field] = merged
+    zero = [0] * (len(LATENCY_BUCKETS) + 1)
+    out["latency"] = [
+        x + y for x, y in zip(a.get("latency", zero), b.get("latency", zero), strict=True)
+    ]
+    out["latency_sum"] = a.get("latency_sum", 0.0) + b.get("latency_sum", 0.0)
+    return out
 
 
 FOLD_AT = 50_000
@@ -204,28 +236,28 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
         server = self.server
         metrics = server.metrics
+        counts = metrics.totals()  # every process's, with --workers
         yield _counters(
             "dnsd_queries",
             "DNS queries answered",
             ["qtype", "rcode", "transport"],
-            metrics.query_totals(),
+            counts["queries"],
         )
         yield _counters(
             "dnsd_queries_dropped",
             "Datagrams dropped (unparseable or responses)",
             ["transport"],
-            metrics.dropped_totals(),
+            counts["dropped"],
         )
         cumulative: list[tuple[str, float]] = []
         total = 0
-        latency_counts, latency_sum = metrics.latency()
-        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), latency_counts, strict=True):
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), counts["latency"], strict=True):
             total += count
             cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
         latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
-        latency.add_metric([], cumulative, latency_sum)
+        latency.add_metric([], cumulative, counts["latency_sum"])
         yield latency
-        lb_totals, fallback_totals = metrics.decision_totals()
+        lb_totals, fallback_totals = counts["lb"], counts["fallback"]
         yield _counters(
             "dnsd_lb_answers",
             "Answers for load-balanced names",

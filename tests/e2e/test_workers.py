@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from dnslib import DNSRecord
+from prometheus_client.parser import text_string_to_metric_families
 
 from dnsd.drill.backend import DemoBackend
+from tests.admin_client import http
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
 
@@ -111,6 +113,45 @@ def test_workers_answer_beside_the_main_process(served) -> None:
     # Two workers of three processes: about 2/3 answered; the rest wait in the main
     # process's socket (answered after SIGCONT).
     assert SOCKETS // 3 <= sum(a == "127.0.0.91" for a in answered) < SOCKETS, answered
+
+
+def test_metrics_of_the_main_process_count_every_process(served) -> None:
+    proc = served["proc"]
+    proc.signal(signal.SIGSTOP)  # so some of these are surely answered by workers alone
+    try:
+        by_workers = sum(a == "127.0.0.91" for a in ask_all(proc.port, wait=0.8))
+    finally:
+        proc.signal(signal.SIGCONT)
+    assert by_workers > 0
+
+    def answered() -> float:
+        status, text = http(proc.admin_port, "GET", "/metrics")
+        assert status == 200
+        return sum(
+            s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "dnsd_queries_total" and s.labels["rcode"] == "NOERROR"
+        )
+
+    def settled() -> float:  # every worker has reported what it answered so far
+        last = answered()
+        while True:
+            time.sleep(1.5)
+            now = answered()
+            if now == last:
+                return now
+            last = now
+
+    before = settled()
+    assert before >= SOCKETS + by_workers
+    for _ in range(3):
+        assert ask_all(proc.port).count("127.0.0.91") == SOCKETS
+    deadline = time.monotonic() + 5  # workers report every second
+    while answered() - before < 3 * SOCKETS:
+        assert time.monotonic() < deadline, answered() - before
+        time.sleep(0.2)
+    assert settled() - before == 3 * SOCKETS  # each counted once, whoever answered
 
 
 def test_one_prober_and_every_process_follows_its_view(served) -> None:
