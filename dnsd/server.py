@@ -123,43 +123,20 @@ class DnsServer:
         )
 
     def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
-        """The answering function of one loop (a UDP thread, or the event loop's UDP or
-        TCP): its own cache and metrics tally, everything it needs bound once. This runs
-        for every query, so the tally's updates are written out here instead of called."""
-        answer = cache.answer if cache is not None else resolve
-        if cache is not None:
-            self.metrics.count_decisions_of(cache.lb_counts, cache.fallback_counts)
-        tally = self.metrics.tally(transport)
-        counts, latency, sums, dropped = tally.counts, tally.latency, tally.sums, tally.dropped
-        buckets, fold_at, fold = tally.buckets, tally.fold_at, tally.fold
-        decided = self.metrics.observe_decision
-        holder, store, rng, options = self.holder, self.store, self.rng, self.options
-        perf_counter, wall_clock = time.perf_counter, time.time
+        """One query at a time (TCP, the event loop's UDP): a batch of one."""
+        answer_batch = self.batch_answerer(cache, transport)
 
         def answer_query(wire: bytes, client: Client) -> bytes | None:
-            started = perf_counter()
-            reply = answer(wire, client, holder.current, store.view, rng, wall_clock(), decided)
-            seconds = perf_counter() - started
-            if reply is None:
-                dropped[0] += 1
-                return None
-            latency[bisect_left(buckets, seconds)] += 1
-            sums[0] += seconds
-            key = reply[2:60]  # flags and rcode, the counts, the question (names are short)
-            counts[key] = counts.get(key, 0) + 1
-            if len(counts) > fold_at:  # random names: fold into labelled totals
-                fold()
-            if options.query_log_sample and rng.random() < options.query_log_sample:
-                log_query(client, reply)
-            return reply
+            return answer_batch([wire], [client])[0]
 
         return answer_query
 
     def batch_answerer(self, cache: AnswerCache | None, transport: str) -> BatchAnswerer:
-        """`answerer` for a batch of queries (the batched UDP loop): the clock, the snapshot
-        and the health view are read once per batch, the time taken is measured per batch
-        (each query counts the batch's mean in the latency histogram), and there is no call
-        per query but the cache's own."""
+        """The answering function of one loop (a UDP thread, or the event loop's UDP or
+        TCP), for a batch of queries: its own cache and metrics tally, everything bound once.
+        The clock, the snapshot and the health view are read once per batch, the time taken
+        is measured per batch (each query counts the batch's mean in the latency histogram),
+        and the tally's updates are written out here: no call per query but the cache's."""
         answer = cache.answer if cache is not None else resolve
         if cache is not None:
             self.metrics.count_decisions_of(cache.lb_counts, cache.fallback_counts)
@@ -299,7 +276,7 @@ class DnsServer:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self._udp_answer(), self.counters, self.rrl),
+                    lambda: UdpProtocol(self._udp_answer(), self.rrl),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
@@ -319,7 +296,7 @@ class DnsServer:
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own_cache = AnswerCache() if self.options.answer_cache else None
                 own = self.batch_answerer(own_cache, "udp")
-                thread = UdpThread(sock, own, self.counters, self.rrl)
+                thread = UdpThread(sock, own, self.rrl)
                 self._udp_threads.append(thread)
                 thread.start()
             else:

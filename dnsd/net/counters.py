@@ -7,9 +7,6 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class NetCounters:
-    udp_queries: int = 0
-    tcp_queries: int = 0
-    dropped: int = 0  # unparseable datagrams and responses sent to us
     tcp_connections: int = 0
     tcp_rejected: int = 0  # refused because of the connection cap
     tcp_timeouts: int = 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
@@ -75,6 +76,16 @@ class ResponseRateLimiter:
             return "slip"
         self.dropped += 1
         return "drop"
+
+
+def limited(
+    rrl: ResponseRateLimiter, client: ipaddress.IPv4Address | ipaddress.IPv6Address, reply: bytes
+) -> bytes | None:
+    """What a UDP listener sends: the reply, its truncated slip, or None (dropped)."""
+    verdict = rrl.check(client, reply, time.monotonic())
+    if verdict == "drop":
+        return None  # counted by the limiter
+    return truncated(reply) if verdict == "slip" else reply
 
 
 def _prefix(client: ipaddress.IPv4Address | ipaddress.IPv6Address, s: RrlSettings) -> bytes:

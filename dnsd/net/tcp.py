@@ -84,10 +84,8 @@ class TcpHandler:
             async with asyncio.timeout(limits.read_timeout_s):
                 (length,) = struct.unpack("!H", first + await reader.readexactly(1))
                 body = await reader.readexactly(length)
-            self._counters.tcp_queries += 1
             reply = self._answer(body, client)
-            if reply is None:
-                self._counters.dropped += 1
+            if reply is None:  # unanswerable (counted by the answerer): close
                 return
             writer.write(struct.pack("!H", len(reply)) + reply)
             async with asyncio.timeout(limits.write_timeout_s):

@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from dnsd.net.counters import NetCounters
-from dnsd.net.rrl import ResponseRateLimiter, truncated
+from dnsd.net.rrl import ResponseRateLimiter, limited
 from dnsd.resolve import Client
 
 log = logging.getLogger("dnsd.net.udp")
@@ -20,11 +18,8 @@ CLIENTS_CACHED = 65_536
 
 
 class UdpProtocol(asyncio.DatagramProtocol):
-    def __init__(
-        self, answer: Answerer, counters: NetCounters, rrl: ResponseRateLimiter | None = None
-    ) -> None:
+    def __init__(self, answer: Answerer, rrl: ResponseRateLimiter | None = None) -> None:
         self._answer = answer
-        self._counters = counters
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
         self._clients: dict[str, Client] = {}
@@ -33,31 +28,29 @@ class UdpProtocol(asyncio.DatagramProtocol):
         self._transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        self._counters.udp_queries += 1
-        client = self._clients.get(addr[0])
-        if client is None:  # one Client per source address: the answer cache's memo keys on it
-            if len(self._clients) >= CLIENTS_CACHED:
-                self._clients.clear()
-            client = self._clients[addr[0]] = Client(client_address(addr[0]), "udp")
+        client = self._clients.get(addr[0]) or new_client(self._clients, addr[0], addr[0])
         try:
             reply = self._answer(data, client)
         except Exception:  # a bug must cost one answer, never the listener
             log.exception("error answering a datagram from %s", addr[0])
             return
-        if reply is None:
-            self._counters.dropped += 1
-            return
-        if self._rrl is not None:
-            verdict = self._rrl.check(client.address, reply, time.monotonic())
-            if verdict == "drop":
-                return  # counted by the limiter
-            if verdict == "slip":
-                reply = truncated(reply)
-        assert self._transport is not None
-        self._transport.sendto(reply, addr)
+        if reply is not None and self._rrl is not None:
+            reply = limited(self._rrl, client.address, reply)
+        if reply is not None:  # None: unanswerable (counted by the answerer) or rate-limited
+            assert self._transport is not None
+            self._transport.sendto(reply, addr)
 
     def error_received(self, exc: Exception) -> None:
         log.debug("udp error: %s", exc)
+
+
+def new_client(clients: dict[Any, Client], key: Any, host: str) -> Client:
+    """A Client for a new source, remembered under `key` (the listeners keep one Client per
+    source address: the answer cache's memo recognises it by identity). Bounded."""
+    if len(clients) >= CLIENTS_CACHED:
+        clients.clear()
+    client = clients[key] = Client(client_address(host), "udp")
+    return client
 
 
 def client_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

@@ -15,13 +15,11 @@ import contextlib
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 
 from dnsd.net import mmsg
-from dnsd.net.counters import NetCounters
-from dnsd.net.rrl import ResponseRateLimiter, truncated
-from dnsd.net.udp import CLIENTS_CACHED, client_address
+from dnsd.net.rrl import ResponseRateLimiter, limited
+from dnsd.net.udp import new_client
 from dnsd.resolve import Client
 
 log = logging.getLogger("dnsd.net.udp")
@@ -33,12 +31,10 @@ class UdpThread:
         self,
         sock: socket.socket,
         answer: BatchAnswerer,
-        counters: NetCounters,
         rrl: ResponseRateLimiter | None,
     ) -> None:
         self.sock = sock
         self._answer = answer
-        self._counters = counters
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="dnsd udp", daemon=True)
@@ -54,7 +50,7 @@ class UdpThread:
 
     def _run_batched(self, batch: mmsg.DatagramBatch) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
-        answer, counters, rrl = self._answer, self._counters, self._rrl
+        answer, rrl = self._answer, self._rrl
         clients: dict[int | bytes, Client] = {}
         while True:
             try:
@@ -65,27 +61,17 @@ class UdpThread:
                 continue
             if self._stopping:
                 return
-            counters.udp_queries += count
-            keys = batch.source_keys(count)
-            wires, whos, slots = [], [], []
-            for i, data in enumerate(batch.datagrams(count)):
-                if data is None:  # longer than any query dnsd answers: cut by the kernel
-                    counters.dropped += 1
-                    continue
-                client = clients.get(keys[i])
-                if client is None:
-                    if len(clients) >= CLIENTS_CACHED:
-                        clients.clear()
-                    client = clients[keys[i]] = Client(client_address(batch.source(i)[0]), "udp")
-                wires.append(data)
-                whos.append(client)
-                slots.append(i)
-            for i, reply, client in zip(slots, answer(wires, whos), whos, strict=True):
-                if reply is None:
-                    counters.dropped += 1
+            # A datagram cut by the kernel (None) goes in empty: dropped and counted.
+            wires = [data or b"" for data in batch.datagrams(count)]
+            whos = [
+                clients.get(key) or new_client(clients, key, batch.source(i)[0])
+                for i, key in enumerate(batch.source_keys(count))
+            ]
+            for i, (reply, client) in enumerate(zip(answer(wires, whos), whos, strict=True)):
+                if reply is None:  # the answerer counted it
                     continue
                 if rrl is not None:
-                    reply = self._limit(rrl, reply, client)
+                    reply = limited(rrl, client.address, reply)
                     if reply is None:
                         continue
                 batch.queue(i, reply)
@@ -94,7 +80,7 @@ class UdpThread:
 
     def _run_plain(self) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
-        answer, counters, rrl = self._answer, self._counters, self._rrl
+        answer, rrl = self._answer, self._rrl
         clients: dict[str, Client] = {}
         while True:
             try:
@@ -105,31 +91,18 @@ class UdpThread:
                 continue
             if self._stopping:
                 return
-            counters.udp_queries += 1
-            client = clients.get(addr[0])
-            if client is None:
-                if len(clients) >= CLIENTS_CACHED:
-                    clients.clear()
-                client = clients[addr[0]] = Client(client_address(addr[0]), "udp")
+            client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
             reply = answer([data], [client])[0]
-            if reply is None:
-                counters.dropped += 1
+            if reply is None:  # the answerer counted it
                 continue
             if rrl is not None:
-                reply = self._limit(rrl, reply, client)
+                reply = limited(rrl, client.address, reply)
                 if reply is None:
                     continue
             try:
                 sendto(reply, addr)
             except OSError as exc:
                 log.debug("udp send to %s failed: %s", addr[0], exc)
-
-    @staticmethod
-    def _limit(rrl: ResponseRateLimiter, reply: bytes, client: Client) -> bytes | None:
-        verdict = rrl.check(client.address, reply, time.monotonic())
-        if verdict == "drop":
-            return None
-        return truncated(reply) if verdict == "slip" else reply
 
     def stop(self) -> None:
         self._stopping = True

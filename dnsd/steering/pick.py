@@ -13,6 +13,7 @@ import hashlib
 import ipaddress
 import math
 import random
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from dnsd.config.model import Backend, LoadBalancer
@@ -35,16 +36,20 @@ def pick_answer(
     matching: list[Backend] | None = None,
 ) -> tuple[tuple[str, ...], str | None]:
     """(addresses, cname): addresses of the asked family, or a CNAME target, or neither.
-    `matching` is candidates_for(backends, qtype) when the caller has it already."""
+    `matching` is candidates_for(backends, qtype) when the caller has it already. The
+    no-draw and one-draw cases are `pick_draws`'s (the answer cache compiles the same)."""
+    picks = pick_draws(lb, backends, qtype, subnet, matching)
+    if isinstance(picks, PickDraw):
+        return picks.answers[bisect_right(picks.thresholds, rng.random() * picks.scale)]
+    if picks is not None:
+        return picks
+    # Several draws: a weighted random order.
     if matching is None:
         matching = candidates_for(backends, qtype)
     if not matching:
-        hosts = [b for b in backends if b.hostname]
-        if not hosts:
-            return (), None
-        return (), _ordered(lb, hosts, subnet, rng)[0].hostname
-    if lb.max_answers == 1 and lb.selection == "random" and len(matching) > 1:
-        return (_weighted_one(matching, rng).address_text,), None
+        return (), _ordered(lb, [b for b in backends if b.hostname], subnet, rng)[0].hostname
+    if lb.max_answers == 1 and lb.selection == "random":  # only zero weights: uniformly
+        return (matching[int(rng.random() * len(matching))].address_text,), None
     chosen = _ordered(lb, matching, subnet, rng)[: lb.max_answers]
     return tuple(b.address_text for b in chosen), None
 
@@ -81,7 +86,7 @@ def pick_draws(
         if not weighted:
             return None
         cumulative, total = [], 0
-        for backend in weighted:  # _weighted_one: the first running total above the point
+        for backend in weighted:  # P(i) = w_i / Σw: the first running total above the point
             total += backend.weight
             cumulative.append(float(total))
         answers = [((b.address_text,), None) for b in [*weighted, matching[-1]]]
@@ -98,20 +103,6 @@ class _NoDraws(random.Random):
 
 
 _NO_DRAWS = _NoDraws()
-
-
-def _weighted_one(backends: list[Backend], rng: random.Random) -> Backend:
-    """One backend, P(i) = w_i / Σw, with a single draw (the common max_answers: 1)."""
-    total = sum(b.weight for b in backends if b.weight > 0)
-    if total <= 0:  # only zero weights: any of them, uniformly
-        return backends[int(rng.random() * len(backends))]
-    point = rng.random() * total
-    for backend in backends:
-        if backend.weight > 0:
-            point -= backend.weight
-            if point < 0:
-                return backend
-    return backends[-1]
 
 
 def _ordered(

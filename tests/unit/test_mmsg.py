@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 from dnsd.net import mmsg
 
 
-def _pair(family: int, host: str) -> tuple[socket.socket, list[socket.socket]]:
+@contextlib.contextmanager
+def _pair(family: int, host: str) -> Iterator[tuple[socket.socket, list[socket.socket]]]:
+    """A bound server socket and three bound client sockets, closed afterwards."""
     server = socket.socket(family, socket.SOCK_DGRAM)
-    server.bind((host, 0))
     clients = [socket.socket(family, socket.SOCK_DGRAM) for _ in range(3)]
-    for c in clients:
-        c.bind((host, 0))
-        c.settimeout(2)
-    return server, clients
+    try:
+        server.bind((host, 0))
+        for c in clients:
+            c.bind((host, 0))
+            c.settimeout(2)
+        yield server, clients
+    finally:
+        server.close()
+        for c in clients:
+            c.close()
 
 
 @pytest.mark.parametrize(
@@ -25,8 +34,7 @@ def _pair(family: int, host: str) -> tuple[socket.socket, list[socket.socket]]:
 )
 def test_a_batch_arrives_whole_and_each_reply_reaches_its_sender(family: int, host: str) -> None:
     assert mmsg.available()
-    server, clients = _pair(family, host)
-    try:
+    with _pair(family, host) as (server, clients):
         batch = mmsg.DatagramBatch(server, size=8)
         port = server.getsockname()[1]
         for i, c in enumerate(clients):
@@ -49,15 +57,10 @@ def test_a_batch_arrives_whole_and_each_reply_reaches_its_sender(family: int, ho
         for data, (src, src_port) in received:
             assert src == host
             assert by_port[src_port].recv(100) == b"reply-to-" + data
-    finally:
-        server.close()
-        for c in clients:
-            c.close()
 
 
 def test_an_oversized_datagram_is_reported_not_truncated_silently() -> None:
-    server, clients = _pair(socket.AF_INET, "127.0.0.1")
-    try:
+    with _pair(socket.AF_INET, "127.0.0.1") as (server, clients):
         batch = mmsg.DatagramBatch(server, size=4)
         port = server.getsockname()[1]
         clients[0].sendto(b"x" * (mmsg.SLOT + 10), ("127.0.0.1", port))
@@ -66,30 +69,20 @@ def test_an_oversized_datagram_is_reported_not_truncated_silently() -> None:
         while len(seen) < 2:
             seen += batch.datagrams(batch.receive())
         assert seen == [None, b"small"]
-    finally:
-        server.close()
-        for c in clients:
-            c.close()
 
 
 def test_a_reply_larger_than_a_slot_is_still_sent() -> None:
-    server, clients = _pair(socket.AF_INET, "127.0.0.1")
-    try:
+    with _pair(socket.AF_INET, "127.0.0.1") as (server, clients):
         batch = mmsg.DatagramBatch(server, size=2)
         clients[0].sendto(b"q", ("127.0.0.1", server.getsockname()[1]))
         assert batch.receive() == 1
         batch.queue(0, b"y" * (mmsg.SEND_SLOT + 1))  # sent at once with sendto
         assert batch.flush() == 0
         assert len(clients[0].recv(70_000)) == mmsg.SEND_SLOT + 1
-    finally:
-        server.close()
-        for c in clients:
-            c.close()
 
 
 def test_replies_reach_their_senders_when_one_in_the_batch_gets_none() -> None:
-    server, clients = _pair(socket.AF_INET, "127.0.0.1")
-    try:
+    with _pair(socket.AF_INET, "127.0.0.1") as (server, clients):
         batch = mmsg.DatagramBatch(server, size=8)
         port = server.getsockname()[1]
         for round_ in range(2):  # round 1: the middle one dropped; round 2: none dropped
@@ -113,7 +106,3 @@ def test_replies_reach_their_senders_when_one_in_the_batch_gets_none() -> None:
                 with pytest.raises(TimeoutError):
                     clients[1].recv(100)
             clients[1].settimeout(2)
-    finally:
-        server.close()
-        for c in clients:
-            c.close()
