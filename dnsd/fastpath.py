@@ -16,8 +16,9 @@ size class, ECS present). Everything else — and every first query of a key —
 Caches are invalidated by generation — config, and health *states* (verdicts, overrides,
 trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
 nested) also expire on every new RTT publication and when the first RTT sample they could
-have used ages out (rtt_max_age); the others live until the states change. A plan is cached per client location bucket: only
-the location fields steering reads (coordinates only for proximity).
+have used ages out (rtt_max_age); the others live until the states change. A plan is
+cached per client location bucket: only the location fields steering reads (coordinates
+only for proximity).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class Static:
 class Balanced:
     lb: LoadBalancer
     qtype: int  # the steered type (A for ANY)
-    timed: bool = False  # steers by RTT somewhere (dynamic): plans expire each second
+    timed: bool = False  # steers by RTT somewhere (dynamic): plans expire with RTT data
     coordinates: bool = False  # steers by distance somewhere (proximity)
 
 
@@ -239,7 +240,8 @@ class AnswerCache:
             if memo.__class__ is bytes:
                 return wire[:2] + memo  # type: ignore[operator]
             lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
-            # The hot load-balanced case: walk the compiled draws to a finished reply.
+            # The hot load-balanced case: walk the compiled draws to a finished reply
+            # (select.walk, written out: no call per query).
             node = lb_memo.tree
             if lb_memo.client is client and lb_memo.plan.valid and node is not None:
                 while node.__class__ is Draw:

@@ -114,10 +114,8 @@ class DnsServer:
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
-        # The event loop's UDP (when not in threads) shares its cache with TCP: one thread.
-        self._loop_udp_answer = (
-            self.answerer(self.cache, "udp") if options.udp_loop != "thread" else None
-        )
+        # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
+        self._loop_udp_answer = self.answerer(self.cache, "udp")
         self._tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, options.tcp_limits
         )
@@ -177,11 +175,6 @@ class DnsServer:
             return replies
 
         return answer_batch
-
-    def _udp_answer(self) -> Answerer:
-        if self._loop_udp_answer is None:
-            self._loop_udp_answer = self.answerer(self.cache, "udp")
-        return self._loop_udp_answer
 
     @property
     def ready(self) -> bool:
@@ -276,7 +269,7 @@ class DnsServer:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self._udp_answer(), self.rrl),
+                    lambda: UdpProtocol(self._loop_udp_answer, self.rrl),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
