@@ -83,6 +83,7 @@ def explain_query(
         "region": None,
         "country": None,
         "location_source": None,
+        "client_network": None,
         "client_zone": None,
         "policy": None,
         "candidates": [],
@@ -103,6 +104,7 @@ def explain_query(
             region=loc.region,
             country=loc.country,
             location_source=loc.source,
+            client_network=loc.network,
             client_zone=result.client.zone,
         )
     if result.decision is not None:
@@ -110,6 +112,11 @@ def explain_query(
         decision.pop("answer")
         out.update(decision)
     return out
+
+
+def _located_by(info: dict[str, Any]) -> str:
+    source = info["location_source"] or "not needed"
+    return f"client_networks {info['client_network']}" if info["client_network"] else source
 
 
 def _ecs_scope(reply: DNSRecord) -> int | None:
@@ -125,16 +132,23 @@ def render_text(info: dict[str, Any]) -> str:
     lines = [
         f"query:    {info['name']} {info['type']} -> {info['rcode']}",
         f"client:   {info['client']}  region {info['region'] or '-'}  country {info['country'] or '-'}"
-        f"  zone {info['client_zone'] or '-'}  ({info['location_source'] or 'not needed'})",
+        f"  zone {info['client_zone'] or '-'}  ({_located_by(info)})",
     ]
     if info["policy"]:
         lines.append(f"policy:   {info['policy']}  (lb {info['lb']})")
+        if info["client_region"] == "pop":
+            lines.append("located:  client_region pop: the node's region steers every client")
+        if info["rtt_source"]:
+            lines.append(f"rtt from: {info['rtt_source']} (the vantage point that decided)")
         for c in info["candidates"]:
             rtt = f"{c['rtt_ms']:.1f} ms" if c["rtt_ms"] is not None else "-"
             lines.append(
                 f"  candidate {c['pool']:<24} {'healthy' if c['healthy'] else 'UNHEALTHY':<10} rtt {rtt}"
             )
-        lines.append(f"trickle:  ratio {info['trickle_ratio']}  draw {info['trickle_draw']}")
+        lines.append(
+            f"trickle:  ratio {info['trickle_ratio']}  primary {info['primary'] or '-'}"
+            f"  backup {info['backup'] or '-'}  draw {info['trickle_draw']}"
+        )
         lines.append(
             f"chosen:   {' -> '.join(info['path'])}{'  (FAIL OPEN)' if info['fail_open'] else ''}"
         )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from dnslib import QTYPE, RR
 
-from dnsd.config.model import Config, LoadBalancer, RRset, Zone
+from dnsd.config.model import ClientNetwork, Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.errors import Reason
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from dnsd.geo.database import GeoDatabase
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOCAL_SOURCE = "local"  # probe source of a node without a pop_region
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,12 @@ class NodeSettings:
 
     name: str | None = None
     pop_region: str | None = None
+
+    @property
+    def probe_source(self) -> str:
+        """The source this node's own probes record under: its region, else `local`. Its RTT
+        profiles are the answering node's own vantage point (steering.md §2.3)."""
+        return self.pop_region or LOCAL_SOURCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,7 @@ class Snapshot:
     node: NodeSettings = field(default_factory=NodeSettings)
     zone_regions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     client_zones: tuple[tuple[IPNetwork, str], ...] = ()  # longest prefix first
+    client_networks: NetworkTable | None = None  # steering.md §4, before the geo database
 
     def client_zone(
         self, address: ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -73,6 +81,37 @@ class Snapshot:
             if address.version == network.version and address in network:
                 return zone, network.prefixlen
         return None, None
+
+
+class NetworkTable:
+    """Longest-prefix match over `client_networks`: one dictionary per prefix length, asked
+    from the longest length down, so a look-up costs one masking per length in use."""
+
+    __slots__ = ("_by_length",)
+
+    def __init__(self, entries: tuple[ClientNetwork, ...]) -> None:
+        by_length: dict[tuple[int, int], dict[int, ClientNetwork]] = {}
+        for entry in entries:
+            net = entry.network
+            by_length.setdefault((net.version, net.prefixlen), {})[int(net.network_address)] = entry
+        self._by_length = tuple(
+            (version, _mask(version, length), table)
+            for (version, length), table in sorted(by_length.items(), key=lambda kv: -kv[0][1])
+        )
+
+    def match(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ClientNetwork | None:
+        value, version = int(address), address.version
+        for net_version, mask, table in self._by_length:
+            if net_version == version:
+                hit = table.get(value & mask)
+                if hit is not None:
+                    return hit
+        return None
+
+
+def _mask(version: int, length: int) -> int:
+    bits = 32 if version == 4 else 128
+    return ((1 << length) - 1) << (bits - length)
 
 
 def label_count(name: str) -> int:
@@ -145,6 +184,7 @@ def compile_snapshot(
         node=node or NodeSettings(),
         zone_regions=MappingProxyType(zone_regions),
         client_zones=tuple(client_zones),
+        client_networks=NetworkTable(config.client_networks) if config.client_networks else None,
     )
 
 

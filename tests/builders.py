@@ -76,6 +76,7 @@ def lb(
     ttl: int = 30,
     min_samples: int = 3,
     rtt_max_age_s: float = 600.0,
+    client_region: str = "client",
 ) -> LoadBalancer:
     def table(d: dict | None) -> MappingProxyType:
         return MappingProxyType({k: tuple(v) for k, v in (d or {}).items()})
@@ -95,4 +96,5 @@ def lb(
         selection=selection,
         min_samples=min_samples,
         rtt_max_age_s=rtt_max_age_s,
+        client_region=client_region,  # type: ignore[arg-type]
     )  # type: ignore[arg-type]

@@ -18,12 +18,19 @@ FIXTURE = {
 }
 
 
-def write_city_db(path: Path) -> Path:
+# A user's own database for internal and documentation ranges (the enterprise DR case).
+PRIVATE_FIXTURE = {
+    "10.0.0.0/8": ("JP", None, 35.7, 139.7),  # NEAS
+    "192.0.2.0/24": ("DE", None, 50.1, 8.7),  # country DE
+}
+
+
+def write_city_db(path: Path, networks: dict | None = None) -> Path:
     writer = MMDBWriter(
         ip_version=6, ipv4_compatible=True, database_type="GeoLite2-City", languages=["en"],
         description={"en": "dnsd test fixture"},
     )  # fmt: skip
-    for network, (country, subdivision, lat, lon) in FIXTURE.items():
+    for network, (country, subdivision, lat, lon) in (networks or FIXTURE).items():
         record: dict = {
             "country": {"iso_code": country},
             "location": {

@@ -16,7 +16,7 @@ import yaml
 
 from dnsd.cli import build_parser
 from dnsd.config.loader import load_config
-from dnsd.drill.environment import free_port_pair
+from dnsd.drill.ports import free_port_pair
 from dnsd.geo.regions import REGIONS
 
 DOCKER = Path(__file__).parent.parent / "docker"

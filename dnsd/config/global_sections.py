@@ -1,4 +1,5 @@
-"""Validate and build the global sections: monitors, pools, load_balancers, client_zones.
+"""Validate and build the global sections: monitors, pools, load_balancers, client_zones,
+client_networks.
 
 Cross-references between sections (and across files) are checked in `loader.py`; here
 each entry is checked on its own. Every problem is reported, then a best-effort value is
@@ -9,14 +10,19 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import ssl
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from dnslib import QTYPE, RCODE
 
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import (
     LB_PREFIX,
     Backend,
+    ClientNetwork,
     ClientZone,
     FailoverPolicy,
     LoadBalancer,
@@ -30,6 +36,7 @@ from dnsd.config.zone_section import MAX_TTL
 from dnsd.geo.regions import REGIONS, region_table
 
 MONITOR_TYPES = ("http", "https", "tcp", "dns")
+MAX_LB_TTL = 300  # above this `dnsd check` warns: the outage bound grows with the TTL
 STEERING_POLICIES = ("off", "random", "dynamic", "geo", "proximity")
 AFFINITY_MODES = ("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE")
 _CODES_ITEM = re.compile(r"^([1-5])xx$|^(\d{3})(?:-(\d{3}))?$")
@@ -55,10 +62,11 @@ class Section:
     load_balancers: dict[str, tuple[LoadBalancer, int]]
     client_zones: list[tuple[ClientZone, int]]
     refs: list[Ref]
+    client_networks: list[tuple[ClientNetwork, int]]
 
 
 def parse_sections(ck: Checker, doc: LineDict) -> Section:
-    out = Section({}, {}, {}, [], [])
+    out = Section({}, {}, {}, [], [], [])
     tables: tuple[tuple[str, Any, dict[str, Any]], ...] = (
         ("monitors", _monitor, out.monitors),
         ("pools", _pool, out.pools),
@@ -81,6 +89,8 @@ def parse_sections(ck: Checker, doc: LineDict) -> Section:
                 target[name] = (parse(ck, d, path, name, out.refs), line)
     if "client_zones" in doc:
         _client_zones(ck, doc, out)
+    if "client_networks" in doc:
+        _client_networks(ck, doc, out)
     return out
 
 
@@ -109,6 +119,7 @@ def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) ->
         "type", "interval", "timeout", "retries", "healthy_threshold", "unhealthy_threshold",
         "port", "method", "path", "host", "headers", "expected_codes", "expected_body",
         "follow_redirects", "allow_insecure", "sources", "quorum", "initial", "rtt_ewma_alpha",
+        "ca_file", "expected_rcodes", "query_name", "query_type",
     )  # fmt: skip
     ck.keys(d, path, keys, required=("type",))
     mtype = ck.get_enum(d, "type", path, MONITOR_TYPES, default="tcp")
@@ -166,7 +177,61 @@ def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) ->
         quorum=quorum,
         initial=ck.get_enum(d, "initial", path, ("healthy", "unhealthy"), default="healthy"),
         rtt_ewma_alpha=ck.get_float(d, "rtt_ewma_alpha", path, default=0.3, lo=0.01, hi=1.0),
+        ca_file=_ca_file(ck, d, path),
+        expected_rcodes=_expected_rcodes(ck, d, path),
+        query_name=_query_name(ck, d, path),
+        query_type=_query_type(ck, d, path),
     )
+
+
+def _ca_file(ck: Checker, d: LineDict, path: str) -> str | None:
+    """`ca_file`: PEM CA certificates for `https` probes, relative to the config file's
+    directory. Loaded here once so a missing or broken file is a load error, not a probe
+    that fails forever."""
+    value = ck.get_str(d, "ca_file", path, default=None)
+    if value is None:
+        return None
+    where = Path(ck.file).parent / value
+    try:
+        ssl.create_default_context(cafile=str(where))
+    except (OSError, ssl.SSLError) as exc:
+        ck.error(d.line_of("ca_file"), join(path, "ca_file"), f"cannot load CA file {where}: {exc}")
+        return None
+    return str(where.resolve())
+
+
+def _expected_rcodes(ck: Checker, d: LineDict, path: str) -> tuple[int, ...]:
+    """`expected_rcodes: [NOERROR, NXDOMAIN]` for `dns` probes; default NOERROR only."""
+    out = []
+    for name, line in ck.get_str_list(d, "expected_rcodes", path, default=[("NOERROR", 0)]):
+        code = RCODE.reverse.get(name.upper())
+        if code is None:
+            ck.error(
+                line,
+                join(path, "expected_rcodes"),
+                f"unknown rcode {name!r} (NOERROR, NXDOMAIN, …)",
+            )
+        else:
+            out.append(code)
+    return tuple(out) or (0,)
+
+
+def _query_name(ck: Checker, d: LineDict, path: str) -> str:
+    name = absolute(str(ck.get_str(d, "query_name", path, default=".")), ".")
+    problem = name_problem(name)
+    if problem:
+        ck.error(d.line_of("query_name"), join(path, "query_name"), problem)
+        return "."
+    return name
+
+
+def _query_type(ck: Checker, d: LineDict, path: str) -> int:
+    text = str(ck.get_str(d, "query_type", path, default="SOA")).upper()
+    code = QTYPE.reverse.get(text)
+    if code is None:
+        ck.error(d.line_of("query_type"), join(path, "query_type"), f"unknown record type {text!r}")
+        return QTYPE.SOA
+    return int(code)
 
 
 # -- pools ---------------------------------------------------------------------------------
@@ -337,6 +402,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
     keys = (
         "ttl", "steering", "default_pools", "fallback_pool", "region_pools", "country_pools",
         "pop_pools", "trickle_ratio", "max_answers", "selection", "min_samples", "rtt_max_age",
+        "client_region",
     )  # fmt: skip
     ck.keys(d, path, keys, required=("default_pools",))
     default_pools = _pool_list(ck, d, "default_pools", path, refs)
@@ -355,10 +421,25 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
             join(path, "fallback_pool"),
             "with steering: random the fallback pool takes part in every draw while healthy",
         )
+    trickle = ck.get_float(d, "trickle_ratio", path, default=0.0, lo=0.0, hi=1.0)
+    if steering == "random" and trickle:
+        ck.warn(
+            d.line_of("trickle_ratio"),
+            join(path, "trickle_ratio"),
+            "steering: random has no primary pool: the trickle ratio is ignored (steering.md §3)",
+        )
+    ttl = ck.get_int(d, "ttl", path, default=30, lo=0, hi=MAX_TTL)
+    if ttl > MAX_LB_TTL:
+        ck.warn(
+            d.line_of("ttl"),
+            join(path, "ttl"),
+            f"ttl {ttl} s is above {MAX_LB_TTL} s: clients may keep a dead pool's answer that "
+            "long (outage bound = TTL + interval × unhealthy_threshold, steering.md §5)",
+        )
     return LoadBalancer(
         name=name,
         file=ck.file,
-        ttl=ck.get_int(d, "ttl", path, default=30, lo=0, hi=MAX_TTL),
+        ttl=ttl,
         steering=steering,
         default_pools=tuple(default_pools),
         fallback_pool=fallback,
@@ -367,11 +448,12 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
             ck, d, "country_pools", path, refs, set(table.countries), "country code"
         ),
         pop_pools=_pool_table(ck, d, "pop_pools", path, refs, None, "PoP"),
-        trickle_ratio=ck.get_float(d, "trickle_ratio", path, default=0.0, lo=0.0, hi=1.0),
+        trickle_ratio=trickle,
         max_answers=ck.get_int(d, "max_answers", path, default=1, lo=1, hi=64),
         selection=ck.get_enum(d, "selection", path, ("random", "hash"), default="random"),
         min_samples=ck.get_int(d, "min_samples", path, default=3, lo=1),
         rtt_max_age_s=ck.get_duration(d, "rtt_max_age", path, default=600.0, lo=1.0),
+        client_region=ck.get_enum(d, "client_region", path, ("client", "pop"), default="client"),
     )
 
 
@@ -437,3 +519,44 @@ def _client_zones(ck: Checker, doc: LineDict, out: Section) -> None:
             ck.error(line, path, "expected a zone name (string)")
             continue
         out.client_zones.append((ClientZone(network, zone), line))
+
+
+# -- client networks -----------------------------------------------------------------------
+def _client_networks(ck: Checker, doc: LineDict, out: Section) -> None:
+    """`client_networks: {CIDR: {region: R, country: CC}}` (steering.md §4): at least one of
+    the two; a country alone gives its region."""
+    table = region_table()
+    m = ck.mapping(doc["client_networks"], doc.line_of("client_networks"), "client_networks")
+    for subnet, spec in (m or {}).items():
+        line = m.line_of(subnet)  # type: ignore[union-attr]
+        path = join("client_networks", subnet)
+        try:
+            network = ipaddress.ip_network(str(subnet), strict=True)
+        except ValueError as exc:
+            ck.error(line, path, f"not a network: {exc}")
+            continue
+        d = ck.mapping(spec, line, path)
+        if d is None:
+            continue
+        ck.keys(d, path, ("region", "country"))
+        region = ck.get_str(d, "region", path, default=None)
+        country = ck.get_str(d, "country", path, default=None)
+        if region is not None and region not in REGIONS:
+            ck.error(
+                d.line_of("region"),
+                join(path, "region"),
+                f"unknown region {region!r} ({_regions_hint(region)})",
+            )
+            continue
+        if country is not None and country not in table.countries:
+            ck.error(
+                d.line_of("country"),
+                join(path, "country"),
+                f"unknown country code {country!r} (ISO 3166-1 alpha-2, upper case)",
+            )
+            continue
+        region = region or table.region_of(country)
+        if region is None:
+            ck.error(line, path, "needs a region or a country")
+            continue
+        out.client_networks.append((ClientNetwork(network, region, country), line))

@@ -14,12 +14,12 @@ from typing import TypeVar
 
 from dnsd.config.checker import Checker
 from dnsd.config.global_sections import Ref, Section, parse_sections
-from dnsd.config.model import LB_PREFIX, ClientZone, Config, LoadBalancer, Zone
+from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, LoadBalancer, Zone
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
 from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
 from dnsd.errors import ConfigError, Reason
 
-GLOBAL_KEYS = ("monitors", "pools", "load_balancers", "client_zones")
+GLOBAL_KEYS = ("monitors", "pools", "load_balancers", "client_zones", "client_networks")
 T = TypeVar("T")
 
 
@@ -78,23 +78,12 @@ def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list
             )
         else:
             seen_zones[zone.name] = zone
-    client_zones: list[ClientZone] = []
-    seen_subnets: dict[str, str] = {}
-    for file, section in sections:
-        for cz, line in section.client_zones:
-            key = str(cz.network)
-            if key in seen_subnets:
-                reasons.append(
-                    Reason(
-                        file,
-                        line,
-                        f"client_zones.{key}",
-                        f"subnet also mapped in {seen_subnets[key]}",
-                    )
-                )
-                continue
-            seen_subnets[key] = f"{file}:{line}"
-            client_zones.append(cz)
+    client_zones = _unique_networks(
+        "client_zones", [(f, s.client_zones) for f, s in sections], reasons
+    )
+    client_networks = _unique_networks(
+        "client_networks", [(f, s.client_networks) for f, s in sections], reasons
+    )
     return Config(
         zones=tuple(seen_zones.values()),
         monitors=_unique("monitors", [(f, s.monitors) for f, s in sections], reasons),
@@ -103,7 +92,30 @@ def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list
             "load_balancers", [(f, s.load_balancers) for f, s in sections], reasons
         ),
         client_zones=tuple(client_zones),
+        client_networks=tuple(client_networks),
     )
+
+
+N = TypeVar("N", ClientZone, ClientNetwork)
+
+
+def _unique_networks(
+    section: str, per_file: list[tuple[str, list[tuple[N, int]]]], reasons: list[Reason]
+) -> list[N]:
+    """Merge a network table across files: overlapping networks are fine (the longest
+    prefix wins), the same network twice is an error naming both places."""
+    merged: list[N] = []
+    seen: dict[str, str] = {}
+    for file, entries in per_file:
+        for entry, line in entries:
+            key = str(entry.network)
+            if key in seen:
+                message = f"network also mapped at {seen[key]}"
+                reasons.append(Reason(file, line, f"{section}.{key}", message))
+                continue
+            seen[key] = f"{file}:{line}"
+            merged.append(entry)
+    return merged
 
 
 def _unique(
@@ -247,6 +259,8 @@ def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> Non
         if lb.steering != "proximity":
             continue
         for ref in lb.pool_refs():
+            if ref == lb.fallback_pool and not lb.listed(ref):
+                continue  # the fallback pool is never ranked by distance (steering.md §2.6)
             pool = config.pools.get(ref)
             if pool is not None and (pool.latitude is None or pool.longitude is None):
                 file, line = where.get(("pool", pool.name), (pool.file, 0))

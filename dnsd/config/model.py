@@ -74,6 +74,10 @@ class Monitor:
     quorum: int | None  # None = majority of sources
     initial: Literal["healthy", "unhealthy"]
     rtt_ewma_alpha: float
+    ca_file: str | None = None  # https: trust these CAs (absolute path) instead of the system's
+    expected_rcodes: tuple[int, ...] = (0,)  # dns: rcodes that count as success (NOERROR)
+    query_name: str = "."  # dns: the question a probe asks
+    query_type: int = 6  # dns: SOA
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,15 @@ class LoadBalancer:
     selection: Literal["random", "hash"]
     min_samples: int
     rtt_max_age_s: float
+    client_region: Literal["client", "pop"] = "client"  # steering.md §4
+
+    def listed(self, ref: str) -> bool:
+        """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""
+        return ref in self.default_pools or any(
+            ref in pools
+            for table in (self.pop_pools, self.country_pools, self.region_pools)
+            for pools in table.values()
+        )
 
     def pool_refs(self) -> tuple[str, ...]:
         """Every pool reference of this LB, in configuration order, without repeats."""
@@ -158,9 +171,19 @@ class ClientZone:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientNetwork:
+    """`client_networks`: a network placed by the operator (steering.md §4)."""
+
+    network: IPNetwork
+    region: str  # given, or the country's region
+    country: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     zones: tuple[Zone, ...]
     monitors: Mapping[str, Monitor]
     pools: Mapping[str, Pool]
     load_balancers: Mapping[str, LoadBalancer]
     client_zones: tuple[ClientZone, ...]
+    client_networks: tuple[ClientNetwork, ...] = ()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,23 +14,9 @@ import aiohttp
 
 from dnsd.drill.config import DEFAULT_TIMING, ZONE, Timing, demo_config
 from dnsd.drill.control import DemoBackends
+from dnsd.drill.ports import free_port_pair
 from dnsd.drill.process import DnsdProcess
 from dnsd.drill.resolver import Unbound
-
-
-def free_port_pair() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1 (dnsd binds both)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind(("127.0.0.1", 0))
-            port = int(t.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                try:
-                    u.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    raise OSError("no free port")
 
 
 class Environment:

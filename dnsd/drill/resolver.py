@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from dnsd.drill.ports import free_port_pair
+
+START_TRIES = 5  # a free port can be taken between the check and unbound's bind
 
 CONFIG = """\
 server:
@@ -41,12 +44,6 @@ stub-zone:
 """
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Unbound:
     def __init__(self, zone: str, dnsd_port: int) -> None:
         binary = shutil.which("unbound") or "/usr/sbin/unbound"
@@ -59,9 +56,22 @@ class Unbound:
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> Unbound:
+        """Start on a port free for UDP and TCP (unbound binds both); when unbound still
+        fails to bind (another process took the port meanwhile), try another port."""
+        for attempt in range(START_TRIES):
+            try:
+                return await self._start_once()
+            except _BindFailed:
+                if attempt == START_TRIES - 1:
+                    raise RuntimeError(
+                        f"unbound could not bind after {START_TRIES} ports"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    async def _start_once(self) -> Unbound:
         from dnsd.drill.dnsclient import DnsClient
 
-        self.port = free_udp_port()
+        self.port = free_port_pair()
         conf = Path(self.dir) / "unbound.conf"
         tld = self.zone.rstrip(".").rsplit(".", 1)[-1]
         conf.write_text(
@@ -76,21 +86,30 @@ class Unbound:
         try:
             for _ in range(100):
                 if self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"unbound exited: {self.proc.stderr.read().decode() if self.proc.stderr else ''}"
-                    )
+                    errors = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    if "bind" in errors.lower() or "address already in use" in errors.lower():
+                        raise _BindFailed(errors)
+                    raise RuntimeError(f"unbound exited: {errors}")
                 if (await client.query(f"ns1.{self.zone}", 0.0)).rcode != "TIMEOUT":
                     return self
                 await asyncio.sleep(0.05)
         finally:
             client.close()
+        self.stop_process()
         raise RuntimeError("unbound did not answer")
 
-    def stop(self) -> None:
+    def stop_process(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+    def stop(self) -> None:
+        self.stop_process()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _BindFailed(Exception):
+    """unbound exited because its port was taken."""

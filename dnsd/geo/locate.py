@@ -1,20 +1,26 @@
 """Client location: address → country / subdivision → one of the 13 regions (steering.md §4).
 
-Private, loopback, link-local, multicast and reserved addresses skip the database. When
-nothing is known, the node's `pop_region` stands in (the source system locates a client
-by the data centre that answers it), else there is no region and default pools apply.
+In order: the operator's `client_networks` (longest prefix), then the geo database — asked
+about every address, private and documentation ranges included, since a user's own
+MaxMind-format database may map internal networks — then the node's `pop_region` (the
+source system locates a client by the data centre that answers it), else no region and
+default pools apply.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dnsd.geo.database import CONTINENT_REGIONS, GeoDatabase
 from dnsd.geo.regions import RegionTable
 
+if TYPE_CHECKING:
+    from dnsd.snapshot import NetworkTable
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+LocationSource = Literal["client_networks", "geoip", "pop_region", "pop", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +30,9 @@ class Location:
     region: str | None = None
     latitude: float | None = None
     longitude: float | None = None
-    source: Literal["geoip", "pop_region", "none"] = "none"
-    prefix_len: int | None = None  # database network that decided, for the ECS scope
+    source: LocationSource = "none"
+    prefix_len: int | None = None  # network that decided (client_networks or database): ECS scope
+    network: str | None = None  # the client_networks entry that matched, for `explain`
 
 
 NOWHERE = Location()
@@ -38,22 +45,24 @@ def normalise(address: IPAddress) -> IPAddress:
     return address
 
 
-def skips_lookup(address: IPAddress) -> bool:
-    return (
-        address.is_private
-        or address.is_loopback
-        or address.is_link_local
-        or address.is_multicast
-        or address.is_reserved
-        or address.is_unspecified
-    )
-
-
 def locate(
-    address: IPAddress, db: GeoDatabase | None, table: RegionTable, pop_region: str | None
+    address: IPAddress,
+    db: GeoDatabase | None,
+    table: RegionTable,
+    pop_region: str | None,
+    networks: NetworkTable | None = None,
 ) -> Location:
     address = normalise(address)
-    record = None if db is None or skips_lookup(address) else db.lookup(address)
+    placed = networks.match(address) if networks is not None else None
+    if placed is not None:
+        return Location(
+            country=placed.country,
+            region=placed.region,
+            source="client_networks",
+            prefix_len=placed.network.prefixlen,
+            network=str(placed.network),
+        )
+    record = None if db is None else db.lookup(address)
     if record is not None:
         region = table.region_of(record.country, record.subdivision)
         if region is None and record.country is None and record.continent:

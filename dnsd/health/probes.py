@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from dataclasses import dataclass
+from functools import cache
 
 import aiohttp
+from dnslib import RCODE
 
 from dnsd.config.model import Backend, Monitor
 from dnsd.health.fsm import ProbeResult
@@ -60,7 +63,7 @@ async def _once(
             elif monitor.type in ("http", "https"):
                 error = await _http(session, target, monitor, source)
             else:
-                error = await _dns(target)
+                error = await _dns(target, monitor)
     except TimeoutError:
         error = f"timeout after {monitor.timeout_s:g}s"
     except (OSError, aiohttp.ClientError) as exc:
@@ -88,12 +91,20 @@ async def _http(
     headers = {SOURCE_HEADER: source, **monitor.headers}
     if monitor.host:
         headers["Host"] = monitor.host
+    tls: ssl.SSLContext | bool = False
+    server_name = None
+    if monitor.type == "https":
+        # health.md: SNI and certificate checked against `host` when set (a backend given
+        # as an IP literal behind a name), else the backend's own host name or address.
+        tls = _tls_context(monitor.ca_file, monitor.allow_insecure)
+        server_name = monitor.host.split(":")[0] if monitor.host else None
     async with session.request(
         monitor.method,
         url,
         headers=headers,
         allow_redirects=monitor.follow_redirects,
-        ssl=not monitor.allow_insecure,
+        ssl=tls,
+        server_hostname=server_name,
     ) as response:
         status = response.status
         if not any(lo <= status <= hi for lo, hi in monitor.expected_codes):
@@ -105,8 +116,27 @@ async def _http(
     return None
 
 
-async def _dns(target: ProbeTarget) -> str | None:
-    """`dns`: the backend answers a UDP DNS query for '.' SOA with any response."""
+@cache
+def _tls_context(ca_file: str | None, insecure: bool) -> ssl.SSLContext:
+    """One context per (CA file, insecure): loading CAs per probe would cost milliseconds."""
+    context = ssl.create_default_context(cafile=ca_file)
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def dns_query(monitor: Monitor, query_id: int) -> bytes:
+    """The probe's question (RD clear: a backend answers from what it serves)."""
+    labels = [p.encode("ascii") for p in monitor.query_name.rstrip(".").split(".") if p]
+    qname = b"".join(bytes([len(label)]) + label for label in labels) + b"\x00"
+    header = query_id.to_bytes(2, "big") + b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+    return header + qname + monitor.query_type.to_bytes(2, "big") + b"\x00\x01"
+
+
+async def _dns(target: ProbeTarget, monitor: Monitor) -> str | None:
+    """`dns`: the backend answers the monitor's question (default '.' SOA) with one of the
+    expected rcodes (default NOERROR): SERVFAIL or REFUSED is a failure (health.md)."""
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[bytes] = loop.create_future()
 
@@ -119,8 +149,13 @@ async def _dns(target: ProbeTarget) -> str | None:
         _Proto, remote_addr=(target.host, target.port)
     )
     try:
-        transport.sendto(b"\x12\x34\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x01")
+        transport.sendto(dns_query(monitor, 0x1234))
         data = await answered
     finally:
         transport.close()
-    return None if len(data) >= 12 and data[:2] == b"\x12\x34" else "not a DNS response"
+    if len(data) < 12 or data[:2] != b"\x12\x34" or not data[2] & 0x80:
+        return "not a DNS response"
+    rcode = data[3] & 0x0F
+    if rcode not in monitor.expected_rcodes:
+        return f"DNS rcode {RCODE.get(rcode, rcode)}"
+    return None

@@ -80,7 +80,9 @@ class ProbeScheduler:
                 self._pending_first.discard(key)
                 if not self._pending_first:
                     self.first_round.set()
-            spread = 1.0 + self.rng.uniform(-self.jitter, self.jitter)
+            # Jitter only shortens an interval: the outage bound (TTL + interval ×
+            # unhealthy_threshold + one timeout, health.md) must hold.
+            spread = 1.0 - self.rng.uniform(0.0, self.jitter)
             await asyncio.sleep(
                 max(0.0, monitor.interval_s * spread - (time.monotonic() - started))
             )

@@ -26,14 +26,13 @@ from dnsd.health import ewma
 from dnsd.health.fsm import ProbeResult, SourceState, on_result
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.view import BackendHealth, HealthView, RttSample
-from dnsd.snapshot import Snapshot
+from dnsd.snapshot import NodeSettings, Snapshot
 
 log = logging.getLogger("dnsd.health")
 
 OVERRIDES_FILE = "overrides.json"
 BACKEND_STATES = ("down", "up", "drain")
 POOL_STATES = ("down", "up")
-LOCAL_SOURCE = "local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +122,8 @@ class HealthStore:
     def sources_of(self, monitor: Monitor) -> tuple[str, ...]:
         if monitor.sources:
             return monitor.sources
-        node_region = self._snapshot.node.pop_region if self._snapshot else None
-        return (node_region or LOCAL_SOURCE,)
+        node = self._snapshot.node if self._snapshot else NodeSettings()
+        return (node.probe_source,)
 
     def probe_plan(self) -> dict[tuple[ProbeTarget, str], Monitor]:
         """Every (target, source) the current config needs probed, with its monitor."""
@@ -272,8 +271,14 @@ class HealthStore:
             probed = self._verdict(pool, backend, monitor)
             previous = self._verdicts.get(key)
             if previous is not None and previous != probed and probed != "unknown":
-                log.warning(
-                    "backend %s/%s is %s (was %s)", pool.name, backend.name, probed, previous
+                # The first verdict after a start is news only when it is bad.
+                level = (
+                    logging.INFO
+                    if previous == "unknown" and probed == "healthy"
+                    else logging.WARNING
+                )
+                log.log(
+                    level, "backend %s/%s is %s (was %s)", pool.name, backend.name, probed, previous
                 )
                 self._event(
                     HealthEvent(

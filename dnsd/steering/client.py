@@ -35,7 +35,7 @@ class ClientInfo:
 def client_info(snap: Snapshot, address: IPAddress, ecs_prefix: int | None) -> ClientInfo:
     """Locate the client: `address` is the ECS network address when ECS applies."""
     address = normalise(address)
-    location = locate(address, snap.geo, region_table(), snap.node.pop_region)
+    location = locate(address, snap.geo, region_table(), snap.node.pop_region, snap.client_networks)
     zone, zone_prefix = snap.client_zone(address)
     return ClientInfo(
         address=address,

@@ -28,6 +28,10 @@ class LbDecision:
     ordered: list[str] = field(default_factory=list)  # healthy candidates in policy order
     trickle_ratio: float = 0.0
     trickle_draw: float | None = None
+    primary: str | None = None  # steering.md §3: first listed entry for this client
+    backup: str | None = None  # the trickle's target while the primary is healthy
+    rtt_source: str | None = None  # dynamic: the vantage point whose RTTs decided
+    client_region: str = "client"  # client | pop (steering.md §4)
     pool: str | None = None  # chosen entry (pool name or lb:NAME)
     fail_open: bool = False  # nothing healthy: the fallback answers regardless of health
     nested: LbDecision | None = None
@@ -64,6 +68,10 @@ class LbDecision:
             "ordered": self.ordered,
             "trickle_ratio": self.trickle_ratio,
             "trickle_draw": self.trickle_draw,
+            "primary": self.primary,
+            "backup": self.backup,
+            "rtt_source": self.rtt_source,
+            "client_region": self.client_region,
             "fail_open": self.fail_open,
             "pool": inner.pool,
             "path": self.path(),

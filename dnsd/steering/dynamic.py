@@ -1,7 +1,11 @@
-"""`dynamic`: the healthy pool with the lowest EWMA round-trip time as seen from the
-client's region (steering.md §2.3). Pools with current RTT data come first, lowest RTT
-first; pools without data follow in failover order. With no data at all (or no client
-region), plain failover order. The fallback pool takes part when healthy.
+"""`dynamic`: the healthy pool with the lowest EWMA round-trip time (steering.md §2.3).
+
+Which vantage point counts, for a client in region R: (1) RTT profiles measured from R when
+any pool has current data from there (several nodes sharing health, or monitor `sources`
+naming R); else (2) the answering node's own profiles (its probe source: `pop_region`, or
+`local`); else (3) failover order. So a single node without `sources` steers every client
+by its own measurements. Pools with current data come first, lowest RTT first; pools
+without data follow in failover order. The fallback pool takes part when healthy.
 """
 
 from __future__ import annotations
@@ -13,15 +17,27 @@ from dnsd.steering.inputs import Able, Ordering, SteeringInputs, defaults_then_f
 def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     refs = defaults_then_fallback(lb, able)
     region = inp.client.location.region
-    rtts = {r: pool_rtt_ms(inp, lb, r, region) for r in refs}
-    measured = sorted((r for r in refs if rtts[r] is not None), key=lambda r: rtts[r])  # type: ignore[arg-type, return-value]
-    if not measured:
-        why = "no client region" if region is None else f"no current RTT data from {region}"
-        return Ordering(
-            refs, f"dynamic: {why}: failover order", location_dependent=region is not None
-        )
-    rest = [r for r in refs if rtts[r] is None]
-    shown = ", ".join(f"{r} {rtts[r]:.1f} ms" for r in measured)
+    own = inp.snap.node.probe_source
+    sources = [(region, f"client region {region}")] if region is not None else []
+    if own != region:
+        sources.append((own, f"this node ({own})"))
+    for source, vantage in sources:
+        rtts = {r: pool_rtt_ms(inp, lb, r, source) for r in refs}
+        measured = sorted((r for r in refs if rtts[r] is not None), key=lambda r: rtts[r])  # type: ignore[arg-type, return-value]
+        if measured:
+            rest = [r for r in refs if rtts[r] is None]
+            shown = ", ".join(f"{r} {rtts[r]:.1f} ms" for r in measured)
+            return Ordering(
+                measured + rest,
+                f"dynamic: RTT measured from {vantage}: {shown}",
+                location_dependent=True,
+                primary=measured[0],
+                rtt_source=source,
+            )
+    why = "no current RTT data" + (f" from {region} or this node" if region else " on this node")
     return Ordering(
-        measured + rest, f"dynamic: RTT from {region}: {shown}", location_dependent=True
+        refs,
+        f"dynamic: {why}: failover order",
+        location_dependent=region is not None,
+        primary=lb.default_pools[0],
     )

@@ -12,9 +12,14 @@ from dnsd.steering.inputs import Able, Ordering, SteeringInputs, unique
 
 
 def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
+    primary = lb.default_pools[0]
     refs = [r for r in unique(list(lb.default_pools)) if able(r)]
     if refs:
-        return Ordering(refs, "off: healthy default pools in priority order")
+        return Ordering(refs, "off: healthy default pools in priority order", primary=primary)
     if lb.fallback_pool and able(lb.fallback_pool):
-        return Ordering([lb.fallback_pool], "off: every default pool is unhealthy: fallback pool")
-    return Ordering([], "off: no healthy pool")
+        return Ordering(
+            [lb.fallback_pool],
+            "off: every default pool is unhealthy: fallback pool",
+            primary=primary,
+        )
+    return Ordering([], "off: no healthy pool", primary=primary)

@@ -25,4 +25,5 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     healthy_mapped = [r for r in mapped if able(r)]
     if mapped and not healthy_mapped:
         where += " (all mapped pools unhealthy: default pools)"
-    return Ordering(refs, f"geo: {where}", location_dependent=True)
+    primary = mapped[0] if mapped else lb.default_pools[0]
+    return Ordering(refs, f"geo: {where}", location_dependent=True, primary=primary)

@@ -29,6 +29,10 @@ class Ordering:
     reason: str
     location_dependent: bool = False
     weights: list[float] | None = None  # `random`: the order is drawn per query from these
+    # The first entry of the LB's list for this client before health is applied (steering.md
+    # §3): the trickle runs only while it is healthy. None: no primary (`random`).
+    primary: str | None = None
+    rtt_source: str | None = None  # `dynamic`: the vantage point whose RTTs ranked the pools
 
 
 def unique(refs: list[str]) -> list[str]:
@@ -45,8 +49,9 @@ def defaults_then_fallback(lb: LoadBalancer, able: Able) -> list[str]:
 def pool_rtt_ms(
     inp: SteeringInputs, lb: LoadBalancer, ref: str, region: str | None
 ) -> float | None:
-    """steering.md §2.3: mean EWMA of the pool's healthy backends as seen from `region`,
-    counting only current data (≥ min_samples samples, newest within rtt_max_age)."""
+    """steering.md §2.3: mean EWMA of the pool's healthy backends as seen from `region` (a
+    probe source: a region code, or `local`), counting only current data (≥ min_samples
+    samples, newest within rtt_max_age)."""
     if region is None or ref.startswith(LB_PREFIX):
         return None
     pool = inp.snap.config.pools.get(ref)

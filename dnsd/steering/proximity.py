@@ -1,7 +1,9 @@
 """`proximity`: the nearest healthy pool by great-circle distance (steering.md §2.6).
 
 The client's coordinates come from the geo database; without them the pools are used in
-failover order. Pools without coordinates rank after those with them.
+failover order. Pools without coordinates rank after those with them; the fallback pool
+(unless it is also a default pool) is never ranked by distance: it comes last. The primary
+(steering.md §3) is the nearest pool before health is applied.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import math
 
 from dnsd.config.model import LoadBalancer
-from dnsd.steering.inputs import Able, Ordering, SteeringInputs, defaults_then_fallback
+from dnsd.steering.inputs import Able, Ordering, SteeringInputs, defaults_then_fallback, unique
 
 EARTH_RADIUS_KM = 6371.0
 
@@ -26,13 +28,19 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     refs = defaults_then_fallback(lb, able)
     loc = inp.client.location
     if loc.latitude is None or loc.longitude is None:
-        return Ordering(refs, "proximity: client coordinates unknown: failover order")
+        return Ordering(
+            refs,
+            "proximity: client coordinates unknown: failover order",
+            primary=lb.default_pools[0],
+        )
     pools = inp.snap.config.pools
     dist: dict[str, float] = {}
-    for ref in refs:
+    for ref in unique(list(lb.default_pools)):  # every listed pool, healthy or not
         pool = pools.get(ref)
         if pool is not None and pool.latitude is not None and pool.longitude is not None:
             dist[ref] = distance_km(loc.latitude, loc.longitude, pool.latitude, pool.longitude)
-    ranked = sorted(dist, key=dist.__getitem__) + [r for r in refs if r not in dist]
+    nearest = sorted(dist, key=dist.__getitem__)
+    ranked = [r for r in nearest if r in refs] + [r for r in refs if r not in dist]
     shown = ", ".join(f"{r} {dist[r]:.0f} km" for r in ranked if r in dist)
-    return Ordering(ranked, f"proximity: {shown}", location_dependent=True)
+    primary = nearest[0] if nearest else lb.default_pools[0]
+    return Ordering(ranked, f"proximity: {shown}", location_dependent=True, primary=primary)

@@ -6,8 +6,8 @@
   nested `lb:` plans, and zonal affinity's eligible backends for each candidate pool. Pure
   and cacheable per (config generation, health generation, client location).
 * `execute` — the per-query draws, in a fixed order: the `random` policy's weighted order,
-  the trickle draw (candidate[0] or candidate[1]), the nested load balancer's draws, the
-  backends' weighted order. Same plan + same random source → same answer, whether the plan
+  the trickle draw (primary or backup, steering.md §3), the nested load balancer's draws,
+  the backends' weighted order. Same plan + same random source → same answer, whether the plan
   came from a cache or was just built (the fast path relies on this).
 
 Nothing healthy anywhere → the fallback pool (else the first default pool) answers
@@ -19,10 +19,11 @@ from __future__ import annotations
 import random
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
+from dnsd.geo.locate import NOWHERE, Location
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
@@ -57,6 +58,7 @@ class LbPlan:
     ordering: Ordering
     trickle_ratio: float
     fail_open_ref: str | None  # set when nothing is healthy
+    backup: str | None  # the trickle's other branch: set only while the primary is healthy
     children: dict[str, LbPlan | PoolPlan] = field(default_factory=dict)
     scope_prefixes: list[int] = field(default_factory=list)
     too_deep: bool = False
@@ -68,12 +70,15 @@ def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
 
 
 def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> LbPlan:
+    by_pop = lb.client_region == "pop"
+    if by_pop:  # steering.md §4: every client of this node is in the node's region
+        inp = replace(inp, client=replace(inp.client, location=pop_location(inp)))
     able = _able_checker(inp, depth)
-    region = inp.client.location.region
-    candidates = [
-        Candidate(ref, able(ref), pool_rtt_ms(inp, lb, ref, region)) for ref in lb.pool_refs()
-    ]
     ordering = POLICIES[lb.steering](lb, able, inp)
+    rtt_source = ordering.rtt_source or inp.client.location.region
+    candidates = [
+        Candidate(ref, able(ref), pool_rtt_ms(inp, lb, ref, rtt_source)) for ref in lb.pool_refs()
+    ]
     plan = LbPlan(
         lb=lb,
         qtype=qtype,
@@ -81,8 +86,9 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         ordering=ordering,
         trickle_ratio=inp.health.trickle_ratio(lb.name, lb.trickle_ratio),
         fail_open_ref=None if ordering.refs else (lb.fallback_pool or lb.default_pools[0]),
+        backup=trickle_backup(lb, ordering),
     )
-    if ordering.location_dependent:
+    if ordering.location_dependent and not by_pop:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
     plan.scope_max = max(plan.scope_prefixes, default=0)
     for ref in ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]:
@@ -95,6 +101,24 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         else:
             plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb, qtype)
     return plan
+
+
+def pop_location(inp: SteeringInputs) -> Location:
+    region = inp.snap.node.pop_region
+    return Location(region=region, source="pop") if region else NOWHERE
+
+
+def trickle_backup(lb: LoadBalancer, ordering: Ordering) -> str | None:
+    """steering.md §3: the backup is the first healthy candidate after the primary that is
+    not the fallback pool (unless the LB lists that pool itself); there is none while the
+    primary is unhealthy (ordinary failover) and none under `random` (no primary)."""
+    refs = ordering.refs
+    if ordering.primary is None or not refs or refs[0] != ordering.primary:
+        return None
+    for ref in refs[1:]:
+        if ref != lb.fallback_pool or lb.listed(ref):
+            return ref
+    return None
 
 
 def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) -> PoolPlan:
@@ -115,8 +139,12 @@ def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
     decision = LbDecision(lb=lb.name, policy=lb.steering, ttl=lb.ttl)
     decision.candidates = plan.candidates
     decision.trickle_ratio = plan.trickle_ratio
+    decision.primary, decision.backup = plan.ordering.primary, plan.backup
+    decision.rtt_source, decision.client_region = plan.ordering.rtt_source, lb.client_region
     decision.scope_prefixes = list(plan.scope_prefixes)
     decision.reasons.append(plan.ordering.reason)
+    if plan.lb.client_region == "pop":
+        decision.reasons.append("client_region pop: the client is placed in this node's region")
     refs = plan.ordering.refs
     if plan.ordering.weights is not None:
         refs = weighted.weighted_order(refs, plan.ordering.weights, rng)
@@ -126,14 +154,16 @@ def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
         chosen = plan.fail_open_ref
         decision.fail_open = True
         decision.reasons.append(f"nothing healthy: {chosen} answers regardless of its health")
-    elif len(refs) >= 2 and ratio > 0:
+    elif plan.backup is not None and ratio > 0:
         draw = rng.random()
         decision.trickle_draw = draw
-        chosen = refs[1] if draw < ratio else refs[0]
-        decision.reasons.append(f"trickle {ratio}: draw {draw:.3f} -> {chosen}")
+        chosen = plan.backup if draw < ratio else refs[0]
+        decision.reasons.append(
+            f"trickle {ratio} (primary {refs[0]}, backup {plan.backup}): draw {draw:.3f} -> {chosen}"
+        )
     else:
         chosen = refs[0]
-        decision.reasons.append(f"chosen {chosen}")
+        decision.reasons.append(f"chosen {chosen}{_no_trickle(plan)}")
     decision.pool = chosen
     child = plan.children.get(chosen)
     if child is None:  # nesting too deep (cycles are rejected at load time)
@@ -162,8 +192,8 @@ def execute_fast(
     fail_open = plan.fail_open_ref is not None
     if fail_open:
         chosen = plan.fail_open_ref
-    elif len(refs) >= 2 and plan.trickle_ratio > 0:
-        chosen = refs[1] if rng.random() < plan.trickle_ratio else refs[0]
+    elif plan.backup is not None and plan.trickle_ratio > 0:
+        chosen = plan.backup if rng.random() < plan.trickle_ratio else refs[0]
     else:
         chosen = refs[0]
     scope = plan.scope_max
@@ -239,9 +269,9 @@ def _compile(plan: LbPlan, subnet: bytes, outcomes: list[Outcome], outer_fail_op
 
     if plan.fail_open_ref is not None:
         return branch(plan.fail_open_ref)
-    if len(refs) >= 2 and plan.trickle_ratio > 0:
-        # execute_fast: refs[1] if rng.random() < ratio else refs[0]
-        return Draw(1.0, (plan.trickle_ratio,), (branch(refs[1]), branch(refs[0])))
+    if plan.backup is not None and plan.trickle_ratio > 0:
+        # execute_fast: backup if rng.random() < ratio else refs[0]
+        return Draw(1.0, (plan.trickle_ratio,), (branch(plan.backup), branch(refs[0])))
     return branch(refs[0])
 
 
@@ -250,6 +280,16 @@ def walk(tree: Draw | int, rng: random.Random) -> int:
     while tree.__class__ is Draw:
         tree = tree.branches[bisect_right(tree.thresholds, rng.random() * tree.scale)]  # type: ignore[union-attr]
     return tree  # type: ignore[return-value]
+
+
+def _no_trickle(plan: LbPlan) -> str:
+    """Why a configured trickle made no draw, for the explanation."""
+    if plan.trickle_ratio <= 0 or plan.ordering.weights is not None:
+        return "" if plan.trickle_ratio <= 0 else " (random steering: trickle ignored)"
+    primary = plan.ordering.primary
+    if primary is not None and plan.ordering.refs and plan.ordering.refs[0] != primary:
+        return f" (primary {primary} unhealthy: failover, no trickle)"
+    return " (no backup: the primary answers)"
 
 
 def _able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:

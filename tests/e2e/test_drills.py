@@ -14,7 +14,8 @@ import time
 import pytest
 
 from dnsd.drill.config import DEFAULT_TIMING
-from dnsd.drill.environment import BoxEnvironment, free_port_pair
+from dnsd.drill.environment import BoxEnvironment
+from dnsd.drill.ports import free_port_pair
 from dnsd.drill.runner import SCENARIOS, Drill
 
 

@@ -11,7 +11,7 @@ import pytest
 from dnslib import EDNS0, DNSRecord
 
 from dnsd.drill.backend import DemoBackend
-from dnsd.drill.environment import free_port_pair
+from dnsd.drill.ports import free_port_pair
 from dnsd.explain import ecs_option
 from tests.admin_client import http
 from tests.dnsclient import udp_raw

@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+from dnslib import RCODE, DNSRecord
 
 from dnsd.drill.backend import DemoBackend
 from dnsd.health.probes import ProbeTarget, probe
@@ -225,6 +226,103 @@ def test_https_with_a_self_signed_certificate(tmp_path, allow_insecure, ok) -> N
     asyncio.run(main())
 
 
+def ca_signed_context(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, list[str | None]]:
+    """A test CA (ca.pem in tmp_path) and a server certificate for `name` signed by it;
+    the context records the SNI each client sent."""
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=tmp_path)
+
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=dnsd test CA",
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        f"/CN={name}",
+    )
+    (tmp_path / "ext.cnf").write_text(f"subjectAltName=DNS:{name}\n")
+    run("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "leaf.pem", "-days", "1", "-extfile", "ext.cnf")  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "leaf.pem", tmp_path / "leaf.key")
+    names: list[str | None] = []
+    context.sni_callback = lambda _sock, server_name, _ctx: names.append(server_name)  # type: ignore[assignment]
+    return context, names
+
+
+HTTPS_CA_CASES = [
+    # (monitor lines, ok): the backend is 127.0.0.1 with a certificate for backend.test
+    ("host: backend.test\nca_file: ../ca.pem", True),
+    ("host: backend.test", False),  # the system CAs do not know the test CA
+    ("ca_file: ../ca.pem", False),  # an IP literal is checked against its address
+    ("host: other.test\nca_file: ../ca.pem", False),  # the name must match
+]
+
+
+@pytest.mark.parametrize(("lines", "ok"), HTTPS_CA_CASES)
+def test_https_sni_and_private_ca(tmp_path, lines, ok) -> None:
+    async def main() -> None:
+        app = web.Application()
+        hosts: list[str] = []
+
+        async def healthz(request: web.Request) -> web.Response:
+            hosts.append(request.host)
+            return web.Response(text="ok")
+
+        app.router.add_get("/healthz", healthz)
+        context, sni = ca_signed_context(tmp_path, "backend.test")
+        runner, port = await serve_app(app, context)
+        try:
+            monitor = monitor_from(
+                tmp_path, f"type: https\ntimeout: 2s\npath: /healthz\n{lines}\n", port
+            )
+            async with aiohttp.ClientSession() as session:
+                result = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "local")
+            assert result.ok is ok, result.error
+            if ok:
+                assert sni == ["backend.test"] and hosts == ["backend.test"]
+            else:
+                assert "certificate" in (result.error or "").lower()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_ca_file_that_cannot_be_loaded_is_a_config_error(tmp_path) -> None:
+    from dnsd.config.loader import load_config
+    from dnsd.errors import ConfigError
+
+    (tmp_path / "bad.pem").write_text("not a certificate\n")
+    for ca in ("missing.pem", "bad.pem"):
+        config = write_config(
+            tmp_path / f"z-{ca}", f"type: https\nca_file: ../{ca}\n", [("b", 443)]
+        )
+        with pytest.raises(ConfigError) as caught:
+            load_config(config)
+        assert "monitors.m.ca_file: cannot load CA file" in str(caught.value)
+
+
 def test_tcp_and_dns_monitors(tmp_path) -> None:
     async def main() -> None:
         server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
@@ -242,13 +340,66 @@ def test_tcp_and_dns_monitors(tmp_path) -> None:
     asyncio.run(main())
 
 
-def test_dns_monitor_against_dnsd_itself(tmp_path, server) -> None:
+DNS_CASES = [
+    # (monitor lines, ok, error text): dnsd itself is the DNS backend
+    ("query_name: example.test", True, None),
+    ("", False, "REFUSED"),  # '.' SOA: not dnsd's zone
+    ("expected_rcodes: [NOERROR, REFUSED]", True, None),
+    ("query_name: nothere.child.example.test\nquery_type: A", False, "NXDOMAIN"),
+    ("query_name: nothere.child.example.test\nexpected_rcodes: [NXDOMAIN]", True, None),
+]
+
+
+@pytest.mark.parametrize(("lines", "ok", "error"), DNS_CASES)
+def test_dns_monitor_against_dnsd_itself(tmp_path, server, lines, ok, error) -> None:
     async def main() -> None:
-        monitor = monitor_from(tmp_path, "type: dns\ntimeout: 1s\n", server.port)
+        monitor = monitor_from(tmp_path, f"type: dns\ntimeout: 1s\n{lines}\n", server.port)
         async with aiohttp.ClientSession() as session:
-            assert (
-                await probe(session, ProbeTarget("m", "127.0.0.1", server.port), monitor, "x")
-            ).ok
+            result = await probe(session, ProbeTarget("m", "127.0.0.1", server.port), monitor, "x")
+        assert result.ok is ok, result
+        if error:
+            assert error in (result.error or "")
+
+    asyncio.run(main())
+
+
+class _FixedRcode(asyncio.DatagramProtocol):
+    """A broken DNS backend: answers every question with one rcode (SERVFAIL)."""
+
+    def __init__(self, rcode: int) -> None:
+        self.rcode = rcode
+
+    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
+        self.transport = transport
+
+    def datagram_received(self, data: bytes, addr) -> None:  # type: ignore[no-untyped-def]
+        reply = DNSRecord.parse(data).reply()
+        reply.header.rcode = self.rcode
+        self.transport.sendto(reply.pack(), addr)
+
+
+@pytest.mark.parametrize(("rcode", "lines", "ok"), [
+    (RCODE.SERVFAIL, "", False),
+    (RCODE.REFUSED, "", False),
+    (RCODE.NOERROR, "", True),
+    (RCODE.SERVFAIL, "expected_rcodes: [NOERROR, SERVFAIL]", True),
+])  # fmt: skip
+def test_dns_monitor_counts_only_expected_rcodes(tmp_path, rcode, lines, ok) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: _FixedRcode(rcode), local_addr=("127.0.0.1", 0)
+        )
+        port = transport.get_extra_info("sockname")[1]
+        monitor = monitor_from(tmp_path, f"type: dns\ntimeout: 1s\n{lines}\n", port)
+        try:
+            async with aiohttp.ClientSession() as session:
+                result = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "x")
+        finally:
+            transport.close()
+        assert result.ok is ok, result
+        if not ok:
+            assert RCODE.get(rcode) in (result.error or "")
 
     asyncio.run(main())
 

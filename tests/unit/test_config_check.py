@@ -177,3 +177,84 @@ def test_warnings_do_not_fail_the_check(tmp_path: Path) -> None:
     assert [str(r).split(": ", 1)[1] for r in reasons] == [
         "warning: pools.p: pool is not used by any load balancer"
     ]
+
+
+# -- issue 14: client_networks, client_region, probe keys, and the warnings ---------------------
+NETS_CASES = [
+    # (files, expected error, or None when valid)
+    ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {region: WEU}\n  2001:db8:1::/48: {region: NEAS, country: JP}\n"}, None),
+    ({"z": HEADER + "client_networks:\n  10.0.0.0/8: {region: WEU}\n  10.1.0.0/16: {country: JP}\n"}, None),  # overlaps allowed
+    ({"z": HEADER + "client_networks:\n  10.1.0.1/16: {region: WEU}\n"}, "z.yaml:7: client_networks.10.1.0.1/16: not a network: 10.1.0.1/16 has host bits set"),
+    ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {region: EUROPE}\n"}, "client_networks.10.1.0.0/16.region: unknown region 'EUROPE'"),
+    ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {country: XX}\n"}, "client_networks.10.1.0.0/16.country: unknown country code 'XX'"),
+    ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {}\n"}, "client_networks.10.1.0.0/16: needs a region or a country"),
+    ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {regoin: WEU}\n"}, 'did you mean "region"'),
+    ({"z": HEADER, "n": "client_networks:\n  10.1.0.0/16: {region: WEU}\n", "o": "client_networks:\n  10.1.0.0/16: {region: EEU}\n"},
+     "o.yaml:2: client_networks.10.1.0.0/16: network also mapped at"),
+    ({"z": HEADER, "n": "client_networks:\n  '2001:db8:1::/48': {region: WEU}\n", "o": "client_networks:\n  '2001:0db8:0001::/48': {region: EEU}\n"},
+     "network also mapped at"),  # the same IPv6 network written another way
+    ({"z": HEADER + "  www: {lb: w}\n" + POOL + "load_balancers:\n  w: {default_pools: [p], client_region: anycast}\n"},
+     "load_balancers.w.client_region: 'anycast' is not one of"),
+    ({"z": HEADER + "monitors:\n  m: {type: dns, expected_rcodes: [NOERROR, BOGUS]}\n"}, "monitors.m.expected_rcodes: unknown rcode 'BOGUS'"),
+    ({"z": HEADER + "monitors:\n  m: {type: dns, query_type: NOPE}\n"}, "monitors.m.query_type: unknown record type 'NOPE'"),
+    ({"z": HEADER + "monitors:\n  m: {type: https, ca_file: nowhere.pem}\n"}, "monitors.m.ca_file: cannot load CA file"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("files", "expected"), NETS_CASES)
+def test_client_networks_client_region_and_probe_keys(tmp_path, files, expected) -> None:
+    reasons = check_directory(write(tmp_path, **files))
+    errors = "\n".join(str(r) for r in reasons if not r.warning)
+    if expected is None:
+        assert errors == ""
+    else:
+        assert expected in errors, errors
+
+
+def test_client_networks_country_alone_gives_its_region(tmp_path) -> None:
+    text = (
+        HEADER
+        + "client_networks:\n  10.2.0.0/16: {country: JP}\n  10.3.0.0/16: {region: WEU, country: JP}\n"
+    )
+    config, _ = load_config(write(tmp_path, z=text))
+    assert [(str(n.network), n.region, n.country) for n in config.client_networks] == [
+        ("10.2.0.0/16", "NEAS", "JP"),
+        ("10.3.0.0/16", "WEU", "JP"),  # an explicit region wins
+    ]
+
+
+WARNING_CASES = [
+    ("load_balancers:\n  w: {steering: random, default_pools: [p], trickle_ratio: 0.1}\n",
+     "load_balancers.w.trickle_ratio: steering: random has no primary pool: the trickle ratio is ignored"),
+    ("load_balancers:\n  w: {default_pools: [p], ttl: 301}\n",
+     "load_balancers.w.ttl: ttl 301 s is above 300 s"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("lbs", "expected"), WARNING_CASES)
+def test_check_warns_about_ignored_trickle_and_long_ttls(tmp_path, lbs, expected) -> None:
+    reasons = check_directory(write(tmp_path, z=HEADER + "  www: {lb: w}\n" + POOL + lbs))
+    assert not [r for r in reasons if not r.warning]
+    assert expected in "\n".join(str(r) for r in reasons if r.warning)
+
+
+def test_no_warning_for_a_300_second_ttl(tmp_path) -> None:
+    lbs = "load_balancers:\n  w: {default_pools: [p], ttl: 300}\n"
+    assert check_directory(write(tmp_path, z=HEADER + "  www: {lb: w}\n" + POOL + lbs)) == []
+
+
+def test_proximity_accepts_a_fallback_pool_without_coordinates(tmp_path) -> None:
+    pools = (
+        "pools:\n  p: {latitude: 1, longitude: 2, backends: [{name: b, address: 192.0.2.9}]}\n"
+        "  sorry: {backends: [{name: s, address: 192.0.2.10}]}\n"
+    )
+    lbs = "load_balancers:\n  w: {steering: proximity, default_pools: [p], fallback_pool: sorry}\n"
+    assert check_directory(write(tmp_path, z=HEADER + "  www: {lb: w}\n" + pools + lbs)) == []
+    # a default pool still needs them
+    lbs = "load_balancers:\n  w: {steering: proximity, default_pools: [p, sorry]}\n"
+    errors = [
+        r
+        for r in check_directory(write(tmp_path, z=HEADER + "  www: {lb: w}\n" + pools + lbs))
+        if not r.warning
+    ]
+    assert "the pool needs latitude and longitude" in str(errors[0])
