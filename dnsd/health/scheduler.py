@@ -20,6 +20,13 @@ from dnsd.health.store import HealthStore
 log = logging.getLogger("dnsd.health.scheduler")
 
 
+def next_delay(interval_s: float, elapsed_s: float, jitter: float, rng: random.Random) -> float:
+    """Seconds until the next probe starts. Jitter only shortens an interval (interval ×
+    [1 − jitter, 1]): the outage bound TTL + interval × unhealthy_threshold (+ one timeout,
+    health.md) must hold."""
+    return max(0.0, interval_s * (1.0 - rng.uniform(0.0, jitter)) - elapsed_s)
+
+
 class ProbeScheduler:
     def __init__(
         self,
@@ -80,12 +87,8 @@ class ProbeScheduler:
                 self._pending_first.discard(key)
                 if not self._pending_first:
                     self.first_round.set()
-            # Jitter only shortens an interval: the outage bound (TTL + interval ×
-            # unhealthy_threshold + one timeout, health.md) must hold.
-            spread = 1.0 - self.rng.uniform(0.0, self.jitter)
-            await asyncio.sleep(
-                max(0.0, monitor.interval_s * spread - (time.monotonic() - started))
-            )
+            elapsed = time.monotonic() - started
+            await asyncio.sleep(next_delay(monitor.interval_s, elapsed, self.jitter, self.rng))
 
     async def stop(self) -> None:
         tasks = list(self._tasks.values())

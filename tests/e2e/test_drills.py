@@ -96,3 +96,34 @@ def test_drill_against_dnsd_demo_as_a_user_runs_it(tmp_path) -> None:
     finally:
         demo.send_signal(signal.SIGINT)
         assert demo.wait(timeout=15) == 0
+
+
+def test_unbound_takes_another_port_when_its_first_is_taken(monkeypatch) -> None:
+    """A port free when checked can be taken before unbound binds it: unbound exits, the
+    drill tries another port (issue 14). The first port here is held by a TCP listener."""
+    import socket
+
+    from dnsd.drill import resolver
+    from tests.conftest import DATA
+    from tests.processes import DnsdProcess
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(resolver, "free_port_pair", lambda: next(ports, None) or free_port_pair())
+    try:
+        with DnsdProcess(DATA / "good") as dnsd:
+            unbound = resolver.Unbound("example.test.", dnsd.port)
+            try:
+                asyncio.run(unbound.start())
+                assert unbound.port not in (0, taken.getsockname()[1])
+                out = subprocess.run(
+                    ["dig", "@127.0.0.1", "-p", str(unbound.port), "+tcp", "mail.example.test"],
+                    capture_output=True, text=True, timeout=10,
+                ).stdout  # fmt: skip
+                assert "192.0.2.25" in out
+            finally:
+                unbound.stop()
+    finally:
+        taken.close()
