@@ -1,4 +1,5 @@
-"""Docs are tested: every ```yaml block in README.md is a complete config file that loads."""
+"""Docs are tested: every ```yaml block in README.md and docs/ is a complete config file that
+loads, and every relative link points at a file and heading that exist."""
 
 from __future__ import annotations
 
@@ -9,17 +10,43 @@ import pytest
 
 from dnsd.config.loader import load_config
 
-README = Path(__file__).parent.parent / "README.md"
-BLOCKS = re.findall(r"```yaml\n(.*?)```", README.read_text(), flags=re.S)
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+BLOCKS = [
+    (page.relative_to(ROOT), block)
+    for page in PAGES
+    for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.S)
+]
+LINK = re.compile(r"\]\(([^)#\s]*)(?:#([\w-]+))?\)")
 
 
 def test_readme_has_yaml_examples() -> None:
-    assert len(BLOCKS) >= 2
+    assert len([page for page, _ in BLOCKS if page.name == "README.md"]) >= 1
+    assert len(BLOCKS) >= 3
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_relative_links_point_at_files_and_headings_that_exist(page: Path) -> None:
+    for target, anchor in LINK.findall(page.read_text()):
+        if target.startswith(("http://", "https://")):
+            continue
+        linked = (page.parent / target).resolve() if target else page
+        assert linked.exists(), f"{page.name}: {target}"
+        if anchor:
+            assert anchor in anchors(linked), f"{page.name}: {target}#{anchor}"
+
+
+@pytest.mark.parametrize(
+    "index", range(len(BLOCKS)), ids=[f"{p}-{i}" for i, (p, _) in enumerate(BLOCKS)]
+)
 def test_readme_yaml_example_validates(tmp_path: Path, index: int) -> None:
-    (tmp_path / "example.yaml").write_text(BLOCKS[index])
+    (tmp_path / "example.yaml").write_text(BLOCKS[index][1])
     config, warnings = load_config(tmp_path)
     assert config.zones, "each README example is a whole zone file"
     assert not [w for w in warnings if "not used" not in w.message], warnings
