@@ -34,19 +34,18 @@ from dnslib import QTYPE, DNSRecord
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.health.view import HealthView
-from dnsd.resolve import (
+from dnsd.reply import (
     EDNS_PAYLOAD,
     PLAIN_UDP_LIMIT,
     Client,
-    DecisionObserver,
     QueryResult,
-    _echo_ecs,
-    _edns,
-    _fill,
-    _pack,
-    _reply_for,
-    resolve,
+    echo_ecs,
+    fill,
+    pack,
+    parse_edns,
+    reply_for,
 )
+from dnsd.resolve import DecisionObserver, resolve
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
@@ -519,13 +518,13 @@ def _render(
 ) -> bytes | None:
     """The full path's reply for this query and this decision (no draws here)."""
     query = DNSRecord.parse(wire)
-    edns = _edns(query)
-    reply = _reply_for(query, edns)
+    edns = parse_edns(query)
+    reply = reply_for(query, edns)
     found = lookup(snap, str(query.q.qname).lower(), query.q.qtype)
-    _fill(reply, found, query, decision)
+    fill(reply, found, query, decision)
     result = QueryResult(reply, edns, decision, info)
-    _echo_ecs(result)
-    return _pack(reply, client.transport, edns)
+    echo_ecs(result)
+    return pack(reply, client.transport, edns)
 
 
 def _static_entry(reply: bytes | None, parsed: Parsed) -> Static | None:

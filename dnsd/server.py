@@ -29,7 +29,8 @@ from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, UdpThread
-from dnsd.resolve import Client, resolve
+from dnsd.reply import Client
+from dnsd.resolve import resolve
 from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
 from dnsd.workers import Follower, WorkerPool
 

@@ -9,11 +9,17 @@ from pathlib import Path
 PACKAGE = Path(__file__).parent.parent / "dnsd"
 PURE = [
     "resolve.py",
+    "reply.py",
     "zone_lookup.py",
     "snapshot.py",
     "steering",
     "config",
+    "affinity.py",
     "geo/regions.py",
+    "geo/locate.py",
+    "health/fsm.py",
+    "health/ewma.py",
+    "health/view.py",
 ]
 FORBIDDEN = {"asyncio", "aiohttp", "socket", "time", "threading", "selectors"}
 GLOBAL_RANDOM = re.compile(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from dnsd.net.counters import NetCounters
 from dnsd.net.udp import Answerer, client_address
-from dnsd.resolve import Client
+from dnsd.reply import Client
 
 log = logging.getLogger("dnsd.net.tcp")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dnsd.net.rrl import ResponseRateLimiter, limited
-from dnsd.resolve import Client
+from dnsd.reply import Client
 
 log = logging.getLogger("dnsd.net.udp")
 

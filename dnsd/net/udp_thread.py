@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dnsd.net import mmsg
 from dnsd.net.rrl import ResponseRateLimiter, limited
 from dnsd.net.udp import new_client
-from dnsd.resolve import Client
+from dnsd.reply import Client
 
 log = logging.getLogger("dnsd.net.udp")
 BatchAnswerer = Callable[[list[bytes], list[Client]], list[bytes | None]]

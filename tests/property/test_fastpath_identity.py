@@ -14,7 +14,8 @@ from dnsd.config.loader import load_config
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import BackendHealth, RttSample, view_of
-from dnsd.resolve import Client, resolve
+from dnsd.reply import Client
+from dnsd.resolve import resolve
 from dnsd.snapshot import compile_snapshot
 from tests.conftest import DATA, GEO
 

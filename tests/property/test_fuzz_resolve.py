@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dnsd.health.view import HealthView
-from dnsd.resolve import Client, resolve
+from dnsd.reply import Client
+from dnsd.resolve import resolve
 from dnsd.server import load_snapshot
 from tests.conftest import DATA, GEO
 

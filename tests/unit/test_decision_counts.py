@@ -13,7 +13,7 @@ from dnsd.admin.metrics import Metrics
 from dnsd.config.loader import load_config
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import view_of
-from dnsd.resolve import Client
+from dnsd.reply import Client
 from dnsd.snapshot import compile_snapshot
 from tests.conftest import DATA, GEO
 

@@ -1,0 +1,175 @@
+"""Reply wire helpers shared by the full answer path (`resolve.py`) and the answer cache
+(`fastpath.py`): EDNS parsing, the reply skeleton, filling it from a lookup and a steering
+decision, the ECS echo, packing with truncation for UDP, and the query's question bytes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from dnslib import (
+    AAAA,
+    CNAME,
+    EDNS0,
+    QTYPE,
+    RCODE,
+    RR,
+    A,
+    DNSHeader,
+    DNSLabel,
+    DNSQuestion,
+    DNSRecord,
+    EDNSOption,
+)
+
+from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
+from dnsd.steering import LbDecision
+from dnsd.steering.client import ClientInfo
+from dnsd.zone_lookup import Lookup
+
+EDNS_PAYLOAD: Final = 1232  # advertised UDP payload (DNS flag day 2020 value)
+PLAIN_UDP_LIMIT: Final = 512
+BADVERS: Final = 16
+QR_BIT: Final = 0x8000
+CLASS_IN: Final = 1
+CLASS_ANY: Final = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address
+    transport: Literal["udp", "tcp"]
+
+
+@dataclass(frozen=True, slots=True)
+class Edns:
+    payload: int
+    do: bool
+    ecs: ClientSubnet | None
+
+
+@dataclass(slots=True)
+class QueryResult:
+    reply: DNSRecord
+    edns: Edns | None
+    decision: LbDecision | None = None
+    client: ClientInfo | None = None
+
+
+class FormErr(Exception):
+    """The query is malformed in a way that gets FORMERR."""
+
+
+def parse_edns(query: DNSRecord) -> Edns | None:
+    opts = [rr for rr in query.ar if rr.rtype == QTYPE.OPT]
+    if not opts:
+        return None
+    if len(opts) > 1 or str(opts[0].rname) != ".":
+        raise FormErr
+    ecs_options = [o for o in opts[0].rdata if o.code == ECS_OPTION]
+    if len(ecs_options) > 1:
+        raise FormErr
+    try:
+        ecs = parse_ecs(ecs_options[0].data) if ecs_options else None
+    except EcsError:
+        raise FormErr from None
+    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(opts[0].ttl & 0x8000), ecs)
+
+
+def echo_ecs(result: QueryResult) -> None:
+    """RFC 7871 §7.2: echo ECS; the scope is the prefix the answer depended on, else 0."""
+    edns = result.edns
+    if edns is None or edns.ecs is None or result.reply.header.rcode == RCODE.FORMERR:
+        return
+    scope = 0
+    if result.decision is not None and result.client is not None and result.client.ecs_prefix:
+        prefixes = result.decision.all_scope_prefixes()
+        scope = max(prefixes) if prefixes else 0
+    for rr in result.reply.ar:
+        if rr.rtype == QTYPE.OPT:
+            rr.rdata.append(EDNSOption(ECS_OPTION, edns.ecs.echo(scope)))
+
+
+def reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
+    """The reply skeleton. The question is rendered in lower case (so name compression is
+    the same whatever the query's 0x20 case) and `pack` copies the query's case back into
+    the question; names that point at it show that case too. OPT goes last (see pack)."""
+    h = query.header
+    header = DNSHeader(id=h.id, qr=1, opcode=h.opcode, rd=h.rd, cd=h.cd, ra=0, aa=0)
+    question = DNSQuestion(DNSLabel(str(query.q.qname).lower()), query.q.qtype, query.q.qclass)
+    reply = DNSRecord(header, q=question)
+    if edns is not None:
+        reply.add_ar(EDNS0(udp_len=EDNS_PAYLOAD, flags="do" if edns.do else ""))
+    return reply
+
+
+def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:
+    reply.header.rcode = result.rcode
+    reply.header.aa = int(result.authoritative)
+    qname = reply.q.qname  # lower case: owners become pointers to the question (see reply_for)
+    for part in result.answer:
+        owner = qname if part.owner is None else DNSLabel(part.owner)
+        for rr in part.rrset.records:
+            reply.add_answer(RR(owner, rr.rtype, ttl=part.rrset.ttl, rdata=rr.rdata))
+    if decision is not None:
+        owner = qname if result.lb_owner is None else DNSLabel(result.lb_owner)
+        qtype = QTYPE.A if query.q.qtype == QTYPE.ANY else query.q.qtype
+        final = decision.innermost()
+        if final.cname:
+            reply.add_answer(RR(owner, QTYPE.CNAME, ttl=decision.ttl, rdata=CNAME(final.cname)))
+        for address in final.addresses:
+            rdata = AAAA(address) if qtype == QTYPE.AAAA else A(address)
+            reply.add_answer(RR(owner, qtype, ttl=decision.ttl, rdata=rdata))
+        if not final.cname and not final.addresses:
+            result.negative = True
+    for rrset in result.authority:
+        for rr in rrset.records:
+            reply.add_auth(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
+    if result.negative and result.zone is not None:
+        soa = result.zone.soa
+        reply.add_auth(RR(soa.rname, QTYPE.SOA, ttl=result.zone.negative_ttl, rdata=soa.rdata))
+    for rrset in result.additional:
+        for rr in rrset.records:
+            reply.add_ar(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
+
+
+def pack(reply: DNSRecord, transport: str, edns: Edns | None, question: bytes = b"") -> bytes:
+    """Wire bytes: OPT last in the additional section (the answer cache appends the ECS
+    echo there), the query's question bytes (its case) copied in, truncated for UDP."""
+    reply.ar = [rr for rr in reply.ar if rr.rtype != QTYPE.OPT] + [
+        rr for rr in reply.ar if rr.rtype == QTYPE.OPT
+    ]
+    wire = reply.pack()
+    if transport != "tcp":
+        limit = min(edns.payload, EDNS_PAYLOAD) if edns else PLAIN_UDP_LIMIT
+        if len(wire) > limit:
+            reply.header.tc = 1
+            reply.rr, reply.auth = [], []
+            reply.ar = [rr for rr in reply.ar if rr.rtype == QTYPE.OPT]
+            wire = reply.pack()
+    if question and wire[12 : 12 + len(question)].lower() == question.lower():
+        wire = wire[:12] + question + wire[12 + len(question) :]
+    return bytes(wire)  # dnslib packs a bytearray; replies are immutable bytes everywhere
+
+
+def question_bytes(wire: bytes) -> bytes:
+    """The query's question name as sent (uncompressed labels), or b"" if it is unusual."""
+    pos = 12
+    end = len(wire)
+    while pos < end:
+        length = wire[pos]
+        if length == 0:
+            return wire[12 : pos + 1]
+        if length & 0xC0:
+            return b""
+        pos += length + 1
+    return b""
+
+
+def header_only(ident: int, flags: int, rcode: int) -> bytes:
+    # Keep opcode, RD and CD from the query; set QR; clear AA, TC, RA, AD, Z.
+    out_flags = QR_BIT | (flags & 0x7800) | (flags & 0x0100) | (flags & 0x0010) | rcode
+    return struct.pack("!HHHHHH", ident, out_flags, 0, 0, 0, 0)
