@@ -10,6 +10,10 @@ from pathlib import Path
 
 from dnsd import __version__
 from dnsd.config.loader import check_directory
+from dnsd.net import UDP_LOOPS
+from dnsd.net.rrl import RrlSettings
+
+RRL_DEFAULTS = RrlSettings()  # `dnsd serve` and ServerOptions share these defaults
 
 DEFAULT_DIR = "zones"
 DEFAULT_LISTEN = "127.0.0.1:5353"
@@ -55,12 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="text", choices=["text", "json"])
     serve.add_argument(
-        "--rrl-rate", type=float, default=100.0, metavar="N",
-        help="response rate limit per client /24 (/56) and response, per second; 0 disables (default 100)",
+        "--rrl-rate", type=float, default=RRL_DEFAULTS.rate, metavar="N",
+        help=f"response rate limit per client /24 (/56) and response, per second; 0 disables (default {RRL_DEFAULTS.rate:g})",
     )  # fmt: skip
     serve.add_argument(
-        "--rrl-slip", type=int, default=2, metavar="N",
-        help="send every N-th rate-limited reply truncated (TC=1); 0 never (default 2)",
+        "--rrl-slip", type=int, default=RRL_DEFAULTS.slip, metavar="N",
+        help=f"send every N-th rate-limited reply truncated (TC=1); 0 never (default {RRL_DEFAULTS.slip})",
     )  # fmt: skip
     serve.add_argument(
         "--redis", metavar="URL", help="share health with other nodes (redis://HOST:PORT/DB)"
@@ -77,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="uvloop when installed (auto, measured faster), or the standard asyncio loop",
     )  # fmt: skip
     serve.add_argument(
-        "--udp-loop", default="thread", choices=["thread", "asyncio"],
+        "--udp-loop", default=UDP_LOOPS[0], choices=UDP_LOOPS,
         help="UDP in a blocking socket loop thread (default, measured faster) or on the event loop",
     )  # fmt: skip
     serve.add_argument(
@@ -231,7 +235,7 @@ def run_check(directory: Path) -> int:
     return 0
 
 
-def loop_factory(choice: str):  # type: ignore[no-untyped-def]
+def loop_factory(choice: str):
     """uvloop when asked for, or when installed and `auto`; else the standard loop."""
     if choice == "asyncio":
         return None

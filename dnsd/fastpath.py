@@ -237,14 +237,14 @@ class AnswerCache:
         if memo is not None:
             self.hits += 1
             if memo.__class__ is bytes:
-                return wire[:2] + memo  # type: ignore[operator]
+                return wire[:2] + memo
             lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
             # The hot load-balanced case: walk the compiled draws to a finished reply
             # (select.walk, written out: no call per query).
             node = lb_memo.tree
             if lb_memo.client is client and lb_memo.plan.valid and node is not None:
                 while node.__class__ is Draw:
-                    draw: Draw = node  # type: ignore[assignment]
+                    draw: Draw = node
                     node = draw.branches[bisect_right(draw.thresholds, rng.random() * draw.scale)]
                 index: int = node  # type: ignore[assignment]
                 finished = lb_memo.tails[index]
@@ -439,8 +439,6 @@ class AnswerCache:
             decision.addresses, decision.cname = addresses, cname
             decision.scope_prefixes = [scope] if scope else []
             rendered = _render(wire, client, snap, decision, info)
-            if rendered is None:  # pragma: no cover - _render always packs
-                return None
             template = _strip_ecs(rendered, parsed)
             if template is None:
                 return rendered  # too large to patch safely: not cached
@@ -515,7 +513,7 @@ def _policies(snap: Snapshot, lb: LoadBalancer) -> set[str]:
 
 def _render(
     wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo
-) -> bytes | None:
+) -> bytes:
     """The full path's reply for this query and this decision (no draws here)."""
     query = DNSRecord.parse(wire)
     edns = parse_edns(query)

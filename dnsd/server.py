@@ -24,6 +24,7 @@ from dnsd.geo.database import GeoDatabase
 from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
+from dnsd.net import UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
@@ -49,11 +50,11 @@ class ServerOptions:
     admin_token: str | None = None  # bearer token for admin writes; None: writes refused
     query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
     reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
-    rrl: RrlSettings = field(default_factory=lambda: RrlSettings(rate=0.0))  # the CLI turns it on
+    rrl: RrlSettings = field(default_factory=RrlSettings)  # on, as `dnsd serve` runs it
     redis_url: str | None = None  # share health with other nodes through Redis
     redis_max_age_s: float = 30.0  # another node's observation counts this long
     answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
-    udp_loop: str = "asyncio"  # "thread": a blocking socket loop per listener (the CLI default)
+    udp_loop: str = UDP_LOOPS[0]  # "thread": a blocking socket loop per listener
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
     workers: int = 1  # processes answering on the listen addresses (dnsd.workers)
     worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
@@ -294,7 +295,7 @@ class DnsServer:
                 self._udp_threads.append(thread)
                 thread.start()
             else:
-                self._udp.append(udp)  # type: ignore[arg-type]
+                self._udp.append(udp)
             return host, actual
         raise OSError(f"no free port for both UDP and TCP on {host}")
 

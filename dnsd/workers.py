@@ -52,7 +52,7 @@ def _receive(fd: int) -> tuple[str, Any] | None:
     """The next message, or None when the other side has gone."""
     header = _read_exactly(fd, HEADER.size)
     body = _read_exactly(fd, HEADER.unpack(header)[0]) if header else None
-    return None if body is None else pickle.loads(body)  # type: ignore[no-any-return]
+    return None if body is None else pickle.loads(body)
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from dnsd.geo.database import GeoDatabase
+from dnsd.net.rrl import RrlSettings
 from dnsd.net.tcp import TcpLimits
 from dnsd.server import DnsServer, ServerOptions, load_snapshot
 
 DATA = Path(__file__).parent / "data"
-GEO = GeoDatabase()  # the embedded database, as `dnsd serve` uses by default
+GEO = GeoDatabase()
+NO_RRL = RrlSettings(rate=0.0)  # the embedded database, as `dnsd serve` uses by default
 
 
 class ServerThread:
@@ -27,7 +29,11 @@ class ServerThread:
         tcp_limits: TcpLimits | None = None,
         admin_token: str | None = None,
         state_dir: Path | None = None,
+        rrl: RrlSettings | None = None,
     ) -> None:
+        """Production defaults (`dnsd serve`'s UDP loop, answer cache and rate limiting);
+        a test that sends many identical queries from 127.0.0.1 passes NO_RRL, as an
+        operator load-testing a node would pass --rrl-rate 0."""
         self.config_dir = config_dir
         self.loop = asyncio.new_event_loop()
         options = ServerOptions(
@@ -37,6 +43,7 @@ class ServerThread:
             admin=("127.0.0.1", 0),
             admin_token=admin_token,
             state_dir=state_dir,
+            rrl=rrl or RrlSettings(),
         )
         self.server = DnsServer(options, load_snapshot(config_dir, 1, GEO))
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)

@@ -215,7 +215,7 @@ class Checker:
     def _range(
         self, d: LineDict, key: str, path: str, value: T, lo: Any, hi: Any, default: Any
     ) -> Any:
-        if (lo is not None and value < lo) or (hi is not None and value > hi):  # type: ignore[operator]
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
             bounds = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
             self.error(d.line_of(key), join(path, key), f"must be {bounds}, got {value}")
             return None if default is MISSING else default

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -25,6 +26,7 @@ from dnsd.config.model import (
     ClientNetwork,
     ClientZone,
     FailoverPolicy,
+    IPNetwork,
     LoadBalancer,
     Monitor,
     Pool,
@@ -504,37 +506,37 @@ def _regions_hint(value: str) -> str:
     return "one of " + " ".join(REGIONS)
 
 
-# -- client zones --------------------------------------------------------------------------
-def _client_zones(ck: Checker, doc: LineDict, out: Section) -> None:
-    m = ck.mapping(doc["client_zones"], doc.line_of("client_zones"), "client_zones")
-    for subnet, zone in (m or {}).items():
+# -- client zones and client networks: tables keyed by network ------------------------------
+def _network_entries(
+    ck: Checker, doc: LineDict, key: str
+) -> Iterator[tuple[IPNetwork, Any, int, str]]:
+    """(network, value, line, path) for each valid network key of the table `key`; a key
+    that is not a network (host bits set included) is reported and left out."""
+    m = ck.mapping(doc[key], doc.line_of(key), key)
+    for subnet, value in (m or {}).items():
         line = m.line_of(subnet)  # type: ignore[union-attr]
-        path = join("client_zones", subnet)
+        path = join(key, subnet)
         try:
             network = ipaddress.ip_network(str(subnet), strict=True)
         except ValueError as exc:
             ck.error(line, path, f"not a subnet: {exc}")
             continue
+        yield network, value, line, path
+
+
+def _client_zones(ck: Checker, doc: LineDict, out: Section) -> None:
+    for network, zone, line, path in _network_entries(ck, doc, "client_zones"):
         if not isinstance(zone, str) or not zone:
             ck.error(line, path, "expected a zone name (string)")
             continue
         out.client_zones.append((ClientZone(network, zone), line))
 
 
-# -- client networks -----------------------------------------------------------------------
 def _client_networks(ck: Checker, doc: LineDict, out: Section) -> None:
     """`client_networks: {CIDR: {region: R, country: CC}}` (steering.md §4): at least one of
     the two; a country alone gives its region."""
     table = region_table()
-    m = ck.mapping(doc["client_networks"], doc.line_of("client_networks"), "client_networks")
-    for subnet, spec in (m or {}).items():
-        line = m.line_of(subnet)  # type: ignore[union-attr]
-        path = join("client_networks", subnet)
-        try:
-            network = ipaddress.ip_network(str(subnet), strict=True)
-        except ValueError as exc:
-            ck.error(line, path, f"not a network: {exc}")
-            continue
+    for network, spec, line, path in _network_entries(ck, doc, "client_networks"):
         d = ck.mapping(spec, line, path)
         if d is None:
             continue

@@ -17,7 +17,7 @@ from dnsd.drill.report import plot, table, write_json
 from dnsd.drill.runner import SCENARIOS, Drill, DrillResult
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     drill = sub.add_parser("drill", help="run a failover drill and measure it")
     drill.add_argument("scenario", choices=[*SCENARIOS, "all"])
     drill.add_argument("--server", metavar="URL", help="drill a running dnsd through its admin API")

@@ -438,7 +438,7 @@ class HealthStore:
                 aside,
             )
             return
-        self.backend_overrides = backends  # type: ignore[assignment]
+        self.backend_overrides = backends
         self.pool_overrides = pools
         self.trickle_overrides = trickle
         count = len(backends) + len(pools) + len(trickle)
@@ -466,7 +466,7 @@ def _parse_overrides(
         raise ValueError("bad pool override")
     if not all(0.0 <= v <= 1.0 for v in trickle.values()):
         raise ValueError("bad trickle override")
-    return backends, pools, trickle  # type: ignore[return-value]
+    return backends, pools, trickle
 
 
 def _effective(probed: str, override: str | None, monitor: Monitor) -> bool:

@@ -48,7 +48,7 @@ class TcpHandler:
         self._counters.tcp_connections += 1
         task = asyncio.current_task()
         if task is not None:
-            self._tasks.add(task)  # type: ignore[arg-type]
+            self._tasks.add(task)
         try:
             client = Client(client_address(host), "tcp")
             await self._serve(reader, writer, client)
@@ -61,7 +61,7 @@ class TcpHandler:
             left = self._per_client.pop(host, 1) - 1
             if left > 0:
                 self._per_client[host] = left
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             writer.close()
 
     async def close_all(self) -> None:

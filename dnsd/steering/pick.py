@@ -90,7 +90,7 @@ def pick_draws(
             total += backend.weight
             cumulative.append(float(total))
         answers = [((b.address_text,), None) for b in [*weighted, matching[-1]]]
-        return PickDraw(float(total), tuple(cumulative), tuple(answers))  # type: ignore[arg-type]
+        return PickDraw(float(total), tuple(cumulative), tuple(answers))
     if len(matching) > 1 and lb.selection != "hash":
         return None
     chosen = _ordered(lb, matching, subnet, _NO_DRAWS)[: lb.max_answers]
@@ -98,7 +98,7 @@ def pick_draws(
 
 
 class _NoDraws(random.Random):
-    def random(self) -> float:  # pragma: no cover - callers never draw with it
+    def random(self) -> float:  # a guard: pick_draws orders without drawing
         raise AssertionError("pick_draws must not draw")
 
 

@@ -278,7 +278,7 @@ def _compile(plan: LbPlan, subnet: bytes, outcomes: list[Outcome], outer_fail_op
 def walk(tree: Draw | int, rng: random.Random) -> int:
     """The outcome index a compiled tree gives for the next draws of `rng`."""
     while tree.__class__ is Draw:
-        tree = tree.branches[bisect_right(tree.thresholds, rng.random() * tree.scale)]  # type: ignore[union-attr]
+        tree = tree.branches[bisect_right(tree.thresholds, rng.random() * tree.scale)]
     return tree  # type: ignore[return-value]
 
 

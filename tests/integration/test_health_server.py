@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from dnsd.drill.backend import DemoBackend
-from tests.conftest import ServerThread
+from tests.conftest import NO_RRL, ServerThread
 from tests.dnsclient import ask
 from tests.health_harness import HEADER, write_config
 from tests.processes import DnsdProcess
@@ -14,7 +14,8 @@ from tests.processes import DnsdProcess
 
 def test_hung_backend_never_delays_dns_answers(tmp_path: Path) -> None:
     monitor = "type: http\ninterval: 100ms\ntimeout: 1s\nunhealthy_threshold: 2\n"
-    srv = ServerThread(write_config(tmp_path / "z", monitor, [("b0", 1)]))
+    # ~100 identical queries a second from one address: rate limiting off for this one.
+    srv = ServerThread(write_config(tmp_path / "z", monitor, [("b0", 1)]), rrl=NO_RRL)
     srv._thread.start()
     backend = srv.call(DemoBackend("b0", control_port=None).start())
     try:

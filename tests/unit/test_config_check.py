@@ -184,7 +184,7 @@ NETS_CASES = [
     # (files, expected error, or None when valid)
     ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {region: WEU}\n  2001:db8:1::/48: {region: NEAS, country: JP}\n"}, None),
     ({"z": HEADER + "client_networks:\n  10.0.0.0/8: {region: WEU}\n  10.1.0.0/16: {country: JP}\n"}, None),  # overlaps allowed
-    ({"z": HEADER + "client_networks:\n  10.1.0.1/16: {region: WEU}\n"}, "z.yaml:7: client_networks.10.1.0.1/16: not a network: 10.1.0.1/16 has host bits set"),
+    ({"z": HEADER + "client_networks:\n  10.1.0.1/16: {region: WEU}\n"}, "z.yaml:7: client_networks.10.1.0.1/16: not a subnet: 10.1.0.1/16 has host bits set"),
     ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {region: EUROPE}\n"}, "client_networks.10.1.0.0/16.region: unknown region 'EUROPE'"),
     ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {country: XX}\n"}, "client_networks.10.1.0.0/16.country: unknown country code 'XX'"),
     ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {}\n"}, "client_networks.10.1.0.0/16: needs a region or a country"),

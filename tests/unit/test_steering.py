@@ -22,7 +22,7 @@ NOW = 1_000_000.0
 A = QTYPE.A
 
 
-def snapshot(pools, lbs):
+def snapshot(pools, lbs, node=None):
     config = Config(
         zones=(),
         monitors=MappingProxyType({}),
@@ -30,7 +30,7 @@ def snapshot(pools, lbs):
         load_balancers=MappingProxyType({b.name: b for b in lbs}),
         client_zones=(),
     )
-    return compile_snapshot(config, 1)
+    return compile_snapshot(config, 1, node=node)
 
 
 def simple_pool(name: str, address: str, **kw):

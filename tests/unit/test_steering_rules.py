@@ -13,27 +13,20 @@ from types import MappingProxyType
 import pytest
 from dnslib import QTYPE
 
-from dnsd.config.model import Config
 from dnsd.geo.locate import Location
 from dnsd.health.view import BackendHealth, RttSample, view_of
-from dnsd.snapshot import NodeSettings, compile_snapshot
+from dnsd.snapshot import NodeSettings
 from dnsd.steering import ClientInfo, SteeringInputs, steer
 from tests.builders import lb
 from tests.unit.test_steering import ADDRESS, NOW, POOLS, binomial_ok, located
+from tests.unit.test_steering import snapshot as steering_snapshot
 
 N = 10_000
 CLIENT = ClientInfo(ipaddress.ip_address("81.2.69.142"))
 
 
 def snapshot(lbs, node=None, pools=POOLS):
-    config = Config(
-        zones=(),
-        monitors=MappingProxyType({}),
-        pools=MappingProxyType({p.name: p for p in pools}),
-        load_balancers=MappingProxyType({b.name: b for b in lbs}),
-        client_zones=(),
-    )
-    return compile_snapshot(config, 1, node=node)
+    return steering_snapshot(pools, lbs, node)
 
 
 def health_view(down=(), rtts=None, source="local"):
