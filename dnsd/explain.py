@@ -1,8 +1,8 @@
 """`dnsd explain`: run one query through the real pipeline and show every decision.
 
 The explanation is read off the same `answer_query` call that builds the answer, so the
-two cannot disagree. Used by the CLI (offline, from a config directory) and, later, by the
-admin API (live health).
+two cannot disagree. Used by the CLI (offline, from a config directory, every backend healthy
+unless `--down`) and by the admin API's `/api/v1/explain` (live health).
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ size class, ECS present). Everything else — and every first query of a key —
   question's case and the ECS echo are written in.
 * Load-balanced answers cache the steering *plan* per client location (region, country,
   zone, …) and the finished bytes per *outcome* (addresses chosen, ECS scope). Per query,
-  `execute` makes exactly the draws the full path makes, in the same order, so trickle and
-  random selection stay statistically exact and the bytes equal the full path's for the
-  same random source (a test compares them over thousands of queries).
+  the plan's compiled draws (`select.compile_draws`, walked inline below) — or
+  `select.execute_fast` where a plan does not compile — make exactly the draws the full
+  path's `select.execute` makes, in the same order, so trickle and random selection stay
+  statistically exact and the bytes equal the full path's for the same random source
+  (tests/property/test_fastpath_identity.py compares them over thousands of queries).
 
 Caches are invalidated by generation — config, and health *states* (verdicts, overrides,
 trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
