@@ -95,7 +95,7 @@ def explain_query(
             str(rr.rdata) for rr in reply.rr if rr.rtype in (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)
         ],
         "ttl": reply.rr[-1].ttl if reply.rr else None,
-        "ecs_scope": _ecs_scope(reply),
+        "ecs_scope": ecs_scope(reply),
         "records": [rr.toZone() for rr in reply.rr],
     }
     if result.client is not None:
@@ -119,7 +119,7 @@ def _located_by(info: dict[str, Any]) -> str:
     return f"client_networks {info['client_network']}" if info["client_network"] else source
 
 
-def _ecs_scope(reply: DNSRecord) -> int | None:
+def ecs_scope(reply: DNSRecord) -> int | None:
     for rr in reply.ar:
         if rr.rtype == QTYPE.OPT:
             for opt in rr.rdata:

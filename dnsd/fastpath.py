@@ -8,12 +8,11 @@ size class, ECS present). Everything else — and every first query of a key —
 * Static answers are cached as finished wire bytes; per query only the ID, RD/CD, the
   question's case and the ECS echo are written in.
 * Load-balanced answers cache the steering *plan* per client location (region, country,
-  zone, …) and the finished bytes per *outcome* (addresses chosen, ECS scope). Per query,
-  the plan's compiled draws (`select.compile_draws`, walked inline below) — or
-  `select.execute_fast` where a plan does not compile — make exactly the draws the full
-  path's `select.execute` makes, in the same order, so trickle and random selection stay
-  statistically exact and the bytes equal the full path's for the same random source
-  (tests/property/test_fastpath_identity.py compares them over thousands of queries).
+  zone, …), the plan compiled into its draws (`select.compile_plan`), and the finished
+  bytes per *outcome* reached. Per query, `draws.walk` makes the draws — the one
+  implementation the full path and `explain` walk too — so trickle and random selection
+  stay statistically exact and the bytes equal the full path's for the same random source
+  (tests/property/test_fastpath_identity.py and test_draws_explain.py check that).
 
 Caches are invalidated by generation — config, and health *states* (verdicts, overrides,
 trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
@@ -27,7 +26,6 @@ from __future__ import annotations
 
 import random
 import struct
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,19 +49,12 @@ from dnsd.resolve import DecisionObserver, resolve
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
-from dnsd.steering.select import (
-    MAX_DEPTH,
-    Draw,
-    LbPlan,
-    Outcome,
-    build_plan,
-    compile_draws,
-    execute_fast,
-    walk,
-)
+from dnsd.steering.draws import Node, Outcome, walk
+from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
 from dnsd.zone_lookup import lookup
 
 MAX_ENTRIES = 100_000
+MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
 _MISSING: Any = object()
 _NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
 OPT_TYPE = 41
@@ -110,22 +101,10 @@ _STALE.valid = False
 class _LbMemo:
     """What one exact query from one client needs for a load-balanced answer: the entry,
     the parsed query, the client's location and plan bucket, and — while its plan holds —
-    the plan compiled into draws with the finished reply (after the ID) and the metrics
-    labels of each outcome."""
+    the plan compiled into draws and, per outcome reached so far, the finished reply
+    (after the ID) with its metrics labels and whether the fallback answered."""
 
-    __slots__ = (
-        "bucket",
-        "client",
-        "entry",
-        "fell_back",
-        "info",
-        "observed",
-        "outcomes",
-        "parsed",
-        "plan",
-        "tails",
-        "tree",
-    )  # fmt: skip
+    __slots__ = ("bucket", "client", "entry", "info", "parsed", "plan", "tails", "tree")
 
     def __init__(
         self, entry: Balanced, parsed: Parsed, info: ClientInfo, bucket: int, client: Client
@@ -133,11 +112,28 @@ class _LbMemo:
         self.entry, self.parsed, self.info, self.bucket = entry, parsed, info, bucket
         self.client = client
         self.plan = _STALE  # the plan entry the draws were compiled from
-        self.tree: Draw | int | None = None
-        self.outcomes: list[Outcome] = []
-        self.tails: list[bytes | None] = []
-        self.observed: list[tuple[str, str, str]] = []  # metrics labels per outcome
-        self.fell_back: list[bool] = []  # per outcome: nothing healthy, the fallback answers
+        self.tree: Node | None = None
+        self.tails: dict[Outcome, tuple[bytes, tuple[str, str, str], bool]] = {}
+
+
+@dataclass(slots=True)
+class Query:
+    """One query as the cache's slower paths see it, built once after the memo missed."""
+
+    wire: bytes
+    client: Client
+    snap: Snapshot
+    health: HealthView
+    rng: random.Random
+    now: float
+    on_decision: DecisionObserver | None
+    parsed: Parsed | None = None
+
+    def resolve(self) -> bytes | None:
+        """The full path."""
+        return resolve(
+            self.wire, self.client, self.snap, self.health, self.rng, self.now, self.on_decision
+        )
 
 
 def parse(wire: bytes, transport: str) -> Parsed | None:
@@ -241,43 +237,39 @@ class AnswerCache:
             if memo.__class__ is bytes:
                 return wire[:2] + memo
             lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
-            # The hot load-balanced case: walk the compiled draws to a finished reply
-            # (select.walk, written out: no call per query).
-            node = lb_memo.tree
-            if lb_memo.client is client and lb_memo.plan.valid and node is not None:
-                while node.__class__ is Draw:
-                    draw: Draw = node
-                    node = draw.branches[bisect_right(draw.thresholds, rng.random() * draw.scale)]
-                index: int = node  # type: ignore[assignment]
-                finished = lb_memo.tails[index]
-                if finished is not None:
-                    counted = lb_memo.observed[index]
+            # The hot load-balanced case: the compiled draws lead to a finished reply.
+            if lb_memo.client is client and lb_memo.plan.valid and lb_memo.tree is not None:
+                outcome = walk(lb_memo.tree, rng)
+                done = lb_memo.tails.get(outcome)
+                if done is not None:
+                    finished, counted, fell_back = done
                     lb_counts = self.lb_counts
                     lb_counts[counted] = lb_counts.get(counted, 0) + 1
-                    if lb_memo.fell_back[index]:
+                    if fell_back:
                         self._count_fallback(counted[0])
                     return wire[:2] + finished
-                return self._balanced_memo(
-                    lb_memo, wire, client, snap, health, rng, now, on_decision, index
-                )
-            return self._balanced_memo(lb_memo, wire, client, snap, health, rng, now, on_decision)
-        parsed = parse(wire, client.transport)
+                query = Query(wire, client, snap, health, rng, now, on_decision)
+                return self._balanced_memo(lb_memo, query, outcome)
+            query = Query(wire, client, snap, health, rng, now, on_decision)
+            return self._balanced_memo(lb_memo, query)
+        query = Query(wire, client, snap, health, rng, now, on_decision)
+        parsed = query.parsed = parse(wire, client.transport)
         if parsed is None:
-            return resolve(wire, client, snap, health, rng, now, on_decision)
+            return query.resolve()
         entry = self._entries.get(parsed.key, _MISSING)
         if entry is _MISSING:
             self.misses += 1
             self._bound()
-            return self._first(wire, parsed, client, snap, health, rng, now, on_decision)
+            return self._first(query, parsed)
         if entry is None:  # not cacheable (truncated, refused, …)
-            return resolve(wire, client, snap, health, rng, now, on_decision)
+            return query.resolve()
         self.hits += 1
         self._bound()
         if isinstance(entry, Static):
             reply = _finish(entry.wire, wire, parsed, 0)
             memos[tail] = reply[2:]
             return reply
-        return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
+        return self._balanced(entry, query, parsed)
 
     def _count_fallback(self, lb: str) -> None:
         self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
@@ -328,53 +320,34 @@ class AnswerCache:
             self._clients.clear()
 
     # -- the first query of a key: the full path, then remember what can be reused ---------
-    def _first(
-        self,
-        wire: bytes,
-        parsed: Parsed,
-        client: Client,
-        snap: Snapshot,
-        health: HealthView,
-        rng: random.Random,
-        now: float,
-        on_decision: DecisionObserver | None,
-    ) -> bytes | None:
+    def _first(self, query: Query, parsed: Parsed) -> bytes | None:
         name = _name_text(parsed.qname)
         if name is None or not _plain_class(parsed):
             self._entries[parsed.key] = None  # unusual names and classes: always the full path
-            return resolve(wire, client, snap, health, rng, now, on_decision)
+            return query.resolve()
+        snap = query.snap
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
             steered = QTYPE.A if parsed.qtype == QTYPE.ANY else parsed.qtype
             policies = _policies(snap, found.lb)
             entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
             self._entries[parsed.key] = entry
-            return self._balanced(entry, wire, parsed, client, snap, health, rng, now, on_decision)
-        reply = resolve(wire, client, snap, health, rng, now, on_decision)
+            return self._balanced(entry, query, parsed)
+        reply = query.resolve()
         self._entries[parsed.key] = _static_entry(reply, parsed)
         return reply
 
     # -- load-balanced names ------------------------------------------------------------------
-    def _balanced(
-        self,
-        entry: Balanced,
-        wire: bytes,
-        parsed: Parsed,
-        client: Client,
-        snap: Snapshot,
-        health: HealthView,
-        rng: random.Random,
-        now: float,
-        on_decision: DecisionObserver | None,
-    ) -> bytes | None:
+    def _balanced(self, entry: Balanced, query: Query, parsed: Parsed) -> bytes | None:
         ecs = parsed.ecs
         use_ecs = ecs is not None and ecs.source_prefix > 0
+        client = query.client
         address = ecs.address if use_ecs and ecs is not None else client.address
         ecs_prefix = ecs.source_prefix if use_ecs and ecs is not None else None
         ckey = (address, ecs_prefix)
         info = self._clients.get(ckey)
         if info is None:
-            info = client_info(snap, address, ecs_prefix)
+            info = client_info(query.snap, address, ecs_prefix)
             self._clients[ckey] = info
         bucket = _bucket(entry, info)
         bucket_id = self._bucket_ids.get(bucket)
@@ -382,72 +355,50 @@ class AnswerCache:
             bucket_id = self._bucket_ids[bucket] = len(self._bucket_ids)
         memo = _LbMemo(entry, parsed, info, bucket_id, client)
         memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
-        memos[bytes(wire[2:])] = memo
-        return self._balanced_memo(memo, wire, client, snap, health, rng, now, on_decision)
+        memos[bytes(query.wire[2:])] = memo
+        return self._balanced_memo(memo, query)
 
     def _balanced_memo(
-        self,
-        memo: _LbMemo,
-        wire: bytes,
-        client: Client,
-        snap: Snapshot,
-        health: HealthView,
-        rng: random.Random,
-        now: float,
-        on_decision: DecisionObserver | None,
-        drawn: int | None = None,
+        self, memo: _LbMemo, query: Query, drawn: Outcome | None = None
     ) -> bytes | None:
         """The general load-balanced case; also (re)compiles the memo's draws. `drawn`: the
         outcome the caller already drew from the current compiled tree (no second draw)."""
-        entry, parsed, info = memo.entry, memo.parsed, memo.info
+        entry, parsed, info, client = memo.entry, memo.parsed, memo.info, query.client
         if memo.client is not client:
             if memo.client.address != client.address:  # the memo is per client address
-                return self._balanced(
-                    entry, wire, parsed, client, snap, health, rng, now, on_decision
-                )
+                return self._balanced(entry, query, parsed)
             memo.client = client
         held = self._plans.get(memo.bucket)
         if held is None:
-            inputs = SteeringInputs(snap, health, info, rng, now)
+            snap, health, now = query.snap, query.health, query.now
+            inputs = SteeringInputs(snap, health, info, query.rng, now)
             held = self._plans[memo.bucket] = _PlanEntry(build_plan(inputs, entry.lb, entry.qtype))
             if entry.timed:
                 self._timed_plans.append((memo.bucket, held))
                 self._next_expiry = min(self._next_expiry, _rtt_expiry(snap, health, entry.lb, now))
-        plan = held.plan
         if memo.plan is not held:
             memo.plan = held
-            compiled = compile_draws(plan, info.subnet_key())
-            memo.tree, memo.outcomes = compiled if compiled is not None else (None, [])
-            memo.tails = [None] * len(memo.outcomes)
-            region = info.location.region or "-"
-            memo.observed = [(entry.lb.name, o[2] or "-", region) for o in memo.outcomes]
-            memo.fell_back = [o[3] for o in memo.outcomes]
-        if drawn is not None:
-            index = drawn
-            outcome = memo.outcomes[index]
-        elif memo.tree is not None:
-            index = walk(memo.tree, rng)
-            outcome = memo.outcomes[index]
-        else:
-            index, outcome = -1, execute_fast(plan, info.subnet_key(), rng)
-        addresses, cname, pool, fail_open, widest = outcome
-        if on_decision is not None:
-            on_decision(entry.lb.name, pool, info.location.region, fail_open)
-        scope = widest if parsed.ecs is not None and info.ecs_prefix else 0
-        okey = (parsed.key, addresses, cname, scope)
+            memo.tree = compile_plan(held.plan, info.subnet_key())
+            memo.tails = {}
+        outcome = drawn or walk(memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
+        if query.on_decision is not None:
+            query.on_decision(entry.lb.name, outcome.pool, info.location.region, outcome.fail_open)
+        scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
+        okey = (parsed.key, outcome.addresses, outcome.cname, scope)
         template = self._outcomes.get(okey)
         if template is None:
-            decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=plan.lb.ttl)
-            decision.addresses, decision.cname = addresses, cname
+            decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
+            decision.addresses, decision.cname = outcome.addresses, outcome.cname
             decision.scope_prefixes = [scope] if scope else []
-            rendered = _render(wire, client, snap, decision, info)
+            rendered = _render(query.wire, client, query.snap, decision, info)
             template = _strip_ecs(rendered, parsed)
             if template is None:
                 return rendered  # too large to patch safely: not cached
             self._outcomes[okey] = template
-        reply = _finish(template, wire, parsed, scope)
-        if index >= 0:
-            memo.tails[index] = reply[2:]
+        reply = _finish(template, query.wire, parsed, scope)
+        if len(memo.tails) < MAX_TAILS:  # bounded: a Sample over many backends has many
+            counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
+            memo.tails[outcome] = (reply[2:], counted, outcome.fail_open)
         return reply
 
 

@@ -90,9 +90,9 @@ def resolve(
         log.exception("SERVFAIL for query %s from %s", query.q.qname, client.address)
         return _servfail(query, ident, flags)
     if on_decision is not None and result.decision is not None and result.client is not None:
-        decision, inner = result.decision, result.decision.innermost()
-        fail_open = decision.fail_open or inner.fail_open
-        on_decision(decision.lb, inner.pool, result.client.location.region, fail_open)
+        decision = result.decision
+        region = result.client.location.region
+        on_decision(decision.lb, decision.innermost().pool, region, decision.any_fail_open())
     return pack(result.reply, client.transport, result.edns, question_bytes(wire))
 
 

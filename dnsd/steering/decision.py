@@ -44,6 +44,10 @@ class LbDecision:
     def innermost(self) -> LbDecision:
         return self.nested.innermost() if self.nested else self
 
+    def any_fail_open(self) -> bool:
+        """Nothing was healthy at some level of the path: a fallback answered."""
+        return self.fail_open or (self.nested is not None and self.nested.any_fail_open())
+
     def all_scope_prefixes(self) -> list[int]:
         inner = self.nested.all_scope_prefixes() if self.nested else []
         return self.scope_prefixes + inner
@@ -72,7 +76,7 @@ class LbDecision:
             "backup": self.backup,
             "rtt_source": self.rtt_source,
             "client_region": self.client_region,
-            "fail_open": self.fail_open,
+            "fail_open": self.any_fail_open(),
             "pool": inner.pool,
             "path": self.path(),
             "original_kind": aff.original_kind if aff else None,

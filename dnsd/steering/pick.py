@@ -1,10 +1,11 @@
 """From the modified eligible set to the addresses in the answer (zonal-affinity.md §6).
 
 Backends of the wrong address family are left out first. Up to `max_answers` are chosen
-by weighted random order (backend `weight`), or, with `selection: hash`, by weighted
-rendezvous hashing of the client's /24 or /56, so one subnet keeps its backend while the
-set stays the same and moves as little as possible when it changes. A set with only
-host-name backends answers one CNAME.
+by weighted random order (backend `weight`; weight 0 only when nothing weighted is left),
+or, with `selection: hash`, by weighted rendezvous hashing of the client's /24 or /56, so
+one subnet keeps its backend while the set stays the same and moves as little as possible
+when it changes. A set with only host-name backends answers one CNAME. The random picks
+are draw nodes (`draws.py`), made per query by whoever walks the compiled plan.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import math
-import random
-from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from dnsd.config.model import Backend, LoadBalancer
+from dnsd.steering.draws import Draw, Node, Outcome, Sample, weighted_draw
 
 FAMILIES = {1: ipaddress.IPv4Address, 28: ipaddress.IPv6Address}  # QTYPE A, AAAA
 
@@ -27,101 +27,55 @@ def candidates_for(backends: tuple[Backend, ...], qtype: int) -> list[Backend]:
     return [b for b in backends if isinstance(b.address, family)]
 
 
-def pick_answer(
+Answer = tuple[tuple[str, ...], str | None]  # (addresses, cname)
+
+
+def answer_node(
     lb: LoadBalancer,
     backends: tuple[Backend, ...],
-    qtype: int,
+    matching: list[Backend],
     subnet: bytes,
-    rng: random.Random,
-    matching: list[Backend] | None = None,
-) -> tuple[tuple[str, ...], str | None]:
-    """(addresses, cname): addresses of the asked family, or a CNAME target, or neither.
-    `matching` is candidates_for(backends, qtype) when the caller has it already. The
-    no-draw and one-draw cases are `pick_draws`'s (the answer cache compiles the same)."""
-    picks = pick_draws(lb, backends, qtype, subnet, matching)
-    if isinstance(picks, PickDraw):
-        return picks.answers[bisect_right(picks.thresholds, rng.random() * picks.scale)]
-    if picks is not None:
-        return picks
-    # Several draws: a weighted random order.
-    if matching is None:
-        matching = candidates_for(backends, qtype)
-    if not matching:
-        return (), _ordered(lb, [b for b in backends if b.hostname], subnet, rng)[0].hostname
-    if lb.max_answers == 1 and lb.selection == "random":  # only zero weights: uniformly
-        return (matching[int(rng.random() * len(matching))].address_text,), None
-    chosen = _ordered(lb, matching, subnet, rng)[: lb.max_answers]
-    return tuple(b.address_text for b in chosen), None
-
-
-@dataclass(frozen=True, slots=True)
-class PickDraw:
-    """`pick_answer`'s single weighted draw as data (see select.compile_draws)."""
-
-    scale: float
-    thresholds: tuple[float, ...]
-    answers: tuple[tuple[tuple[str, ...], str | None], ...]
-
-
-def pick_draws(
-    lb: LoadBalancer,
-    backends: tuple[Backend, ...],
-    qtype: int,
-    subnet: bytes,
-    matching: list[Backend] | None = None,
-) -> tuple[tuple[str, ...], str | None] | PickDraw | None:
-    """What `pick_answer` would return, without drawing: the answer itself when it takes
-    no draw, a PickDraw when it takes exactly one, None when it takes more."""
-    if matching is None:
-        matching = candidates_for(backends, qtype)
+    leaf: Callable[[Answer], Outcome],
+    owner: object = None,
+) -> Node:
+    """The answer out of one pool's modified eligible set as draws (`draws.py`): a leaf
+    when nothing is drawn (one candidate, hash selection), a `Draw` for one weighted pick,
+    a `Sample` for several. `matching` is candidates_for(backends, qtype): addresses of the
+    asked family; without any, one CNAME to a host-name backend, or no answer."""
     if not matching:
         hosts = [b for b in backends if b.hostname]
         if not hosts:
-            return (), None
+            return leaf(((), None))
         if len(hosts) > 1 and lb.selection != "hash":
-            return None
-        return (), _ordered(lb, hosts, subnet, _NO_DRAWS)[0].hostname
-    if lb.max_answers == 1 and lb.selection == "random" and len(matching) > 1:
-        weighted = [b for b in matching if b.weight > 0]
-        if not weighted:
-            return None
-        cumulative, total = [], 0
-        for backend in weighted:  # P(i) = w_i / Σw: the first running total above the point
-            total += backend.weight
-            cumulative.append(float(total))
-        answers = [((b.address_text,), None) for b in [*weighted, matching[-1]]]
-        return PickDraw(float(total), tuple(cumulative), tuple(answers))
-    if len(matching) > 1 and lb.selection != "hash":
-        return None
-    chosen = _ordered(lb, matching, subnet, _NO_DRAWS)[: lb.max_answers]
-    return tuple(b.address_text for b in chosen), None
+            return _one_of(hosts, [((), b.hostname) for b in hosts], leaf, owner)
+        return leaf(((), _hashed(hosts, subnet)[0].hostname))
+    if len(matching) == 1 or lb.selection == "hash":
+        chosen = _hashed(matching, subnet)[: lb.max_answers]
+        return leaf((tuple(b.address_text for b in chosen), None))
+    if lb.max_answers == 1:
+        return _one_of(matching, [((b.address_text,), None) for b in matching], leaf, owner)
+    texts = [b.address_text for b in matching]
+    return Sample(
+        weights=tuple(float(b.weight) for b in matching),
+        take=min(lb.max_answers, len(matching)),
+        leaf=lambda order: leaf((tuple(texts[i] for i in order), None)),
+        owner=owner,
+    )
 
 
-class _NoDraws(random.Random):
-    def random(self) -> float:  # a guard: pick_draws orders without drawing
-        raise AssertionError("pick_draws must not draw")
+def _one_of(
+    backends: list[Backend], answers: list[Answer], leaf: Callable[[Answer], Outcome], owner: object
+) -> Draw:
+    scale, thresholds, items = weighted_draw([b.weight for b in backends])
+    leaves = {i: leaf(answers[i]) for i in set(items)}
+    return Draw(scale, thresholds, tuple(leaves[i] for i in items), "answer", owner)
 
 
-_NO_DRAWS = _NoDraws()
-
-
-def _ordered(
-    lb: LoadBalancer, backends: list[Backend], subnet: bytes, rng: random.Random
-) -> list[Backend]:
+def _hashed(backends: list[Backend], subnet: bytes) -> list[Backend]:
+    """Weighted rendezvous order for this subnet (no draws)."""
     if len(backends) == 1:
         return backends
-    if lb.selection == "hash":
-        return sorted(backends, key=lambda b: _rendezvous(subnet, b), reverse=True)
-    # Efraimidis–Spirakis: key u^(1/w) sorts into a weighted random order.
-    keyed = [(_weighted_key(rng.random(), b.weight), i) for i, b in enumerate(backends)]
-    keyed.sort(reverse=True)
-    return [backends[i] for _, i in keyed]
-
-
-def _weighted_key(u: float, weight: int) -> float:
-    if weight <= 0:
-        return -1.0 + u * 1e-9  # zero weight: only after every weighted backend
-    return u ** (1.0 / weight)
+    return sorted(backends, key=lambda b: _rendezvous(subnet, b), reverse=True)
 
 
 def _rendezvous(subnet: bytes, backend: Backend) -> float:

@@ -5,10 +5,8 @@
   that are healthy and able to answer this client), the fallback when nothing is healthy,
   nested `lb:` plans, and zonal affinity's eligible backends for each candidate pool. Pure
   and cacheable per (config generation, health generation, client location).
-* `execute` — the per-query draws, in a fixed order: the `random` policy's weighted order,
-  the trickle draw (primary or backup, steering.md §3), the nested load balancer's draws,
-  the backends' weighted order. Same plan + same random source → same answer, whether the plan
-  came from a cache or was just built (the fast path relies on this).
+* `compile_plan` — the per-query draws over a plan as one tree (`draws.py`), walked by
+  every server path; `describe` explains one walk from the draws it took.
 
 Nothing healthy anywhere → the fallback pool (else the first default pool) answers
 regardless of its health, and the decision says so.
@@ -16,8 +14,6 @@ regardless of its health, and the decision says so.
 
 from __future__ import annotations
 
-import random
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,8 +22,9 @@ from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.geo.locate import NOWHERE, Location
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
+from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
-from dnsd.steering.pick import PickDraw, candidates_for, pick_answer, pick_draws
+from dnsd.steering.pick import Answer, answer_node, candidates_for
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
 POLICIES: dict[str, Policy] = {
@@ -66,7 +63,11 @@ class LbPlan:
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
-    return execute(build_plan(inp, lb, qtype), inp.client.subnet_key(), inp.rng)
+    """Plan, draw, explain: the full path for one query."""
+    plan = build_plan(inp, lb, qtype)
+    path: list[Taken] = []
+    outcome = walk(compile_plan(plan, inp.client.subnet_key()), inp.rng, path)
+    return describe(plan, outcome, path)
 
 
 def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> LbPlan:
@@ -132,9 +133,51 @@ def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) ->
     return PoolPlan(pool, affinity, prefixes, matching, max(prefixes, default=0))
 
 
-def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
-    """The per-query draws over a plan. Keep the order of draws: it is the contract that
-    makes a cached plan answer exactly like a fresh one."""
+def compile_plan(plan: LbPlan, subnet: bytes) -> Node:
+    """The plan's per-query draws as one tree (`draws.py`), in a fixed order: the `random`
+    policy's pool, else the trickle draw (primary or backup, steering.md §3), then the
+    nested load balancer's draws, then the answer's. Same plan + same random source →
+    same outcome, whether the plan came from a cache or was just built."""
+    return _compile(plan, subnet, (), False, 0)
+
+
+def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_open: bool,
+             outer_scope: int) -> Node:  # fmt: skip
+    fail_open = outer_fail_open or plan.fail_open_ref is not None
+    scope = max(outer_scope, plan.scope_max)
+
+    def branch(chosen: str) -> Node:
+        here = (*route, chosen)
+        child = plan.children.get(chosen)
+        if child is None:  # nesting too deep (cycles are rejected at load time): no answer
+            return Outcome((), None, chosen, fail_open, scope, here)
+        if isinstance(child, LbPlan):
+            return _compile(child, subnet, here, fail_open, scope)
+        widest = max(scope, child.scope_max)
+
+        def leaf(answer: Answer) -> Outcome:
+            return Outcome(answer[0], answer[1], chosen, fail_open, widest, here)
+
+        return answer_node(
+            plan.lb, child.affinity.modified, child.matching, subnet, leaf, owner=child
+        )
+
+    refs = plan.ordering.refs
+    if plan.fail_open_ref is not None:
+        return branch(plan.fail_open_ref)
+    if plan.ordering.weights is not None and len(refs) > 1:
+        scale, thresholds, items = weighted_draw(plan.ordering.weights)
+        nodes = {i: branch(refs[i]) for i in set(items)}
+        return Draw(scale, thresholds, tuple(nodes[i] for i in items), "pool", plan)
+    if plan.backup is not None and plan.trickle_ratio > 0:  # backup if draw < ratio
+        branches = (branch(plan.backup), branch(refs[0]))
+        return Draw(1.0, (plan.trickle_ratio,), branches, "trickle", plan)
+    return branch(refs[0])
+
+
+def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) -> LbDecision:
+    """The explanation of one walk of `compile_plan(plan)`: the outcome's route and the
+    draws on `path`; nothing is decided here."""
     lb = plan.lb
     decision = LbDecision(lb=lb.name, policy=lb.steering, ttl=lb.ttl)
     decision.candidates = plan.candidates
@@ -143,143 +186,38 @@ def execute(plan: LbPlan, subnet: bytes, rng: random.Random) -> LbDecision:
     decision.rtt_source, decision.client_region = plan.ordering.rtt_source, lb.client_region
     decision.scope_prefixes = list(plan.scope_prefixes)
     decision.reasons.append(plan.ordering.reason)
-    if plan.lb.client_region == "pop":
+    if lb.client_region == "pop":
         decision.reasons.append("client_region pop: the client is placed in this node's region")
+    chosen = outcome.route[level]
+    drawn = {node.kind: value for node, value in path if node.owner is plan}
     refs = plan.ordering.refs
-    if plan.ordering.weights is not None:
-        refs = weighted.weighted_order(refs, plan.ordering.weights, rng)
-    decision.ordered = refs
-    ratio = plan.trickle_ratio
+    decision.ordered = list(refs)
+    if "pool" in drawn:  # the drawn pool first, the others in configured order
+        decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
     if plan.fail_open_ref is not None:
-        chosen = plan.fail_open_ref
         decision.fail_open = True
         decision.reasons.append(f"nothing healthy: {chosen} answers regardless of its health")
-    elif plan.backup is not None and ratio > 0:
-        draw = rng.random()
-        decision.trickle_draw = draw
-        chosen = plan.backup if draw < ratio else refs[0]
+    elif "trickle" in drawn:
+        draw = decision.trickle_draw = drawn["trickle"]
         decision.reasons.append(
-            f"trickle {ratio} (primary {refs[0]}, backup {plan.backup}): draw {draw:.3f} -> {chosen}"
+            f"trickle {plan.trickle_ratio} (primary {refs[0]}, backup {plan.backup}): "
+            f"draw {draw:.3f} -> {chosen}"
         )
+    elif "pool" in drawn:
+        decision.reasons.append(f"weighted draw {drawn['pool']:.3f} -> {chosen}{_no_trickle(plan)}")
     else:
-        chosen = refs[0]
         decision.reasons.append(f"chosen {chosen}{_no_trickle(plan)}")
     decision.pool = chosen
     child = plan.children.get(chosen)
-    if child is None:  # nesting too deep (cycles are rejected at load time)
-        decision.reasons.append("nesting too deep: no answer")
-        return decision
-    if isinstance(child, LbPlan):
-        decision.nested = execute(child, subnet, rng)
-        return decision
-    decision.affinity = child.affinity
-    decision.scope_prefixes.extend(child.scope_prefixes)
-    decision.addresses, decision.cname = pick_answer(
-        lb, child.affinity.modified, plan.qtype, subnet, rng, child.matching
-    )
-    return decision
-
-
-def execute_fast(
-    plan: LbPlan, subnet: bytes, rng: random.Random
-) -> tuple[tuple[str, ...], str | None, str | None, bool, int]:
-    """`execute` without building the explanation: (addresses, cname, pool, fail_open,
-    widest scope prefix). It must make exactly the same draws in the same order as
-    `execute` — the byte-identity test of the answer cache holds it to that."""
-    refs = plan.ordering.refs
-    if plan.ordering.weights is not None:
-        refs = weighted.weighted_order(refs, plan.ordering.weights, rng)
-    fail_open = plan.fail_open_ref is not None
-    if fail_open:
-        chosen = plan.fail_open_ref
-    elif plan.backup is not None and plan.trickle_ratio > 0:
-        chosen = plan.backup if rng.random() < plan.trickle_ratio else refs[0]
-    else:
-        chosen = refs[0]
-    scope = plan.scope_max
-    child = plan.children.get(chosen)  # type: ignore[arg-type]
     if child is None:
-        return (), None, chosen, fail_open, scope
-    if isinstance(child, LbPlan):
-        addresses, cname, pool, inner_fail_open, inner_scope = execute_fast(child, subnet, rng)
-        return addresses, cname, pool, fail_open or inner_fail_open, max(scope, inner_scope)
-    addresses, cname = pick_answer(
-        plan.lb, child.affinity.modified, plan.qtype, subnet, rng, child.matching
-    )
-    return addresses, cname, chosen, fail_open, max(scope, child.scope_max)
-
-
-Outcome = tuple[tuple[str, ...], str | None, str | None, bool, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Draw:
-    """One `rng.random()`: scaled by `scale`, the first threshold above it picks the
-    branch (`branches` has one more entry than `thresholds`: the last is "none above")."""
-
-    scale: float
-    thresholds: tuple[float, ...]
-    branches: tuple[Draw | int, ...]  # a Draw, or an index into the outcomes
-
-
-def compile_draws(plan: LbPlan, subnet: bytes) -> tuple[Draw | int, list[Outcome]] | None:
-    """`execute_fast` as data: a tree of draws whose leaves index the possible outcomes,
-    making the same draws in the same order — walking it with the same random source
-    gives the same outcome. None when the plan draws in ways a tree does not express (the
-    `random` policy's pool order, several weighted answers): then `execute_fast` runs."""
-    outcomes: list[Outcome] = []
-    try:
-        tree = _compile(plan, subnet, outcomes, False, 0)
-    except _NotCompilable:
-        return None
-    return tree, outcomes
-
-
-class _NotCompilable(Exception):
-    pass
-
-
-def _compile(plan: LbPlan, subnet: bytes, outcomes: list[Outcome], outer_fail_open: bool,
-             outer_scope: int) -> Draw | int:  # fmt: skip
-    if plan.ordering.weights is not None:
-        raise _NotCompilable
-    refs = plan.ordering.refs
-    fail_open = outer_fail_open or plan.fail_open_ref is not None
-    scope = max(outer_scope, plan.scope_max)
-
-    def branch(chosen: str) -> Draw | int:
-        child = plan.children.get(chosen)
-        if child is None:
-            outcomes.append(((), None, chosen, fail_open, scope))
-            return len(outcomes) - 1
-        if isinstance(child, LbPlan):
-            return _compile(child, subnet, outcomes, fail_open, scope)
-        picks = pick_draws(plan.lb, child.affinity.modified, plan.qtype, subnet, child.matching)
-        if picks is None:
-            raise _NotCompilable
-        leaf_scope = max(scope, child.scope_max)
-
-        def leaf(answer: tuple[tuple[str, ...], str | None]) -> int:
-            outcomes.append((answer[0], answer[1], chosen, fail_open, leaf_scope))
-            return len(outcomes) - 1
-
-        if isinstance(picks, PickDraw):
-            return Draw(picks.scale, picks.thresholds, tuple(leaf(a) for a in picks.answers))
-        return leaf(picks)
-
-    if plan.fail_open_ref is not None:
-        return branch(plan.fail_open_ref)
-    if plan.backup is not None and plan.trickle_ratio > 0:
-        # execute_fast: backup if rng.random() < ratio else refs[0]
-        return Draw(1.0, (plan.trickle_ratio,), (branch(plan.backup), branch(refs[0])))
-    return branch(refs[0])
-
-
-def walk(tree: Draw | int, rng: random.Random) -> int:
-    """The outcome index a compiled tree gives for the next draws of `rng`."""
-    while tree.__class__ is Draw:
-        tree = tree.branches[bisect_right(tree.thresholds, rng.random() * tree.scale)]
-    return tree  # type: ignore[return-value]
+        decision.reasons.append("nesting too deep: no answer")
+    elif isinstance(child, LbPlan):
+        decision.nested = describe(child, outcome, path, level + 1)
+    else:
+        decision.affinity = child.affinity
+        decision.scope_prefixes.extend(child.scope_prefixes)
+        decision.addresses, decision.cname = outcome.addresses, outcome.cname
+    return decision
 
 
 def _no_trickle(plan: LbPlan) -> str:

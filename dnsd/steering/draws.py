@@ -1,0 +1,118 @@
+"""The one draw structure (issue 15): what a steering plan can still decide per query.
+
+`select.compile_plan` turns a plan into a tree whose inner nodes are draws and whose
+leaves are `Outcome`s. `walk` makes the draws with a random source and returns the leaf.
+Serving (the answer cache and the full path alike) walks it; `explain` walks the same tree
+with a `path` list and rebuilds its reasons from the draws taken. There is no other
+implementation of the per-query draws, so an explanation cannot disagree with an answer.
+
+* `Draw` — one `rng.random()`: the trickle (backup or primary), the `random` policy's pool,
+  one address out of several (`max_answers: 1`).
+* `Sample` — several draws: the first `take` of a weighted random order (`max_answers` > 1).
+
+Weighted picks use one rule everywhere (`weighted_draw`): P(i) = w_i / Σw; weight 0 is
+picked only when nothing with a weight is left, then uniformly.
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DrawKind = Literal["pool", "trickle", "answer"]
+MAX_LEAVES = 64  # distinct orders a Sample remembers (its Outcomes are reused by identity)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Outcome:
+    """Where the draws end: the answer and how it was reached. Leaves are compared by
+    identity (the answer cache keys finished replies by them); `answer()` is the value."""
+
+    addresses: tuple[str, ...]
+    cname: str | None
+    pool: str | None  # the innermost entry chosen
+    fail_open: bool  # nothing healthy somewhere on the route: the fallback answered
+    scope: int  # the widest ECS scope prefix the answer depended on
+    route: tuple[str, ...]  # the entry chosen at each nesting level, outermost first
+
+    def answer(self) -> tuple[tuple[str, ...], str | None, str | None, bool, int]:
+        return self.addresses, self.cname, self.pool, self.fail_open, self.scope
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Draw:
+    """One `rng.random()`, scaled by `scale`: the first threshold above it picks the branch
+    (`branches` has one more entry than `thresholds`: the last is "none above")."""
+
+    scale: float
+    thresholds: tuple[float, ...]
+    branches: tuple[Node, ...]
+    kind: DrawKind
+    owner: Any = None  # the plan level the draw belongs to (for explain)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Sample:
+    """The first `take` of a weighted random order of len(weights) items, one draw each."""
+
+    weights: tuple[float, ...]
+    take: int
+    leaf: Callable[[tuple[int, ...]], Outcome]
+    owner: Any = None
+    kind: DrawKind = "answer"
+    leaves: dict[tuple[int, ...], Outcome] = field(default_factory=dict)
+
+    def pick(self, rng: random.Random, path: list[Taken] | None) -> Outcome:
+        remaining = list(range(len(self.weights)))
+        chosen = []
+        for _ in range(self.take):
+            scale, thresholds, picks = weighted_draw([self.weights[i] for i in remaining])
+            r = rng.random()
+            chosen.append(remaining.pop(picks[bisect_right(thresholds, r * scale)]))
+        key = tuple(chosen)
+        if path is not None:
+            path.append((self, key))
+        outcome = self.leaves.get(key)
+        if outcome is None:
+            outcome = self.leaf(key)
+            if len(self.leaves) < MAX_LEAVES:  # bounded: many backends have many orders
+                self.leaves[key] = outcome
+        return outcome
+
+
+Node = Draw | Sample | Outcome
+Taken = tuple[Draw | Sample, Any]  # a draw node and its raw draw (or the order a Sample drew)
+
+
+def weighted_draw(weights: Sequence[float]) -> tuple[float, tuple[float, ...], list[int]]:
+    """One weighted pick as (scale, thresholds, item per branch) for a `Draw`."""
+    total = float(sum(weights))
+    if total <= 0:  # only zero weights: uniformly
+        n = len(weights)
+        return float(n), tuple(float(i) for i in range(1, n)), list(range(n))
+    thresholds, items, running = [], [], 0.0
+    for i, weight in enumerate(weights):
+        if weight > 0:  # the first running total above the point
+            running += weight
+            thresholds.append(running)
+            items.append(i)
+    return running, tuple(thresholds), [*items, items[-1]]
+
+
+def walk(node: Node, rng: random.Random, path: list[Taken] | None = None) -> Outcome:
+    """The outcome the next draws of `rng` lead to; `path` (when given) records them."""
+    while True:
+        cls = node.__class__
+        if cls is Draw:
+            draw: Draw = node  # type: ignore[assignment]
+            r = rng.random()
+            if path is not None:
+                path.append((draw, r))
+            node = draw.branches[bisect_right(draw.thresholds, r * draw.scale)]
+        elif cls is Sample:
+            node = node.pick(rng, path)  # type: ignore[union-attr]
+        else:
+            return node  # type: ignore[return-value]
