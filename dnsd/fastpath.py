@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from dnslib import QTYPE, DNSRecord
+from prometheus_client.core import CounterMetricFamily
 
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
@@ -402,6 +404,26 @@ class AnswerCache:
         return reply
 
 
+class AnswerCaches:
+    """Every answer cache of one server — the event loop's and each UDP thread's own — and
+    their Prometheus collector: `dnsd_answer_cache_total` counts all of them."""
+
+    def __init__(self) -> None:
+        self.caches: list[AnswerCache] = []
+
+    def new(self) -> AnswerCache:
+        cache = AnswerCache()
+        self.caches.append(cache)
+        return cache
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("dnsd_answer_cache", "Answer cache lookups", labels=["result"])
+        caches = list(self.caches)
+        family.add_metric(["hit"], sum(cache.hits for cache in caches))
+        family.add_metric(["miss"], sum(cache.misses for cache in caches))
+        yield family
+
+
 def _name_text(qname: bytes) -> str | None:
     """Wire labels → "www.example.test." in lower case; None for bytes no config name has."""
     labels, pos = [], 0
@@ -517,4 +539,4 @@ def _finish(template: bytes, wire: bytes, parsed: Parsed, scope: int) -> bytes:
     return bytes(out)
 
 
-__all__ = ["AnswerCache", "parse"]
+__all__ = ["AnswerCache", "AnswerCaches", "parse"]

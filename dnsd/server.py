@@ -12,18 +12,21 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from dnsd.admin.app import build_app
-from dnsd.admin.metrics import Metrics
+from dnsd.admin.control import ReloadResult
+from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
-from dnsd.fastpath import AnswerCache
+from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.database import GeoDatabase
 from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
+from dnsd.health.view import HealthView
 from dnsd.net import UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
@@ -61,13 +64,6 @@ class ServerOptions:
     follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
 
 
-@dataclass(frozen=True, slots=True)
-class ReloadResult:
-    ok: bool
-    generation: int
-    errors: list[str]
-
-
 def load_snapshot(
     config_dir: Path,
     generation: int,
@@ -97,18 +93,16 @@ class DnsServer:
             self.bus = RedisBus(options.redis_url, node, self.store, options.redis_max_age_s)
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
-        self.cache = AnswerCache() if options.answer_cache else None
+        self.caches = AnswerCaches()  # the event loop's and each UDP thread's
+        self.cache = self.caches.new() if options.answer_cache else None
         self._udp_threads: list[UdpThread] = []
         self.metrics = Metrics()
-        self.metrics.bind(self)
         self.store.listeners.append(self.metrics.observe_event)
         self.scheduler.on_probe = self.metrics.observe_probe
         self.admin_bound: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
         self.counters = NetCounters()
         self.rrl = ResponseRateLimiter(options.rrl)
-        self.reloads_ok = 0
-        self.reloads_failed = 0
         self.pool: WorkerPool | None = None
         self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
@@ -121,6 +115,12 @@ class DnsServer:
         self._tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, options.tcp_limits
         )
+        for collector in (StateCollector(self.holder, self.store), self._tcp_handler, self.rrl):
+            self.metrics.register(collector)
+        if self.bus is not None:
+            self.metrics.register(self.bus)
+        if options.answer_cache:
+            self.metrics.register(self.caches)
 
     def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
         """One query at a time (TCP, the event loop's UDP): a batch of one."""
@@ -144,12 +144,12 @@ class DnsServer:
         counts, latency, sums, dropped = tally.counts, tally.latency, tally.sums, tally.dropped
         buckets, fold_at, fold = tally.buckets, tally.fold_at, tally.fold
         decided = self.metrics.observe_decision
-        holder, store, rng, options = self.holder, self.store, self.rng, self.options
+        holder, rng, options = self.holder, self.rng, self.options
         perf_counter, wall_clock = time.perf_counter, time.time
 
         def answer_batch(wires: list[bytes], clients: list[Client]) -> list[bytes | None]:
             started = perf_counter()
-            snap, view, now = holder.current, store.view, wall_clock()
+            snap, view, now = holder.current, self.view, wall_clock()
             replies: list[bytes | None] = []
             for wire, client in zip(wires, clients, strict=True):
                 try:
@@ -179,15 +179,20 @@ class DnsServer:
         return answer_batch
 
     @property
+    def view(self) -> HealthView:
+        """The health view to answer with: the store's, or in a worker process the one the
+        main process sent last (dnsd.workers)."""
+        return self.follower.view if self.follower is not None else self.store.view
+
+    @property
     def ready(self) -> bool:
         """Config loaded and the first round of probes done (health.md, interfaces.md)."""
         if self.follower is not None:
             return self.follower.first_view.is_set()
         return self.scheduler.first_round.is_set()
 
-    @property
-    def tcp_active(self) -> int:
-        return self._tcp_handler.active
+    def bus_status(self) -> dict[str, Any] | None:
+        return self.bus.status() if self.bus is not None else None
 
     async def start(self) -> None:
         self.stop_requested = asyncio.Event()
@@ -204,7 +209,13 @@ class DnsServer:
         if self.options.workers > 1 and self.options.follow_fd is None:
             listen = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.bound]
             argv = [*self.options.worker_argv, *(a for x in listen for a in ("--listen", x))]
-            self.pool = WorkerPool(self.options.workers, argv, self.store, self.metrics)
+            self.pool = WorkerPool(
+                self.options.workers,
+                argv,
+                self.store,
+                report=self.metrics.set_worker_counts,
+                retire=self.metrics.retire_worker,
+            )
             self.pool.start()
 
     async def _start_probing(self) -> None:
@@ -229,7 +240,6 @@ class DnsServer:
         assert stop is not None
         self.follower = Follower(
             fd,
-            self.store,
             on_reload=lambda _generation: loop.call_soon_threadsafe(
                 lambda: asyncio.ensure_future(self.reload())
             ),
@@ -289,7 +299,7 @@ class DnsServer:
                 udp.close()
                 sock.setblocking(True)
                 # Each thread has its own cache and tally: nothing per query is shared.
-                own_cache = AnswerCache() if self.options.answer_cache else None
+                own_cache = self.caches.new() if self.options.answer_cache else None
                 own = self.batch_answerer(own_cache, "udp")
                 thread = UdpThread(sock, own, self.rrl)
                 self._udp_threads.append(thread)
@@ -308,7 +318,7 @@ class DnsServer:
                 load_snapshot, self.options.config_dir, generation, current.geo, current.node
             )
         except ConfigError as exc:
-            self.reloads_failed += 1
+            self.metrics.reloads.labels("failed").inc()
             log.error("reload failed, still serving generation %d:", current.generation)
             for reason in exc.reasons:
                 log.error("  %s", reason)
@@ -317,7 +327,7 @@ class DnsServer:
         self.store.set_snapshot(snapshot)
         if self.follower is None:  # a worker probes nothing: its views come from the pipe
             self.scheduler.reconcile()
-        self.reloads_ok += 1
+        self.metrics.reloads.labels("ok").inc()
         log.info("reloaded %s: generation %d", self.options.config_dir, generation)
         if self.pool is not None:
             self.pool.reloaded(generation)

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dnsd.admin.metrics import Metrics
 from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView, from_plain, to_plain
 
@@ -124,11 +123,21 @@ class _Worker:
 class WorkerPool:
     """The main process's side: start the workers, feed them views and reloads."""
 
-    def __init__(self, count: int, argv: list[str], store: HealthStore, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        count: int,
+        argv: list[str],
+        store: HealthStore,
+        report: Callable[[int, dict[str, Any]], None],
+        retire: Callable[[int], None],
+    ) -> None:
+        """`report(pid, counts)` is told each worker's latest serving counts; `retire(pid)`
+        that a worker is gone (its last counts stay in the totals)."""
         self.count = count
         self.argv = argv
         self.store = store
-        self.metrics = metrics
+        self.report = report
+        self.retire = retire
         self.workers: list[_Worker] = []
         self._generation = 0
         self._watch: asyncio.Task[None] | None = None
@@ -141,7 +150,7 @@ class WorkerPool:
                  " ".join(str(w.process.pid) for w in self.workers))  # fmt: skip
 
     def _start(self, index: int) -> _Worker:
-        worker = _Worker(index, self.argv, self.metrics.set_worker_counts)
+        worker = _Worker(index, self.argv, self.report)
         worker.send("view", to_plain(self.store.view))
         return worker
 
@@ -162,7 +171,7 @@ class WorkerPool:
                     log.error("worker %d (pid %d) exited with %s: starting it again",
                               worker.index, worker.process.pid, worker.process.returncode)  # fmt: skip
                     await asyncio.to_thread(worker.stop, 1.0)
-                    self.metrics.retire_worker(worker.process.pid)
+                    self.retire(worker.process.pid)
                     self.workers[i] = self._start(worker.index)
 
     async def stop(self) -> None:
@@ -172,18 +181,17 @@ class WorkerPool:
             self.store.view_listeners.remove(self.publish)
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
         for worker in self.workers:
-            self.metrics.retire_worker(worker.process.pid)
+            self.retire(worker.process.pid)
         self.workers = []
 
 
 class Follower:
     """A worker's side: views and reload notices from the main process's pipe."""
 
-    def __init__(self, fd: int, store: HealthStore, on_reload: Callable[[int], object],
+    def __init__(self, fd: int, on_reload: Callable[[int], object],
                  on_gone: Callable[[], object]) -> None:  # fmt: skip
         self.fd = fd
-        self.store = store
-        store.external_views = True
+        self.view = HealthView()  # this worker's view source: the main process's latest
         self.first_view = threading.Event()
         self._write_lock = threading.Lock()
         self._on_reload = on_reload
@@ -197,7 +205,7 @@ class Follower:
         while (message := _receive(self.fd)) is not None:
             kind, payload = message
             if kind == "view":
-                self.store.view = from_plain(payload)  # one reference swap: readers see either
+                self.view = from_plain(payload)  # one reference swap: readers see either
                 self.first_view.set()
             elif kind == "reload":
                 self._on_reload(payload)

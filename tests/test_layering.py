@@ -20,6 +20,7 @@ PURE = [
     "health/fsm.py",
     "health/ewma.py",
     "health/view.py",
+    "health/verdict.py",
 ]
 FORBIDDEN = {"asyncio", "aiohttp", "socket", "time", "threading", "selectors"}
 GLOBAL_RANDOM = re.compile(
@@ -53,3 +54,33 @@ def test_pure_modules_import_no_io() -> None:
         bad = imported_modules(source) & FORBIDDEN
         assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
         assert not GLOBAL_RANDOM.search(source), f"{path} uses the global random source"
+
+
+def full_imports(path: Path) -> set[str]:
+    """Every dnsd module `path` imports, also under TYPE_CHECKING and inside functions."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return {name for name in names if name.startswith("dnsd")}
+
+
+def test_admin_and_workers_do_not_import_the_server() -> None:
+    """The server builds the admin app and the worker pool and passes what they need in
+    (admin/control.py, callables): no import cycle between them, not even for types."""
+    for path in [*sorted((PACKAGE / "admin").glob("*.py")), PACKAGE / "workers.py"]:
+        imports = full_imports(path)
+        assert "dnsd.server" not in imports, f"{path.relative_to(PACKAGE)} imports dnsd.server"
+        if path.name == "workers.py":
+            assert not any(i.startswith("dnsd.admin") for i in imports), imports
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dnsd"):
+                names = [a.name for a in node.names]
+                private = [n for n in names if n.startswith("_") and not n.endswith("__")]
+                assert not private, f"{path.relative_to(PACKAGE)} imports {private}"

@@ -14,20 +14,18 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
+from dnsd.admin.control import ServerControl
 from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
 from dnsd.admin.status import status_document
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.store import OverrideError
 
-if TYPE_CHECKING:
-    from dnsd.server import DnsServer
-
-SERVER: web.AppKey[DnsServer] = web.AppKey("server")
+SERVER: web.AppKey[ServerControl] = web.AppKey("server")
 TOKEN: web.AppKey[str | None] = web.AppKey("token")
 MAX_BODY = 64 * 1024
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -47,7 +45,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return error(exc.status, exc.reason)
 
 
-def build_app(server: DnsServer, token: str | None) -> web.Application:
+def build_app(server: ServerControl, token: str | None) -> web.Application:
     app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY)
     app[SERVER] = server
     app[TOKEN] = token or None

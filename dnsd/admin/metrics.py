@@ -1,8 +1,10 @@
 """Prometheus metrics (prometheus-client). Names: dnsd_<subsystem>_<name>[_total|_seconds].
 
-Counters and histograms are updated as things happen; gauges that mirror state (backend
-health, EWMA RTT, generations, connection counts) are read from the server at scrape time
-by a custom collector, so they can never drift from what the server serves.
+Counters and histograms are updated as things happen; gauges that mirror state are read
+at scrape time by collectors, so they can never drift from what the server serves. Each
+component registers its own (`Metrics.register`): the query counts here, config and
+health state (`StateCollector`), and in their own modules the TCP listener, rate limiting,
+the Redis bus and the answer caches.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dnslib import QTYPE, RCODE
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -19,10 +21,8 @@ from prometheus_client.registry import Collector
 
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import ProbeTarget
-from dnsd.health.store import HealthEvent
-
-if TYPE_CHECKING:
-    from dnsd.server import DnsServer
+from dnsd.health.store import HealthEvent, HealthStore
+from dnsd.snapshot import SnapshotHolder
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
@@ -61,9 +61,14 @@ class Metrics:
         self.overrides = Counter(
             "dnsd_override_changes_total", "Operator override changes", ["kind"], registry=r
         )
+        self.reloads = Counter("dnsd_reloads", "Configuration reloads", ["result"], registry=r)
+        for result in ("ok", "failed"):
+            self.reloads.labels(result)
+        self.register(_CountsCollector(self))
 
-    def bind(self, server: DnsServer) -> None:
-        self.registry.register(_StateCollector(server))
+    def register(self, collector: Collector) -> None:
+        """A component's own collector, read at every scrape."""
+        self.registry.register(collector)
 
     # -- hooks -------------------------------------------------------------------------------
     def tally(self, transport: str) -> Tally:
@@ -229,14 +234,14 @@ def _counters(
     return family
 
 
-class _StateCollector(Collector):
-    def __init__(self, server: DnsServer) -> None:
-        self.server = server
+class _CountsCollector(Collector):
+    """Query, latency and decision counts of every answering loop and worker process."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
-        server = self.server
-        metrics = server.metrics
-        counts = metrics.totals()  # every process's, with --workers
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        counts = self.metrics.totals()  # every process's, with --workers
         yield _counters(
             "dnsd_queries",
             "DNS queries answered",
@@ -257,20 +262,30 @@ class _StateCollector(Collector):
         latency = HistogramMetricFamily("dnsd_answer_latency_seconds", "Time to build an answer")
         latency.add_metric([], cumulative, counts["latency_sum"])
         yield latency
-        lb_totals, fallback_totals = counts["lb"], counts["fallback"]
         yield _counters(
             "dnsd_lb_answers",
             "Answers for load-balanced names",
             ["lb", "pool", "region"],
-            lb_totals,
+            counts["lb"],
         )
         yield _counters(
             "dnsd_fallback_answers",
             "Answers from the fallback pool because nothing was healthy",
             ["lb"],
-            fallback_totals,
+            counts["fallback"],
         )
-        snap, view, store = server.holder.current, server.store.view, server.store
+
+
+class StateCollector(Collector):
+    """The config being served and the health published: generations, backend and pool
+    health, EWMA RTTs, per-source probe transitions."""
+
+    def __init__(self, holder: SnapshotHolder, store: HealthStore) -> None:
+        self.holder, self.store = holder, store
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        snap, store = self.holder.current, self.store
+        view = store.view
         gen = GaugeMetricFamily(
             "dnsd_config_generation", "Generation of the configuration being served"
         )
@@ -281,10 +296,6 @@ class _StateCollector(Collector):
         )
         hgen.add_metric([], view.generation)
         yield hgen
-        reloads = CounterMetricFamily("dnsd_reloads", "Configuration reloads", labels=["result"])
-        reloads.add_metric(["ok"], server.reloads_ok)
-        reloads.add_metric(["failed"], server.reloads_failed)
-        yield reloads
         up = GaugeMetricFamily(
             "dnsd_backend_up",
             "1 when the backend is healthy (overrides applied)",
@@ -309,46 +320,6 @@ class _StateCollector(Collector):
         yield up
         yield rtt
         yield pools
-        tcp = GaugeMetricFamily("dnsd_tcp_connections", "Open TCP connections")
-        tcp.add_metric([], server.tcp_active)
-        yield tcp
-        rejected = CounterMetricFamily("dnsd_tcp_rejected", "TCP connections refused at the cap")
-        rejected.add_metric([], server.counters.tcp_rejected)
-        yield rejected
-        rrl = CounterMetricFamily(
-            "dnsd_rrl", "Replies held back by response rate limiting", labels=["action"]
-        )
-        rrl.add_metric(["dropped"], server.rrl.dropped)
-        rrl.add_metric(["slipped"], server.rrl.slipped)
-        yield rrl
-        buckets = GaugeMetricFamily("dnsd_rrl_buckets", "Rate-limit buckets held (bounded)")
-        buckets.add_metric([], len(server.rrl))
-        yield buckets
-        if server.bus is not None:
-            bus = server.bus
-            up = GaugeMetricFamily(
-                "dnsd_redis_connected", "1 while the Redis health bus is reachable"
-            )
-            up.add_metric([], 1.0 if bus.connected else 0.0)
-            yield up
-            errors = CounterMetricFamily(
-                "dnsd_redis_errors", "Redis errors (connection or command)"
-            )
-            errors.add_metric([], bus.errors_total)
-            yield errors
-            messages = CounterMetricFamily(
-                "dnsd_redis_messages", "Health bus messages", labels=["direction"]
-            )
-            messages.add_metric(["published"], bus.published_total)
-            messages.add_metric(["received"], bus.received_total)
-            yield messages
-        if server.cache is not None:
-            cache = CounterMetricFamily(
-                "dnsd_answer_cache", "Answer cache lookups", labels=["result"]
-            )
-            cache.add_metric(["hit"], server.cache.hits)
-            cache.add_metric(["miss"], server.cache.misses)
-            yield cache
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes

@@ -7,22 +7,20 @@ import ipaddress
 import random
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dnslib import QTYPE
 
 from dnsd import __version__
+from dnsd.admin.control import ServerControl
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.steering import ClientInfo, SteeringInputs, steer
 
-if TYPE_CHECKING:
-    from dnsd.server import DnsServer
-
 PROBE_CLIENT = ipaddress.ip_address("192.0.2.1")  # a placeholder address: location is set directly
 
 
-def status_document(server: DnsServer, now: float, events: int = 50) -> dict[str, Any]:
+def status_document(server: ServerControl, now: float, events: int = 50) -> dict[str, Any]:
     snap, store = server.holder.current, server.store
     view = store.view
     pools = []
@@ -90,9 +88,7 @@ def status_document(server: DnsServer, now: float, events: int = 50) -> dict[str
         },
         "health_generation": view.generation,
         "ready": server.ready,
-        "bus": None
-        if server.bus is None
-        else {"url": server.bus.url, "node": server.bus.node, "connected": server.bus.connected},
+        "bus": server.bus_status(),
         "pools": pools,
         "load_balancers": lbs,
         "events": [e.to_json() for e in reversed(list(store.events)[-events:])],
@@ -104,7 +100,7 @@ def status_document(server: DnsServer, now: float, events: int = 50) -> dict[str
     }
 
 
-def _active_per_region(server: DnsServer, lb: Any, now: float) -> dict[str, str]:
+def _active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
     """The pool a client from each region gets (before the trickle draw)."""
     snap = server.holder.current
     # Trickle is left out (every LB's ratio overridden to 0): the ratio is shown beside.

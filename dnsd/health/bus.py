@@ -18,12 +18,15 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, get_args
 
 import redis.asyncio as aioredis
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from redis.exceptions import RedisError
 
+from dnsd.health.fsm import State
 from dnsd.health.probes import ProbeTarget
 from dnsd.health.store import HealthStore, SourceHealth
 
@@ -42,7 +45,7 @@ class Observation:
     host: str
     port: int
     source: str
-    state: str
+    state: State
     ewma_ms: float | None
     samples: int
     last_at: float
@@ -62,7 +65,11 @@ class Observation:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Observation:
-        return cls(**json.loads(text))
+        """ValueError/TypeError for anything but an observation another node sent."""
+        obs = cls(**json.loads(text))
+        if obs.state not in get_args(State):
+            raise ValueError(f"unknown state {obs.state!r}")
+        return obs
 
 
 def observation_of(
@@ -86,11 +93,12 @@ class RedisBus:
         self.errors_total = 0
         self.published_total = 0
         self.received_total = 0
+        self.malformed_total = 0
         self._own: dict[str, Observation] = {}  # this node's latest, re-sent on reconnect
         self._client: aioredis.Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
-        store.remote_max_age_s = max_age_s
+        store.remote.max_age_s = max_age_s
         store.observation_listeners.append(self._on_local)
         store.override_listeners.append(self._on_overrides)
 
@@ -139,25 +147,48 @@ class RedisBus:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
+    def status(self) -> dict[str, Any]:
+        return {"url": self.url, "node": self.node, "connected": self.connected}
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """Its Prometheus collector (Metrics.register)."""
+        up = GaugeMetricFamily("dnsd_redis_connected", "1 while the Redis health bus is reachable")
+        up.add_metric([], 1.0 if self.connected else 0.0)
+        yield up
+        errors = CounterMetricFamily("dnsd_redis_errors", "Redis errors (connection or command)")
+        errors.add_metric([], self.errors_total)
+        yield errors
+        messages = CounterMetricFamily(
+            "dnsd_redis_messages", "Health bus messages", labels=["direction"]
+        )
+        messages.add_metric(["published"], self.published_total)
+        messages.add_metric(["received"], self.received_total)
+        yield messages
+
     def _set_connected(self, up: bool) -> None:
         if up and not self.connected:
             log.warning("redis %s connected: sharing health as node %s", self.url, self.node)
         self.connected = up
-        self.store.remote_frozen = not up  # while Redis is down, remote state does not expire
+        self.store.remote.frozen = not up  # while Redis is down, remote state does not expire
 
     async def _catch_up(self) -> None:
         assert self._client is not None
         observations: dict[Any, Any] = await self._client.hgetall(OBS_HASH)
         for raw in observations.values():
-            self._apply(Observation.from_json(raw))
+            with self._malformed_ignored():
+                self._apply(Observation.from_json(raw))
         for obs in list(self._own.values()):  # what we learned while Redis was away
             await self._publish_observation(obs)
         stored = await self._client.get(OVERRIDES_KEY)
-        shared = json.loads(stored) if stored else None
+        shared: Any = None
+        with self._malformed_ignored():
+            shared = json.loads(stored) if stored else None
+            local = self.store.overrides_document()
+            if isinstance(shared, dict) and shared.get("updated_at", 0) > local["updated_at"]:
+                self.store.apply_overrides(shared)
+                return
         local = self.store.overrides_document()
-        if shared is not None and shared.get("updated_at", 0) > local.get("updated_at", 0):
-            self.store.apply_overrides(shared)
-        elif local.get("updated_at", 0) > (shared or {}).get("updated_at", 0):
+        if local["updated_at"] > (shared.get("updated_at", 0) if isinstance(shared, dict) else 0):
             await self._publish_overrides(local)
 
     def _on_message(self, message: dict[str, Any]) -> None:
@@ -167,14 +198,27 @@ class RedisBus:
             else message["channel"]
         )
         self.received_total += 1
-        if channel == OBS_CHANNEL:
-            self._apply(Observation.from_json(message["data"]))
-        elif channel == OVERRIDES_CHANNEL:
-            doc = json.loads(message["data"])
-            if doc.get("node") != self.node and doc.get(
-                "updated_at", 0
-            ) > self.store.overrides_document().get("updated_at", 0):
-                self.store.apply_overrides(doc)
+        with self._malformed_ignored():
+            if channel == OBS_CHANNEL:
+                self._apply(Observation.from_json(message["data"]))
+            elif channel == OVERRIDES_CHANNEL:
+                doc = json.loads(message["data"])
+                newer = doc.get("updated_at", 0) > self.store.overrides_document()["updated_at"]
+                if doc.get("node") != self.node and newer:
+                    self.store.apply_overrides(doc)
+
+    @contextlib.contextmanager
+    def _malformed_ignored(self) -> Iterator[None]:
+        """A message that is not what a dnsd node sends is counted and skipped, never
+        applied; the log says so for the first and then every 1000th."""
+        try:
+            yield
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self.errors_total += 1
+            self.malformed_total += 1
+            if self.malformed_total % 1000 == 1:
+                log.error("ignored a malformed health bus message (%d so far): %s",
+                          self.malformed_total, str(exc)[:200])  # fmt: skip
 
     def _apply(self, obs: Observation) -> None:
         if obs.node != self.node:

@@ -15,8 +15,11 @@ import ipaddress
 import struct
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 Verdict = Literal["send", "drop", "slip"]
 NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
@@ -51,6 +54,18 @@ class ResponseRateLimiter:
 
     def __len__(self) -> int:
         return len(self._buckets)
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """Its Prometheus collector (Metrics.register)."""
+        held = CounterMetricFamily(
+            "dnsd_rrl", "Replies held back by response rate limiting", labels=["action"]
+        )
+        held.add_metric(["dropped"], self.dropped)
+        held.add_metric(["slipped"], self.slipped)
+        yield held
+        buckets = GaugeMetricFamily("dnsd_rrl_buckets", "Rate-limit buckets held (bounded)")
+        buckets.add_metric([], len(self._buckets))
+        yield buckets
 
     def check(
         self, client: ipaddress.IPv4Address | ipaddress.IPv6Address, reply: bytes, now: float

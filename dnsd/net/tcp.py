@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dnsd.net.counters import NetCounters
 from dnsd.net.udp import Answerer, client_address
@@ -32,6 +35,15 @@ class TcpHandler:
         self.active = 0
         self._per_client: dict[str, int] = {}  # bounded: entries only for open connections
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """Its Prometheus collector (Metrics.register)."""
+        active = GaugeMetricFamily("dnsd_tcp_connections", "Open TCP connections")
+        active.add_metric([], self.active)
+        yield active
+        rejected = CounterMetricFamily("dnsd_tcp_rejected", "TCP connections refused at the cap")
+        rejected.add_metric([], self._counters.tcp_rejected)
+        yield rejected
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import threading
@@ -13,6 +14,7 @@ from dnslib import EDNS0, DNSRecord
 from dnsd.drill.backend import DemoBackend
 from dnsd.drill.ports import free_port_pair
 from dnsd.explain import ecs_option
+from dnsd.health.bus import OBS_CHANNEL, OVERRIDES_CHANNEL
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
 from tests.loop_thread import LoopThread
@@ -117,6 +119,12 @@ def cluster(tmp_path_factory):
         loop.close()
 
 
+OBSERVATION = {
+    "monitor": "web", "host": "127.0.0.71", "port": 80, "source": "WEU", "state": "healthy",
+    "ewma_ms": 1.0, "samples": 3, "last_at": 0.0, "node": "x", "published_at": 0.0,
+}  # fmt: skip
+
+
 def answers(port: int, name: str = "www.mn.test", ecs: str | None = None) -> set[str]:
     q = DNSRecord.question(name)
     if ecs:
@@ -186,6 +194,29 @@ def test_an_override_on_one_node_shows_in_the_others(cluster) -> None:
     assert status["overrides"]["backends"] == {"p/b2": "down"}
     assert http(c.admin_port, "DELETE", "/api/v1/overrides/backends/p/b2", token=TOKEN)[0] == 200
     all_nodes(cluster, lambda ans: ans == {"127.0.0.71", "127.0.0.72"}, 2)
+
+
+def test_malformed_bus_messages_are_counted_and_ignored(cluster) -> None:
+    """Whatever else writes to the channels cannot stop a node sharing health."""
+    a = cluster["nodes"]["a"]
+
+    def redis_errors() -> float:
+        _, text = http(a.admin_port, "GET", "/metrics")
+        line = next(x for x in text.splitlines() if x.startswith("dnsd_redis_errors_total"))
+        return float(line.split()[-1])
+
+    before = redis_errors()
+    junk = ["not json", "[]", '{"monitor": 1}', json.dumps({**OBSERVATION, "state": "sideways"})]
+    for channel, message in [*((OBS_CHANNEL, j) for j in junk), (OVERRIDES_CHANNEL, "{]")]:
+        cli = ["redis-cli", "-p", str(cluster["redis"].port), "publish", channel, message]
+        subprocess.run(cli, check=True, capture_output=True)
+    deadline = time.monotonic() + 5
+    while redis_errors() < before + 5:
+        assert time.monotonic() < deadline, redis_errors() - before
+        time.sleep(0.05)
+    _, status = http(a.admin_port, "GET", "/api/v1/status")
+    assert status["bus"]["connected"] is True
+    test_an_override_on_one_node_shows_in_the_others(cluster)  # still sharing
 
 
 def test_redis_outage_keeps_every_node_answering_and_they_agree_again(cluster) -> None:

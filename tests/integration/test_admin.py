@@ -96,6 +96,14 @@ def test_metrics_parse_and_move_with_queries(admin) -> None:
     assert after[lb] - before.get(lb, 0) == 5
     assert after[("dnsd_answer_latency_seconds_count", ())] >= 6
     assert after[("dnsd_config_generation", ())] == 1
+    # Every answer cache counts, the UDP threads' own included: 6 lookups, 1 of them new.
+    hits, misses = (("dnsd_answer_cache_total", (("result", r),)) for r in ("hit", "miss"))
+    looked_up = after[hits] + after[misses] - before.get(hits, 0) - before.get(misses, 0)
+    assert looked_up == 6 and after[hits] - before.get(hits, 0) >= 4
+    # The components' own collectors: TCP listener, rate limiting, reloads.
+    assert after[("dnsd_tcp_connections", ())] == 0
+    assert after[("dnsd_rrl_buckets", ())] >= 1  # rate limiting is on, as `dnsd serve` runs
+    assert after[("dnsd_reloads_total", (("result", "failed"),))] == 0
     assert (
         after[
             (

@@ -35,7 +35,10 @@ def test_reload_swaps_a_good_config_and_keeps_the_old_on_errors(config_copy: Pat
         assert srv.reload() is False
         assert mail_address(srv.port) == "192.0.2.26"  # old data still served
         assert srv.server.holder.current.generation == 2
-        assert srv.server.reloads_failed == 1
+        assert (
+            srv.server.metrics.registry.get_sample_value("dnsd_reloads_total", {"result": "failed"})
+            == 1
+        )
     finally:
         srv.stop()
 

@@ -1,0 +1,45 @@
+"""What the admin API, the status document and the metrics need from a running server.
+
+A narrow seam: `dnsd.admin` depends on this protocol, never on `dnsd.server` (which builds
+the admin app and passes itself in), so there is no import cycle, not even for types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dnsd.admin.metrics import Metrics
+from dnsd.health.store import HealthStore
+from dnsd.snapshot import SnapshotHolder
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    ok: bool
+    generation: int
+    errors: list[str]  # the reasons it failed, or the new config's warnings
+
+
+class ServerControl(Protocol):
+    @property
+    def holder(self) -> SnapshotHolder:
+        """The snapshot being served."""
+
+    @property
+    def store(self) -> HealthStore:
+        """Health, overrides and events."""
+
+    @property
+    def metrics(self) -> Metrics:
+        """The registry `/metrics` renders."""
+
+    @property
+    def ready(self) -> bool:
+        """Config loaded and the first probe round done."""
+
+    def bus_status(self) -> dict[str, Any] | None:
+        """The Redis health bus (url, node, connected), None without one."""
+
+    async def reload(self) -> ReloadResult:
+        """Load the config again; on any error keep serving the old snapshot."""

@@ -1,0 +1,136 @@
+"""Operator overrides (health.md "Overrides"): validated, kept as one document, persisted.
+
+Backends `down`/`up`/`drain`, pools `down`/`up`, load balancers' trickle ratio. The
+document is what the state file holds and what nodes share through Redis; the state file
+is written atomically (temp file, fsync, rename, fsync the directory), so a crash leaves
+the old or the new file, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast, get_args
+
+from dnsd.config.model import Config
+from dnsd.health.view import BackendOverride, PoolOverride
+
+log = logging.getLogger("dnsd.health")
+
+OVERRIDES_FILE = "overrides.json"
+BACKEND_STATES: tuple[str, ...] = get_args(BackendOverride)
+POOL_STATES: tuple[str, ...] = get_args(PoolOverride)
+
+
+class OverrideError(ValueError):
+    """An override names something that does not exist or a value out of range."""
+
+
+@dataclass(slots=True)
+class Overrides:
+    backends: dict[tuple[str, str], BackendOverride] = field(default_factory=dict)
+    pools: dict[str, PoolOverride] = field(default_factory=dict)
+    trickle: dict[str, float] = field(default_factory=dict)
+    updated_at: float = 0.0
+
+    # -- validated changes: KeyError for unknown names, OverrideError for bad values ---------
+    @staticmethod
+    def check_backend(config: Config, pool: str, backend: str, state: str | None) -> None:
+        p = config.pools.get(pool)
+        if p is None or all(b.name != backend for b in p.backends):
+            raise KeyError(f"no backend {backend!r} in pool {pool!r}")
+        if state is not None and state not in BACKEND_STATES:
+            raise OverrideError(f"state must be one of {', '.join(BACKEND_STATES)}")
+
+    @staticmethod
+    def check_pool(config: Config, pool: str, state: str | None) -> None:
+        if pool not in config.pools:
+            raise KeyError(f"no pool {pool!r}")
+        if state is not None and state not in POOL_STATES:
+            raise OverrideError(f"state must be one of {', '.join(POOL_STATES)}")
+
+    @staticmethod
+    def check_trickle(config: Config, lb: str, ratio: float | None) -> None:
+        if lb not in config.load_balancers:
+            raise KeyError(f"no load balancer {lb!r}")
+        if ratio is not None and (isinstance(ratio, bool) or not 0.0 <= ratio <= 1.0):
+            raise OverrideError("trickle_ratio must be a number from 0.0 to 1.0")
+
+    # -- the document ------------------------------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        return {
+            "backends": {f"{p}/{b}": s for (p, b), s in sorted(self.backends.items())},
+            "pools": dict(sorted(self.pools.items())),
+            "load_balancers": {k: {"trickle_ratio": v} for k, v in sorted(self.trickle.items())},
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_document(cls, data: Any, default_time: float = 0.0) -> Overrides:
+        """The document (state file, Redis) → overrides; ValueError when malformed."""
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        backends = {tuple(k.split("/", 1)): v for k, v in data.get("backends", {}).items()}
+        pools = dict(data.get("pools", {}))
+        trickle = {k: float(v["trickle_ratio"]) for k, v in data.get("load_balancers", {}).items()}
+        if not all(len(k) == 2 and v in BACKEND_STATES for k, v in backends.items()):
+            raise ValueError("bad backend override")
+        if not all(v in POOL_STATES for v in pools.values()):
+            raise ValueError("bad pool override")
+        if not all(0.0 <= v <= 1.0 for v in trickle.values()):
+            raise ValueError("bad trickle override")
+        return cls(
+            backends=cast(dict[tuple[str, str], BackendOverride], backends),
+            pools=pools,
+            trickle=trickle,
+            updated_at=float(data.get("updated_at", default_time)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.backends) + len(self.pools) + len(self.trickle)
+
+    # -- the state file ----------------------------------------------------------------------
+    def save(self, state_dir: Path) -> None:
+        write_atomically(state_dir / OVERRIDES_FILE, json.dumps(self.document(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, state_dir: Path, now: float) -> Overrides:
+        """The persisted overrides; an unreadable file is moved aside (and logged), never
+        fatal: the server starts without overrides rather than not at all."""
+        path = state_dir / OVERRIDES_FILE
+        if not path.exists():
+            return cls()
+        try:
+            loaded = cls.from_document(json.loads(path.read_text()))
+        except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{int(now)}")
+            path.replace(aside)
+            log.error(
+                "state file %s is unreadable (%s): moved to %s, starting without overrides",
+                path,
+                exc,
+                aside,
+            )
+            return cls()
+        if loaded:
+            log.info("loaded %d override(s) from %s", len(loaded), path)
+        return loaded
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Temp file in the same directory, fsync, rename over the old file, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,105 @@
+"""The pure verdict rules (health/verdict.py) and the overrides document, as tables."""
+
+from __future__ import annotations
+
+import logging
+from types import MappingProxyType
+
+import pytest
+
+from dnsd.health.overrides import Overrides
+from dnsd.health.verdict import effective, news_level, next_view, verdict
+from dnsd.health.view import BackendHealth, HealthView, RttSample
+
+
+@pytest.mark.parametrize(
+    ("states", "quorum", "initial", "expected"),
+    [
+        ([], None, "healthy", "unknown"),
+        (["unknown", "unknown"], None, "unhealthy", "unknown"),  # nothing decided yet
+        (["healthy"], None, "healthy", "healthy"),
+        (["unhealthy"], None, "healthy", "unhealthy"),
+        (["unhealthy", "healthy"], None, "healthy", "healthy"),  # majority of 2 is 2
+        (["unhealthy", "unhealthy", "healthy"], None, "healthy", "unhealthy"),
+        (["unhealthy", "healthy", "healthy"], 1, "healthy", "unhealthy"),  # quorum 1
+        (["unhealthy", "unhealthy", "healthy"], 3, "healthy", "healthy"),  # quorum 3
+        (["unhealthy", "unknown", "healthy"], None, "healthy", "healthy"),
+        (["unhealthy", "unknown", "healthy"], None, "unhealthy", "unhealthy"),  # unknown is down
+    ],
+)
+def test_quorum_verdict(states, quorum, initial, expected) -> None:
+    assert verdict(states, quorum, initial) == expected
+
+
+@pytest.mark.parametrize(
+    ("probed", "override", "initial", "serves"),
+    [
+        ("healthy", None, "healthy", True),
+        ("unhealthy", None, "healthy", False),
+        ("unknown", None, "healthy", True),
+        ("unknown", None, "unhealthy", False),
+        ("unhealthy", "up", "healthy", True),
+        ("healthy", "down", "healthy", False),
+        ("healthy", "drain", "healthy", True),  # drain leaves the eligible sets instead
+        ("unhealthy", "drain", "healthy", False),
+    ],
+)
+def test_effective_health(probed, override, initial, serves) -> None:
+    assert effective(probed, override, initial) is serves
+
+
+@pytest.mark.parametrize(
+    ("previous", "probed", "level"),
+    [
+        (None, "healthy", None),
+        ("healthy", "healthy", None),
+        ("healthy", "unknown", None),
+        ("unknown", "healthy", logging.INFO),  # the first verdict after a start: good news
+        ("unknown", "unhealthy", logging.WARNING),
+        ("healthy", "unhealthy", logging.WARNING),
+        ("unhealthy", "healthy", logging.WARNING),
+    ],
+)
+def test_verdict_news(previous, probed, level) -> None:
+    assert news_level(previous, probed) == level
+
+
+def test_rtt_only_changes_keep_the_states_generation() -> None:
+    up = BackendHealth(healthy=True, probed="healthy")
+    first = next_view(HealthView(), {("p", "b"): up}, {}, {})
+    timed = BackendHealth(
+        healthy=True, probed="healthy", rtt=MappingProxyType({"WEU": RttSample(5.0, 3, 1.0)})
+    )
+    rtt_only = next_view(first, {("p", "b"): timed}, {}, {})
+    down = next_view(
+        rtt_only, {("p", "b"): BackendHealth(healthy=False, probed="unhealthy")}, {}, {}
+    )
+    trickled = next_view(down, dict(down.backends), {}, {"lb": 0.5})
+    generations = [(v.generation, v.states_generation) for v in (first, rtt_only, down, trickled)]
+    assert generations == [(1, 1), (2, 1), (3, 2), (4, 3)]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        [],
+        {"backends": {"p/b": "sideways"}},
+        {"backends": {"no-slash": "down"}},
+        {"pools": {"p": "drain"}},  # drain is for backends only
+        {"load_balancers": {"lb": {"trickle_ratio": 1.5}}},
+        {"load_balancers": {"lb": {}}},
+    ],
+)
+def test_malformed_override_documents_are_refused(document) -> None:
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        Overrides.from_document(document)
+
+
+def test_override_document_round_trips() -> None:
+    doc = {
+        "backends": {"p/b": "drain"},
+        "pools": {"q": "down"},
+        "load_balancers": {"lb": {"trickle_ratio": 0.25}},
+        "updated_at": 12.5,
+    }
+    assert Overrides.from_document(doc).document() == doc
