@@ -43,6 +43,7 @@ from dnsd.reply import (
     QueryResult,
     echo_ecs,
     fill,
+    lookup_name,
     pack,
     parse_edns,
     reply_for,
@@ -493,7 +494,7 @@ def _render(
     query = DNSRecord.parse(wire)
     edns = parse_edns(query)
     reply = reply_for(query, edns)
-    found = lookup(snap, str(query.q.qname).lower(), query.q.qtype)
+    found = lookup(snap, lookup_name(query.q.qname), query.q.qtype)
     fill(reply, found, query, decision)
     result = QueryResult(reply, edns, decision, info)
     echo_ecs(result)

@@ -99,11 +99,30 @@ def reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
     the question; names that point at it show that case too. OPT goes last (see pack)."""
     h = query.header
     header = DNSHeader(id=h.id, qr=1, opcode=h.opcode, rd=h.rd, cd=h.cd, ra=0, aa=0)
-    question = DNSQuestion(DNSLabel(str(query.q.qname).lower()), query.q.qtype, query.q.qclass)
+    lowered = DNSLabel([label.lower() for label in query.q.qname.label])  # labels kept as sent
+    question = DNSQuestion(lowered, query.q.qtype, query.q.qclass)
     reply = DNSRecord(header, q=question)
     if edns is not None:
         reply.add_ar(EDNS0(udp_len=EDNS_PAYLOAD, flags="do" if edns.do else ""))
     return reply
+
+
+_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_*")
+
+
+def lookup_name(qname: DNSLabel) -> str:
+    """The lower-case text the zone lookup uses: "www.example.test.". Bytes no configured
+    name can hold — a "." inside a label, "\\", anything beyond letters, digits, "-", "_"
+    and "*" — are written as RFC 1035 `\\DDD` escapes, so such a label keeps its place
+    (wildcards still match it) and never equals a configured one."""
+    labels = []
+    for label in qname.label:
+        label = label.lower()
+        if set(label) <= _PLAIN:
+            labels.append(label.decode("ascii"))
+        else:
+            labels.append("".join(chr(b) if b in _PLAIN else f"\\{b:03d}" for b in label))
+    return ".".join(labels) + "." if labels else "."
 
 
 def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:

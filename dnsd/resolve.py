@@ -29,6 +29,7 @@ from typing import Final
 from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSLabel, DNSRecord
 
 from dnsd.health.view import HealthView
+from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import (
     BADVERS,
     CLASS_ANY,
@@ -41,6 +42,7 @@ from dnsd.reply import (
     echo_ecs,
     fill,
     header_only,
+    lookup_name,
     pack,
     parse_edns,
     question_bytes,
@@ -52,6 +54,7 @@ from dnsd.steering.client import client_info
 from dnsd.zone_lookup import lookup
 
 log = logging.getLogger("dnsd.resolve")
+SERVFAIL_LOG = RateLimitedLog(log)  # strangers choose the queries: bounded log
 
 REFUSED_QTYPES: Final = frozenset({QTYPE.AXFR, QTYPE.IXFR})
 
@@ -84,16 +87,20 @@ def resolve(
         return header_only(ident, flags, RCODE.FORMERR)
     try:
         result = answer_query(query, client.address, snap, health, rng, now)
+        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire))
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
-    except Exception:
-        log.exception("SERVFAIL for query %s from %s", query.q.qname, client.address)
+    except Exception:  # a bug costs one answer and a bounded amount of log
+        SERVFAIL_LOG.log(
+            now, logging.ERROR, "SERVFAIL for query %r from %s", query.q.qname.label,
+            client.address, exc_info=True,
+        )  # fmt: skip
         return _servfail(query, ident, flags)
     if on_decision is not None and result.decision is not None and result.client is not None:
         decision = result.decision
         region = result.client.location.region
         on_decision(decision.lb, decision.innermost().pool, region, decision.any_fail_open())
-    return pack(result.reply, client.transport, result.edns, question_bytes(wire))
+    return reply
 
 
 def answer_query(
@@ -121,7 +128,7 @@ def answer_query(
     elif qtype == QTYPE.OPT:
         reply.header.rcode = RCODE.FORMERR
     else:
-        found = lookup(snap, str(query.q.qname).lower(), qtype)
+        found = lookup(snap, lookup_name(query.q.qname), qtype)
         if found.lb is not None:
             ecs = edns.ecs if edns else None
             use_ecs = ecs is not None and ecs.source_prefix > 0

@@ -33,12 +33,14 @@ from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, UdpThread
+from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.resolve import resolve
 from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
 from dnsd.workers import Follower, WorkerPool
 
 log = logging.getLogger("dnsd.server")
+ERROR_LOG = RateLimitedLog(log)  # per-query errors: a bounded amount of log
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +157,8 @@ class DnsServer:
                 try:
                     reply = answer(wire, client, snap, view, rng, now, decided)
                 except Exception:  # a bug must cost one answer, never the listener
-                    log.exception("error answering a datagram from %s", client.address)
+                    ERROR_LOG.log(now, logging.ERROR, "error answering a query from %s",
+                                  client.address, exc_info=True)  # fmt: skip
                     reply = None
                 replies.append(reply)
                 if reply is None:

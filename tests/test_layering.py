@@ -21,6 +21,7 @@ PURE = [
     "health/ewma.py",
     "health/view.py",
     "health/verdict.py",
+    "ratelog.py",
 ]
 FORBIDDEN = {"asyncio", "aiohttp", "socket", "time", "threading", "selectors"}
 GLOBAL_RANDOM = re.compile(

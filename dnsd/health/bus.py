@@ -29,8 +29,10 @@ from redis.exceptions import RedisError
 from dnsd.health.fsm import State
 from dnsd.health.probes import ProbeTarget
 from dnsd.health.store import HealthStore, SourceHealth
+from dnsd.ratelog import RateLimitedLog
 
 log = logging.getLogger("dnsd.health.bus")
+REJECTED_LOG = RateLimitedLog(log)
 
 PREFIX = "dnsd"
 OBS_HASH = f"{PREFIX}:observations"
@@ -210,15 +212,14 @@ class RedisBus:
     @contextlib.contextmanager
     def _malformed_ignored(self) -> Iterator[None]:
         """A message that is not what a dnsd node sends is counted and skipped, never
-        applied; the log says so for the first and then every 1000th."""
+        applied, and logged at a bounded rate."""
         try:
             yield
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             self.errors_total += 1
             self.malformed_total += 1
-            if self.malformed_total % 1000 == 1:
-                log.error("ignored a malformed health bus message (%d so far): %s",
-                          self.malformed_total, str(exc)[:200])  # fmt: skip
+            REJECTED_LOG.log(time.time(), logging.ERROR,
+                             "ignored a malformed health bus message: %s", str(exc)[:200])  # fmt: skip
 
     def _apply(self, obs: Observation) -> None:
         if obs.node != self.node:

@@ -10,3 +10,4 @@ class NetCounters:
     tcp_connections: int = 0
     tcp_rejected: int = 0  # refused because of the connection cap
     tcp_timeouts: int = 0
+    tcp_evicted: int = 0  # idle connections closed to make room for a new one

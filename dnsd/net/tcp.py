@@ -4,6 +4,7 @@ idle and read timeouts, and a connection cap. A stalled client only holds its ow
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import struct
 from collections.abc import Iterator
@@ -21,10 +22,27 @@ log = logging.getLogger("dnsd.net.tcp")
 @dataclass(frozen=True, slots=True)
 class TcpLimits:
     max_connections: int = 512
-    max_per_client: int = 64  # one address cannot take every connection
+    max_per_client: int = 64  # one /24 (/56) cannot take every connection
     idle_timeout_s: float = 10.0  # waiting for the first byte of the next query
     read_timeout_s: float = 5.0  # waiting for the rest of a query once it started
     write_timeout_s: float = 5.0  # a client that does not read its answers
+
+
+@dataclass(slots=True)
+class _Connection:
+    writer: asyncio.StreamWriter
+    idle_since: float | None = None  # waiting for the next query since (loop time)
+
+
+def client_network(host: str) -> str:
+    """The per-client cap counts a /24 (IPv4) or /56 (IPv6): one host rarely has one
+    address of a network to itself, and an attacker rarely has only one."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    prefix = 24 if address.version == 4 else 56
+    return str(ipaddress.ip_network((address, prefix), strict=False))
 
 
 class TcpHandler:
@@ -34,7 +52,7 @@ class TcpHandler:
         self._limits = limits
         self.active = 0
         self._per_client: dict[str, int] = {}  # bounded: entries only for open connections
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._open: dict[asyncio.Task[None], _Connection] = {}
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
@@ -48,51 +66,73 @@ class TcpHandler:
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
-        if (
-            self.active >= self._limits.max_connections
-            or self._per_client.get(host, 0) >= self._limits.max_per_client
+        network = client_network(host)
+        if self._per_client.get(network, 0) >= self._limits.max_per_client or (
+            self.active >= self._limits.max_connections and not self._evict_idle()
         ):
             self._counters.tcp_rejected += 1
             writer.close()
             return
         self.active += 1
-        self._per_client[host] = self._per_client.get(host, 0) + 1
+        self._per_client[network] = self._per_client.get(network, 0) + 1
         self._counters.tcp_connections += 1
+        connection = _Connection(writer)
         task = asyncio.current_task()
         if task is not None:
-            self._tasks.add(task)
+            self._open[task] = connection
         try:
             client = Client(client_address(host), "tcp")
-            await self._serve(reader, writer, client)
+            await self._serve(reader, writer, client, connection)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except TimeoutError:
             self._counters.tcp_timeouts += 1
+        except asyncio.CancelledError:
+            pass  # the server is stopping: nothing awaits this task's result
         finally:
             self.active -= 1
-            left = self._per_client.pop(host, 1) - 1
+            left = self._per_client.pop(network, 1) - 1
             if left > 0:
-                self._per_client[host] = left
-            self._tasks.discard(task)
+                self._per_client[network] = left
+            self._open.pop(task, None)  # type: ignore[arg-type]
             writer.close()
+
+    def _evict_idle(self) -> bool:
+        """RFC 7766 §6.2.3: when full, close the connection idle the longest (waiting for its
+        next query) to make room; False when every connection is busy."""
+        idle = [c for c in self._open.values() if c.idle_since is not None]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.idle_since or 0.0)
+        oldest.idle_since = None
+        oldest.writer.transport.abort()  # its read ends at once; its task frees the slot
+        self._counters.tcp_evicted += 1
+        return True
 
     async def close_all(self) -> None:
         """Cut every open connection (used when the server stops)."""
-        tasks = list(self._tasks)
+        tasks = list(self._open)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: Client
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client: Client,
+        connection: _Connection,
     ) -> None:
         limits = self._limits
+        loop = asyncio.get_running_loop()
         while True:
+            connection.idle_since = loop.time()
             try:
                 async with asyncio.timeout(limits.idle_timeout_s):
                     first = await reader.readexactly(1)
             except asyncio.IncompleteReadError:
                 return  # clean close between messages
+            connection.idle_since = None
             async with asyncio.timeout(limits.read_timeout_s):
                 (length,) = struct.unpack("!H", first + await reader.readexactly(1))
                 body = await reader.readexactly(length)

@@ -14,7 +14,7 @@ from dnslib import DNSRecord
 from dnsd.net.tcp import TcpLimits
 from tests.admin_client import http
 from tests.conftest import DATA, ServerThread
-from tests.dnsclient import ask, make_query
+from tests.dnsclient import ask, make_query, tcp_raw, udp_raw
 from tests.processes import DnsdProcess
 
 
@@ -23,7 +23,7 @@ def test_200_idle_tcp_connections_do_not_stop_udp_or_new_tcp(server) -> None:
     try:
         for i in range(200):
             s = socket.socket()
-            s.bind((f"127.0.0.{2 + i // 50}", 0))  # four clients with 50 connections each
+            s.bind((f"127.0.{2 + i // 50}.1", 0))  # four /24s with 50 connections each
             s.connect(("127.0.0.1", server.port))
             idle.append(s)
         time.sleep(0.2)
@@ -43,12 +43,12 @@ def test_one_client_cannot_take_every_connection(config_copy) -> None:
     try:
         for _ in range(5):
             s = socket.socket()
-            s.bind(("127.0.0.9", 0))
+            s.bind(("127.0.9.9", 0))
             s.connect(("127.0.0.1", srv.port))
             held.append(s)
         time.sleep(0.1)
         extra = socket.socket()
-        extra.bind(("127.0.0.9", 0))
+        extra.bind(("127.0.9.200", 0))  # another address of the same /24
         extra.connect(("127.0.0.1", srv.port))
         extra.settimeout(2)
         assert extra.recv(1) == b""  # closed at once
@@ -155,13 +155,21 @@ def test_sigterm_during_load_exits_0_and_keeps_the_overrides_file(config_copy, t
         stop, results = threading.Event(), []
         sender = threading.Thread(target=send_continuously, args=(dnsd.port, stop, results))
         sender.start()
+        # Open connections at the moment of SIGTERM: idle, mid-query, a half-sent admin request.
+        held = [socket.create_connection(("127.0.0.1", dnsd.port)) for _ in range(3)]
+        held[0].sendall(b"\x00\x30partial")
+        held.append(socket.create_connection(("127.0.0.1", dnsd.admin_port)))
+        held[-1].sendall(b"GET /metrics HTTP/1.1\r\n")
         time.sleep(0.5)
         dnsd.signal(signal.SIGTERM)
         code = dnsd.proc.wait(timeout=10)  # type: ignore[union-attr]
         stop.set()
         sender.join()
+        for s in held:
+            s.close()
     assert code == 0
     assert "stopping" in dnsd.output
+    assert "Traceback" not in dnsd.output and " ERROR " not in dnsd.output, dnsd.output
     assert json.loads((state / "overrides.json").read_text())["pools"] == {"us-east": "down"}
     assert results.count("ok") > 20
 
@@ -173,3 +181,44 @@ def test_tcp_frames_that_are_too_short_are_answered_or_closed(server, size) -> N
         s.settimeout(2)
         assert s.recv(100) == b""  # a frame with no header is dropped with the connection
     assert ask(server.port, "mail.example.test", tcp=True).rr
+
+
+def raw_query(labels: list[bytes], qtype: int = 1, ident: int = 0x4242) -> bytes:
+    name = b"".join(bytes([len(label)]) + label for label in labels) + b"\0"
+    return (
+        ident.to_bytes(2, "big")
+        + b"\x01\0\0\x01\0\0\0\0\0\0"
+        + name
+        + qtype.to_bytes(2, "big")
+        + b"\0\1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "rcode", "answer"),
+    [
+        ([b"a.b", b"apps", b"example", b"test"], 0, "192.0.2.99"),  # the wildcard matches it
+        ([b"www.example", b"test"], 5, None),  # one label "www.example" under test.: REFUSED
+        ([b"WWW.EXAMPLE", b"TEST"], 5, None),
+        ([b"mail.example", b"example", b"test"], 0, None),  # apex "*" has TXT only: NODATA
+        ([b".", b"example", b"test"], 0, None),  # used to be SERVFAIL and a traceback
+        ([b".."], 5, None),
+        ([b"\\", "é.".encode(), b"example", b"test"], 0, None),
+        ([b"\xff.", b"example", b"test"], 1, None),  # not UTF-8: dnslib refuses (FORMERR)
+    ],
+)
+def test_names_with_dots_inside_labels_are_answered_as_the_zone_says(
+    server, labels, rcode, answer
+) -> None:
+    """RFC 1035 allows any byte in a label: such a name is neither another name nor an
+    error (issue 16)."""
+    query = raw_query(labels)
+    raw = udp_raw(server.port, query)
+    assert raw is not None
+    reply = DNSRecord.parse(raw)
+    assert reply.header.rcode == rcode
+    if rcode != 1:
+        assert raw[12 : 12 + len(query) - 16] == query[12:-4]  # the question, byte for byte
+    assert [str(rr.rdata) for rr in reply.rr] == ([answer] if answer else [])
+    tcp = DNSRecord.parse(tcp_raw(server.port, query))  # and the same over TCP (no cache)
+    assert tcp.header.rcode == rcode

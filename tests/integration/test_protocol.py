@@ -248,17 +248,38 @@ def test_half_sent_length_prefix_is_cut_at_the_read_timeout(strict_server) -> No
     assert took is not None and took < 0.45 + 0.5  # read timeout 0.3 s, well below idle + slack
 
 
-def test_connection_cap(strict_server) -> None:
+def test_connection_cap_closes_the_longest_idle_connection_for_a_new_one(strict_server) -> None:
+    """RFC 7766 §6.2.3: at the cap, the connection idle the longest makes room (issue 16)."""
     held = [socket.create_connection(("127.0.0.1", strict_server.port)) for _ in range(3)]
     try:
         time.sleep(0.1)
         with socket.create_connection(("127.0.0.1", strict_server.port)) as extra:
-            assert closed_within(extra, 0.4) is not None
+            wire = make_query("mail.example.test").pack()
+            extra.sendall(struct.pack("!H", len(wire)) + wire)
+            assert DNSRecord.parse(read_frame(extra)).rr  # the new client is served
+            assert closed_within(held[0], 0.2) is not None  # the oldest idle one was closed
+            assert closed_within(held[2], 0.05) is None  # the others stay
         still_answers(strict_server.port)  # UDP unaffected
+        assert strict_server.server.counters.tcp_evicted == 1
     finally:
         for s in held:
             s.close()
-    time.sleep(0.1)
+
+
+def test_connection_cap_refuses_while_every_connection_is_busy(strict_server) -> None:
+    held = [socket.create_connection(("127.0.0.1", strict_server.port)) for _ in range(3)]
+    try:
+        for s in held:
+            s.sendall(b"\x00\x20\x12")  # the start of a query: busy until the read timeout
+        time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", strict_server.port)) as extra:
+            took = closed_within(extra, 0.2)
+            assert took is not None and took < 0.15  # refused at once, not a timeout
+        still_answers(strict_server.port)
+    finally:
+        for s in held:
+            s.close()
+    time.sleep(0.4)
     assert ask(strict_server.port, "mail.example.test", tcp=True).rr
 
 
