@@ -106,6 +106,8 @@ class DnsServer:
         self.counters = NetCounters()
         self.rrl = ResponseRateLimiter(options.rrl)
         self.pool: WorkerPool | None = None
+        self._reload_lock = asyncio.Lock()
+        self._next_reload: asyncio.Future[ReloadResult] | None = None
         self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
         self._reporting: asyncio.Task[None] | None = None
@@ -313,7 +315,23 @@ class DnsServer:
         raise OSError(f"no free port for both UDP and TCP on {host}")
 
     async def reload(self) -> ReloadResult:
-        """Load the config again; on any error keep serving the old snapshot."""
+        """Load the config again; on any error keep serving the old snapshot.
+
+        One reload runs at a time. Requests that arrive while one runs share the next one
+        (coalesced: however many arrive, one more reload, which reads the files as they are
+        then), so generations rise strictly and no older read can land after a newer one.
+        Every caller gets the result of a reload that started after its request."""
+        waiting = self._next_reload
+        if waiting is not None:
+            return await asyncio.shield(waiting)
+        waiting = self._next_reload = asyncio.get_running_loop().create_future()
+        async with self._reload_lock:
+            self._next_reload = None  # requests from now on wait for the reload after this
+            result = await self._reload_now()
+        waiting.set_result(result)
+        return result
+
+    async def _reload_now(self) -> ReloadResult:
         current = self.holder.current
         generation = current.generation + 1
         try:
@@ -321,20 +339,24 @@ class DnsServer:
                 load_snapshot, self.options.config_dir, generation, current.geo, current.node
             )
         except ConfigError as exc:
-            self.metrics.reloads.labels("failed").inc()
-            log.error("reload failed, still serving generation %d:", current.generation)
-            for reason in exc.reasons:
-                log.error("  %s", reason)
-            return ReloadResult(False, current.generation, [str(r) for r in exc.reasons])
-        self.holder.swap(snapshot)
-        self.store.set_snapshot(snapshot)
-        if self.follower is None:  # a worker probes nothing: its views come from the pipe
-            self.scheduler.reconcile()
-        self.metrics.reloads.labels("ok").inc()
-        log.info("reloaded %s: generation %d", self.options.config_dir, generation)
-        if self.pool is not None:
-            self.pool.reloaded(generation)
-        return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
+            reasons = [str(r) for r in exc.reasons]
+        except Exception as exc:
+            reasons = [f"{self.options.config_dir}: cannot load: {type(exc).__name__}"]
+        else:
+            self.holder.swap(snapshot)
+            self.store.set_snapshot(snapshot)
+            if self.follower is None:  # a worker probes nothing: its views come from the pipe
+                self.scheduler.reconcile()
+            self.metrics.reloads.labels("ok").inc()
+            log.info("reloaded %s: generation %d", self.options.config_dir, generation)
+            if self.pool is not None:
+                self.pool.reloaded(generation)
+            return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
+        self.metrics.reloads.labels("failed").inc()
+        log.error("reload failed, still serving generation %d:", current.generation)
+        for reason in reasons:
+            log.error("  %s", reason)
+        return ReloadResult(False, current.generation, reasons)
 
     async def stop(self) -> None:
         if self._reporting is not None:

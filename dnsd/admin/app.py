@@ -23,7 +23,7 @@ from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
 from dnsd.admin.status import status_document
 from dnsd.explain import ExplainError, explain_query
-from dnsd.health.store import OverrideError
+from dnsd.health.store import OverrideError, PersistError
 
 SERVER: web.AppKey[ServerControl] = web.AppKey("server")
 TOKEN: web.AppKey[str | None] = web.AppKey("token")
@@ -204,4 +204,6 @@ async def _override(
         return error(404, str(exc.args[0]))
     except OverrideError as exc:
         return error(400, str(exc))
+    except PersistError as exc:
+        return error(503, str(exc))
     return web.json_response({"ok": True, field: value, "health_generation": store.view.generation})

@@ -37,11 +37,15 @@ def load_config(directory: str | Path) -> tuple[Config, list[Reason]]:
     for path in files:
         ck = Checker(str(path))
         try:
-            doc = load_yaml(path.read_text(encoding="utf-8"))
+            doc = load_yaml(read_config_file(directory, path))
         except YamlSyntaxError as exc:
             ck.error(exc.line, "", exc.message)
-        except (OSError, UnicodeDecodeError) as exc:
-            ck.error(0, "", f"cannot read: {exc}")
+        except UnsafeFile as exc:
+            ck.error(0, "", str(exc))
+        except UnicodeDecodeError:
+            ck.error(0, "", "cannot read: not UTF-8 text")
+        except OSError as exc:
+            ck.error(0, "", f"cannot read: {exc.strerror or type(exc).__name__}")
         else:
             if doc is None:
                 ck.warn(0, "", "empty file")
@@ -62,6 +66,27 @@ def load_config(directory: str | Path) -> tuple[Config, list[Reason]]:
     if errors:
         raise ConfigError(reasons)
     return config, reasons
+
+
+MAX_FILE_BYTES = 64 << 20  # one config file (the 100,000-record benchmark zone is ~6 MiB)
+
+
+class UnsafeFile(Exception):
+    """A name in the config directory that is not a config file dnsd may read."""
+
+
+def read_config_file(directory: Path, path: Path) -> str:
+    """The text of one config file: a regular file inside the directory (a symlink may
+    point elsewhere only inside it), of bounded size. A FIFO or a device would block or
+    never end a reload; a symlink out of the directory could make errors quote any file."""
+    real = path.resolve()
+    if not real.is_relative_to(directory.resolve()):
+        raise UnsafeFile("a symlink that leaves the config directory: not read")
+    if not real.is_file():
+        raise UnsafeFile("not a regular file: not read")
+    if real.stat().st_size > MAX_FILE_BYTES:
+        raise UnsafeFile(f"larger than {MAX_FILE_BYTES >> 20} MiB: not read")
+    return real.read_text(encoding="utf-8")
 
 
 def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list[Reason]) -> Config:

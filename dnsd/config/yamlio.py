@@ -5,6 +5,11 @@ key/item so validation can report `file:line: path: message`. Booleans follow YA
 (`true`/`false` only) so that `steering: off` stays the string "off", and sexagesimal
 integers (`1:30` → 90) are not recognised, so unquoted IPv6-looking values stay strings.
 Duplicate keys, which PyYAML silently overwrites, are recorded so they can be reported.
+
+Config files cross a trust boundary (a reload reads whatever is in the directory), so the
+loader is bounded: nesting depth, the size of the document with every alias expanded
+(an alias bomb fails after a few thousand steps, not gigabytes), scalar length, digits of
+an integer; mapping keys must be scalars. Each limit fails as a YAML error with a line.
 """
 
 from __future__ import annotations
@@ -43,8 +48,55 @@ class LineList(list[Any]):
         return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
 
 
+MAX_DEPTH = 64  # nested mappings/sequences
+MAX_NODES = 2_000_000  # nodes of the document with every alias expanded
+MAX_SCALAR = 65_536  # characters in one scalar
+MAX_INT_DIGITS = 40
+
+
 class _Loader(yaml.SafeLoader):
-    pass
+    """SafeLoader with the limits above, checked while the document is composed."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._weight: dict[int, int] = {}  # id(node) → its size with aliases expanded
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.ScalarEvent):
+            event = self.peek_event()
+            if len(event.value) > MAX_SCALAR:
+                raise _limit(event, f"a value longer than {MAX_SCALAR} characters")
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _limit(self.peek_event(), f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        weight = self._weight.get(id(node))
+        if weight is None:  # a new node (an alias returns one already weighed)
+            if isinstance(node, yaml.MappingNode):
+                children = [n for pair in node.value for n in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                children = list(node.value)
+            else:
+                children = []
+            weight = 1 + sum(self._weight.get(id(child), 1) for child in children)
+            self._weight[id(node)] = weight
+            if weight > MAX_NODES:
+                raise _limit(node, f"more than {MAX_NODES} values once aliases are expanded")
+        return node
+
+
+def _limit(where: Any, what: str) -> yaml.MarkedYAMLError:
+    return yaml.constructor.ConstructorError(None, None, f"too large: {what}", where.start_mark)
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_DIGITS:
+        raise _limit(node, f"an integer of more than {MAX_INT_DIGITS} digits")
+    return int(yaml.SafeLoader.construct_yaml_int(loader, node))
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -64,9 +116,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
     result = LineDict()
     result.line = node.start_mark.line + 1
     for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a plain value", key_node.start_mark
+            )
         key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, str | int | float | bool) and key is not None:
-            key = str(key)
         line = key_node.start_mark.line + 1
         if key in result.key_lines:
             result.duplicates.append((key, line))
@@ -84,6 +138,7 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LineList:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_Loader.add_constructor(INT_TAG, _construct_int)
 
 
 class YamlSyntaxError(Exception):
@@ -101,6 +156,11 @@ def load_yaml(text: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
-        raise YamlSyntaxError(line, f"YAML syntax error: {problem}") from None
+        kind = (
+            "YAML error"
+            if problem.startswith(("too large", "a mapping key"))
+            else "YAML syntax error"
+        )
+        raise YamlSyntaxError(line, f"{kind}: {problem}") from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None

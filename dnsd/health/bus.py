@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from dnsd.health.fsm import State
 from dnsd.health.probes import ProbeTarget
-from dnsd.health.store import HealthStore, SourceHealth
+from dnsd.health.store import HealthStore, PersistError, SourceHealth
 from dnsd.ratelog import RateLimitedLog
 
 log = logging.getLogger("dnsd.health.bus")
@@ -215,6 +215,8 @@ class RedisBus:
         applied, and logged at a bounded rate."""
         try:
             yield
+        except PersistError as exc:  # ours, not the message's: the next newer document retries
+            REJECTED_LOG.log(time.time(), logging.ERROR, "shared overrides not applied: %s", exc)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             self.errors_total += 1
             self.malformed_total += 1

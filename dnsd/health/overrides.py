@@ -8,6 +8,7 @@ the old or the new file, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,12 +22,17 @@ from dnsd.health.view import BackendOverride, PoolOverride
 log = logging.getLogger("dnsd.health")
 
 OVERRIDES_FILE = "overrides.json"
+MAX_STATE_BYTES = 16 << 20
 BACKEND_STATES: tuple[str, ...] = get_args(BackendOverride)
 POOL_STATES: tuple[str, ...] = get_args(PoolOverride)
 
 
 class OverrideError(ValueError):
     """An override names something that does not exist or a value out of range."""
+
+
+class PersistError(OSError):
+    """The state file could not be written: the override was not applied."""
 
 
 @dataclass(slots=True)
@@ -89,6 +95,9 @@ class Overrides:
             updated_at=float(data.get("updated_at", default_time)),
         )
 
+    def copy(self) -> Overrides:
+        return Overrides(dict(self.backends), dict(self.pools), dict(self.trickle), self.updated_at)
+
     def __len__(self) -> int:
         return len(self.backends) + len(self.pools) + len(self.trickle)
 
@@ -101,17 +110,22 @@ class Overrides:
         """The persisted overrides; an unreadable file is moved aside (and logged), never
         fatal: the server starts without overrides rather than not at all."""
         path = state_dir / OVERRIDES_FILE
+        for leftover in state_dir.glob(f".{OVERRIDES_FILE}.tmp-*"):  # from a crash mid-write
+            with contextlib.suppress(OSError):
+                leftover.unlink()
         if not path.exists():
             return cls()
         try:
+            if path.stat().st_size > MAX_STATE_BYTES:
+                raise ValueError(f"larger than {MAX_STATE_BYTES >> 20} MiB")
             loaded = cls.from_document(json.loads(path.read_text()))
-        except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, OSError, RecursionError) as exc:
             aside = path.with_name(f"{path.name}.corrupt-{int(now)}")
             path.replace(aside)
             log.error(
                 "state file %s is unreadable (%s): moved to %s, starting without overrides",
                 path,
-                exc,
+                type(exc).__name__ if isinstance(exc, RecursionError) else str(exc)[:200],
                 aside,
             )
             return cls()

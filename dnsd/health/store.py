@@ -22,7 +22,7 @@ from typing import Any, Literal
 from dnsd.config.model import Backend, Monitor, Pool
 from dnsd.health import ewma
 from dnsd.health.fsm import ProbeResult, SourceState, State, on_result
-from dnsd.health.overrides import OverrideError, Overrides
+from dnsd.health.overrides import OverrideError, Overrides, PersistError
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.remote import RemoteObservation, RemoteObservations
 from dnsd.health.verdict import Verdict, effective, news_level, next_view, verdict
@@ -32,7 +32,7 @@ from dnsd.snapshot import NodeSettings, Snapshot
 log = logging.getLogger("dnsd.health")
 
 EventKind = Literal["probe", "backend", "override"]
-__all__ = ["HealthEvent", "HealthStore", "OverrideError", "SourceHealth"]
+__all__ = ["HealthEvent", "HealthStore", "OverrideError", "PersistError", "SourceHealth"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,24 +271,29 @@ class HealthStore:
     # -- overrides ---------------------------------------------------------------------------
     def set_backend_override(self, pool: str, backend: str, state: str | None) -> None:
         Overrides.check_backend(self._require_snapshot().config, pool, backend, state)
-        self._change(self.overrides.backends, (pool, backend), state, f"backend {pool}/{backend}")
+        self._change("backends", (pool, backend), state, f"backend {pool}/{backend}")
 
     def set_pool_override(self, pool: str, state: str | None) -> None:
         Overrides.check_pool(self._require_snapshot().config, pool, state)
-        self._change(self.overrides.pools, pool, state, f"pool {pool}")
+        self._change("pools", pool, state, f"pool {pool}")
 
     def set_trickle_override(self, lb: str, ratio: float | None) -> None:
         Overrides.check_trickle(self._require_snapshot().config, lb, ratio)
-        self._change(self.overrides.trickle, lb, ratio, f"load balancer {lb} trickle_ratio")
+        self._change("trickle", lb, ratio, f"load balancer {lb} trickle_ratio")
 
-    def _change(self, table: dict[Any, Any], key: Any, value: Any, subject: str) -> None:
+    def _change(self, table_name: str, key: Any, value: Any, subject: str) -> None:
+        """Persist first, then apply: an override the state file could not hold would be
+        lost at the next restart, so it is refused (PersistError) and nothing changes."""
+        changed = self.overrides.copy()
+        table: dict[Any, Any] = getattr(changed, table_name)
         old = table.get(key)
         if value is None:
             table.pop(key, None)
         else:
             table[key] = value
-        self.overrides.updated_at = self._clock()
-        self._save_overrides()
+        changed.updated_at = self._clock()
+        self._save(changed)
+        self.overrides = changed
         document = self.overrides_document()
         for listener in self.override_listeners:
             listener(document)
@@ -307,8 +312,9 @@ class HealthStore:
 
     def apply_overrides(self, document: dict[str, Any]) -> None:
         """Overrides made on another node (newest wins): adopt, persist, publish."""
-        self.overrides = Overrides.from_document(document, self._clock())
-        self._save_overrides()
+        adopted = Overrides.from_document(document, self._clock())
+        self._save(adopted)
+        self.overrides = adopted
         self.override_changes_total += 1
         origin = document.get("node", "?")
         log.warning("overrides from node %s applied", origin)
@@ -319,9 +325,16 @@ class HealthStore:
         )
         self.publish()
 
-    def _save_overrides(self) -> None:
-        if self.state_dir is not None:
-            self.overrides.save(self.state_dir)
+    def _save(self, overrides: Overrides) -> None:
+        if self.state_dir is None:
+            return
+        try:
+            overrides.save(self.state_dir)
+        except OSError as exc:
+            log.error("cannot write the state file in %s: %s", self.state_dir, exc.strerror)
+            raise PersistError(
+                f"the override was not applied: cannot write the state file ({exc.strerror})"
+            ) from None
 
     def _event(self, event: HealthEvent) -> None:
         self.events.append(event)

@@ -314,3 +314,26 @@ def test_explain_against_a_running_server(config_copy) -> None:
     info = json.loads(proc.stdout)
     assert info["region"] == "WEU" and info["pool"] == "us-east"  # live: eu-west is down
     assert {c["pool"]: c["healthy"] for c in info["candidates"]}["eu-west"] is False
+
+
+def test_an_override_that_cannot_be_persisted_is_not_applied(admin, tmp_path) -> None:
+    """Persist first, then apply (issue 16): else it would vanish at the next restart."""
+    import os
+
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    blocker = state / f".overrides.json.tmp-{os.getpid()}"  # where the write must go
+    blocker.mkdir()
+    try:
+        status, body = http(
+            admin.admin_port, "PUT", "/api/v1/overrides/pools/us-east", {"state": "down"}, TOKEN
+        )
+        assert status == 503 and "not applied" in body["error"]
+        assert admin.server.store.pool_overrides == {}
+        assert http(admin.admin_port, "GET", "/api/v1/status")[1]["overrides"]["pools"] == {}
+    finally:
+        blocker.rmdir()
+    status, _ = http(
+        admin.admin_port, "PUT", "/api/v1/overrides/pools/us-east", {"state": "down"}, TOKEN
+    )
+    assert status == 200 and admin.server.store.pool_overrides == {"us-east": "down"}

@@ -535,3 +535,14 @@ def test_corrupt_state_file_is_set_aside(tmp_path) -> None:
     assert store.backend_overrides == {}
     assert not (state / "overrides.json").exists()
     assert len(list(state.glob("overrides.json.corrupt-*"))) == 1
+
+
+def test_a_deeply_nested_state_file_is_set_aside_and_leftovers_removed(tmp_path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "overrides.json").write_text("[" * 100_000 + "]" * 100_000)
+    (state / ".overrides.json.tmp-4242").write_text("{half")  # a crash mid-write
+    store = HealthStore(state)  # used to crash the start with RecursionError
+    assert store.backend_overrides == {}
+    assert len(list(state.glob("overrides.json.corrupt-*"))) == 1
+    assert not list(state.glob(".overrides.json.tmp-*"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 from tests.conftest import ServerThread
@@ -72,3 +73,73 @@ def test_serve_refuses_to_start_on_a_broken_config(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert 'z.yaml:1: soa: missing required key "soa"' in proc.stderr
+
+
+def big_zone(records: int) -> str:
+    lines = ["zone: big.test", "soa: {mname: ns1.big.test., rname: h.big.test.}", "records:"]
+    lines += [f"  h{i}: {{A: 192.0.2.{i % 250 + 1}}}" for i in range(records)]
+    return "\n".join(lines) + "\n"
+
+
+def test_overlapping_reloads_finish_in_order(config_copy: Path) -> None:
+    """A slow reload that read a zone, then a fast one after the zone was deleted: the
+    deleted zone must not come back (issue 16). Reloads run one at a time."""
+    import asyncio
+
+    from dnslib import RCODE
+
+    (config_copy / "big.test.yaml").write_text(big_zone(20_000))
+    srv = ServerThread(config_copy).start()
+    try:
+        assert ask(srv.port, "h1.big.test").header.rcode == RCODE.NOERROR
+        first = asyncio.run_coroutine_threadsafe(srv.server.reload(), srv.loop)
+        time.sleep(0.05)  # the first reload is reading big.test.yaml
+        (config_copy / "big.test.yaml").unlink()
+        second = asyncio.run_coroutine_threadsafe(srv.server.reload(), srv.loop)
+        third = asyncio.run_coroutine_threadsafe(srv.server.reload(), srv.loop)  # coalesced
+        r1, r2, r3 = (f.result(timeout=30) for f in (first, second, third))
+        assert r1.ok and r2.ok and r2 == r3
+        assert r1.generation < r2.generation == srv.server.holder.current.generation
+        assert ask(srv.port, "h1.big.test").header.rcode == RCODE.REFUSED  # gone for good
+    finally:
+        srv.stop()
+
+
+def test_a_broken_loader_input_is_an_ordinary_failed_reload(config_copy: Path) -> None:
+    """Alias bombs, deep nesting, huge integers, FIFOs and symlinks out of the directory
+    fail the reload with a reason; the old config keeps serving (issue 16)."""
+    import os
+
+    outside = config_copy.parent / "secret.yaml"
+    outside.write_text("password: hunter2\n")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+    )
+    cases = {
+        "bomb.yaml": bomb + "? *i\n: 1\n",
+        "deep.yaml": "pools: " + "[" * 5000 + "]" * 5000 + "\n",
+        "int.yaml": "pools: {p: {weight: " + "9" * 5000 + "}}\n",
+    }
+    srv = ServerThread(config_copy).start()
+    try:
+        for name, text in cases.items():
+            (config_copy / name).write_text(text)
+            started = time.monotonic()
+            assert srv.reload() is False, name
+            assert time.monotonic() - started < 2.0, name
+            assert mail_address(srv.port) == "192.0.2.25"
+            (config_copy / name).unlink()
+        os.mkfifo(config_copy / "fifo.yaml")
+        assert srv.reload() is False  # not opened: a FIFO would block the reload
+        (config_copy / "fifo.yaml").unlink()
+        (config_copy / "link.yaml").symlink_to(outside)
+        assert srv.reload() is False
+        assert srv.reload() is False
+        (config_copy / "link.yaml").unlink()
+        assert srv.reload() is True
+        failed = srv.server.metrics.registry.get_sample_value(
+            "dnsd_reloads_total", {"result": "failed"}
+        )
+        assert failed == 6
+    finally:
+        srv.stop()
