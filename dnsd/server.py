@@ -10,7 +10,7 @@ import signal
 import socket
 import time
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from aiohttp import web
 
 from dnsd.admin.app import build_app
 from dnsd.admin.control import ReloadResult
+from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.config.loader import load_config
 from dnsd.errors import ConfigError
@@ -29,6 +30,7 @@ from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView
 from dnsd.net import UDP_LOOPS
 from dnsd.net.counters import NetCounters
+from dnsd.net.descriptors import share_descriptors
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
@@ -103,6 +105,10 @@ class DnsServer:
         self.scheduler.on_probe = self.metrics.observe_probe
         self.admin_bound: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
+        self._admin_server: asyncio.Server | None = None
+        # Descriptors for clients, with a reserve the probes and files always keep.
+        self.descriptors = share_descriptors(options.tcp_limits.max_connections)
+        tcp_limits = replace(options.tcp_limits, max_connections=self.descriptors.tcp_dns)
         self.counters = NetCounters()
         self.rrl = ResponseRateLimiter(options.rrl)
         self.pool: WorkerPool | None = None
@@ -116,9 +122,7 @@ class DnsServer:
         self._tcp: list[asyncio.Server] = []
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         self._loop_udp_answer = self.answerer(self.cache, "udp")
-        self._tcp_handler = TcpHandler(
-            self.answerer(self.cache, "tcp"), self.counters, options.tcp_limits
-        )
+        self._tcp_handler = TcpHandler(self.answerer(self.cache, "tcp"), self.counters, tcp_limits)
         for collector in (StateCollector(self.holder, self.store), self._tcp_handler, self.rrl):
             self.metrics.register(collector)
         if self.bus is not None:
@@ -265,12 +269,17 @@ class DnsServer:
 
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
-            build_app(self, self.options.admin_token), access_log=None
+            build_app(self, self.options.admin_token, host),
+            access_log=None,
+            keepalive_timeout=ADMIN_KEEPALIVE_S,
         )
         await self._admin_runner.setup()
-        site = web.TCPSite(self._admin_runner, host, port, reuse_address=True)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
+        factory = self._admin_runner.server
+        assert factory is not None
+        guard = ConnectionGuard(factory, self.descriptors.admin, ADMIN_HEADER_TIMEOUT_S)
+        loop = asyncio.get_running_loop()
+        self._admin_server = await loop.create_server(guard, host, port, reuse_address=True)
+        bound = self._admin_server.sockets[0].getsockname()
         self.admin_bound = (host, bound[1])
         writes = "enabled" if self.options.admin_token else "refused (no DNSD_ADMIN_TOKEN)"
         log.info("admin API on http://%s:%d/ (writes %s)", _url_host(host), bound[1], writes)
@@ -365,6 +374,8 @@ class DnsServer:
                 await asyncio.to_thread(self.follower.report, self.metrics.serving_counts())
         if self.pool is not None:
             await self.pool.stop()
+        if self._admin_server is not None:
+            self._admin_server.close()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self.scheduler.stop()
@@ -382,6 +393,8 @@ class DnsServer:
 
 
 UDP_RECEIVE_BUFFER = 4 << 20
+ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
+ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this
 REPORT_EVERY_S = 1.0
 
 

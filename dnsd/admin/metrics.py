@@ -141,7 +141,8 @@ class Metrics:
             self.transitions.labels(event.kind, event.new).inc()
 
     def observe_probe(self, target: ProbeTarget, source: str, result: ProbeResult) -> None:
-        self.probe_results.labels(target.monitor, source, "ok" if result.ok else "failed").inc()
+        outcome = "ok" if result.ok else ("local" if result.local else "failed")
+        self.probe_results.labels(target.monitor, source, outcome).inc()
         if result.ok and result.rtt_ms is not None:
             self.probe_latency.labels(target.monitor, source).observe(result.rtt_ms / 1000.0)
 

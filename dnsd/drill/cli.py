@@ -165,7 +165,7 @@ Try:
   dig @{host} -p {port} +short www.{zone}          # about a second later: secondary 127.0.0.21 127.0.0.22
   curl -s -X POST -d '{{"mode": "ok"}}' {control}/backends/p1
   dnsd explain www.{zone} --server {admin}
-  curl -s -X PUT -H 'Authorization: Bearer {token}' -d '{{"trickle_ratio": 1.0}}' {admin}/api/v1/overrides/load_balancers/www
+  curl -s -X PUT -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{"trickle_ratio": 1.0}}' {admin}/api/v1/overrides/load_balancers/www
   DNSD_ADMIN_TOKEN={token} dnsd drill primary-down --server {admin} --control {control} --dns {host}:{port} --plot drill.png
 
 Other names: geo.{zone} (geo steering; this node is in WEU), zonal.{zone} (SPILL_CROSS_ZONE),

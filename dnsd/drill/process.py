@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -25,7 +26,9 @@ class DnsdProcess:
         *extra: str,
         env: dict[str, str] | None = None,
         listen: str = "127.0.0.1:0",
+        nofile: int | None = None,
     ) -> None:
+        """`nofile`: run with this descriptor limit (soft and hard), as a small host would."""
         defaults = []
         if "--state-dir" not in extra:
             defaults += ["--state-dir", tempfile.mkdtemp(prefix="dnsd-state-")]
@@ -34,6 +37,7 @@ class DnsdProcess:
         serve = ["-m", "dnsd", "serve", str(config_dir), "--listen", listen]
         self.args = [sys.executable, *serve, *defaults, *extra]
         self.extra_env = env or {}
+        self.nofile = nofile
         self.admin_port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
@@ -42,9 +46,13 @@ class DnsdProcess:
 
     def __enter__(self) -> DnsdProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
+        limit = self.nofile
         self.proc = subprocess.Popen(
-            self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env
-        )
+            self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+            preexec_fn=None if limit is None else lambda: resource.setrlimit(
+                resource.RLIMIT_NOFILE, (limit, limit)
+            ),
+        )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         deadline = time.monotonic() + 15

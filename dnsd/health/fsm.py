@@ -19,6 +19,7 @@ class ProbeResult:
     at: float  # wall-clock seconds when the probe finished
     rtt_ms: float | None = None  # for successful probes
     error: str | None = None  # why it failed
+    local: bool = False  # failed for a reason on this machine: no result, not the backend's
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ssl
 import time
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ async def probe(
 ) -> ProbeResult:
     result = await _once(session, target, monitor, source)
     for _ in range(monitor.retries):
-        if result.ok:
+        if result.ok or result.local:
             break
         result = await _once(session, target, monitor, source)
     return result
@@ -68,10 +69,32 @@ async def _once(
         error = f"timeout after {monitor.timeout_s:g}s"
     except (OSError, aiohttp.ClientError) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if is_local_failure(exc):
+            return ProbeResult(False, time.time(), None, error, local=True)
     rtt_ms = (time.perf_counter() - started) * 1000.0
     if error is None:
         return ProbeResult(True, time.time(), rtt_ms)
     return ProbeResult(False, time.time(), None, error)
+
+
+# Failures that say something about this machine, not about the backend: out of
+# descriptors or buffers, no local address or route. Such a probe gives no result.
+LOCAL_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL,
+     errno.ENETUNREACH}
+)  # fmt: skip
+
+
+def is_local_failure(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # aiohttp wraps the OSError (os_error, __cause__)
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in LOCAL_ERRNOS:
+            return True
+        inner = getattr(seen, "os_error", None)
+        seen = inner if isinstance(inner, BaseException) else (seen.__cause__ or seen.__context__)
+    return False
 
 
 async def _tcp(target: ProbeTarget) -> str | None:

@@ -16,8 +16,10 @@ from dnsd.config.model import Monitor
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import ProbeTarget, probe
 from dnsd.health.store import HealthStore
+from dnsd.ratelog import RateLimitedLog
 
 log = logging.getLogger("dnsd.health.scheduler")
+LOCAL_LOG = RateLimitedLog(log)
 
 
 def next_delay(interval_s: float, elapsed_s: float, jitter: float, rng: random.Random) -> float:
@@ -44,6 +46,7 @@ class ProbeScheduler:
         self._session: aiohttp.ClientSession | None = None
         self.probes_total = 0
         self.on_probe: Callable[[ProbeTarget, str, ProbeResult], None] | None = None
+        self.local_failures = 0  # probes that could not run on this machine
         self.first_round = asyncio.Event()
         self._pending_first: set[tuple[ProbeTarget, str]] = set()
 
@@ -80,7 +83,13 @@ class ProbeScheduler:
             async with self._limit:
                 result = await probe(self._session, target, monitor, source)
             self.probes_total += 1
-            self.store.record(target, source, result, monitor)
+            if result.local:  # this machine's trouble, not the backend's: no verdict
+                self.local_failures += 1
+                LOCAL_LOG.log(time.time(), logging.ERROR,
+                              "probe of %s:%d could not run here (%s): no result",
+                              target.host, target.port, result.error)  # fmt: skip
+            else:
+                self.store.record(target, source, result, monitor)
             if self.on_probe is not None:
                 self.on_probe(target, source, result)
             if key in self._pending_first:

@@ -337,3 +337,62 @@ def test_an_override_that_cannot_be_persisted_is_not_applied(admin, tmp_path) ->
         admin.admin_port, "PUT", "/api/v1/overrides/pools/us-east", {"state": "down"}, TOKEN
     )
     assert status == 200 and admin.server.store.pool_overrides == {"us-east": "down"}
+
+
+# -- hardening (issue 16) ------------------------------------------------------------------------
+POOL = "/api/v1/overrides/pools/us-east"
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "message"),
+    [
+        (b'{"state": null}', {}, "DELETE removes"),
+        (b'{"state": "down", "state": "up"}', {}, "duplicate key"),
+        (b'{"state": "down"}', {"Content-Type": "text/plain"}, "Content-Type"),
+        (b'{"state": "down"}', {"Content-Type": "application/json; charset=latin-1"}, "UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, {}, None),  # 200 KB: over the body limit
+        (b"[" * 20_000 + b"]" * 20_000, {}, "not valid JSON"),  # too deep to parse
+        (b'{"state": 1e999}', {}, "state must be a string"),
+        (b'{"state": "\xff"}', {}, "not valid JSON"),
+        (b"\xef\xbb\xbf{}", {}, "not valid JSON"),
+    ],
+)
+def test_bad_bodies_get_a_json_400_and_change_nothing(admin, raw, headers, message) -> None:
+    status, body = http(admin.admin_port, "PUT", POOL, token=TOKEN, raw=raw, headers=headers)
+    assert status in (400, 413) and isinstance(body, dict) and "error" in body
+    if message:
+        assert status == 400 and message in body["error"], body
+    assert admin.server.store.pool_overrides == {}
+
+
+def test_the_auth_scheme_is_case_insensitive(admin) -> None:
+    headers = {"Authorization": f"bearer {TOKEN}"}
+    assert http(admin.admin_port, "PUT", POOL, {"state": "down"}, headers=headers)[0] == 200
+
+
+def test_wrong_tokens_lock_the_source_out(admin) -> None:
+    for _ in range(5):
+        assert http(admin.admin_port, "PUT", POOL, {"state": "down"}, "guess")[0] == 403
+    status, body = http(admin.admin_port, "PUT", POOL, {"state": "down"}, TOKEN)
+    assert status == 429 and "retry in" in body["error"]  # even the right one, for a minute
+    assert admin.server.store.pool_overrides == {}
+    assert http(admin.admin_port, "GET", "/api/v1/status")[0] == 200  # reads stay open
+
+
+def test_a_rebound_host_name_cannot_read_the_api(admin) -> None:
+    """DNS rebinding: a page at evil.example whose name now points at 127.0.0.1."""
+    evil = {"Host": f"evil.example:{admin.admin_port}"}
+    status, body = http(admin.admin_port, "GET", "/api/v1/status", headers=evil)
+    assert status == 421 and "Host" in body["error"]
+    for host in (f"localhost:{admin.admin_port}", "127.0.0.1", f"[::1]:{admin.admin_port}"):
+        assert http(admin.admin_port, "GET", "/healthz", headers={"Host": host})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["name=www.example.test&type=NOSUCH", "name=" + "a" * 300, "name=x&client=1.2.3.4.5",
+     "name=x&ecs=1.2.3.0/99999", "name=x&ecs=" + "9" * 5000, "name=%FF%FE"],
+)  # fmt: skip
+def test_bad_explain_parameters_get_a_json_400(admin, query) -> None:
+    status, body = http(admin.admin_port, "GET", f"/api/v1/explain?{query}")
+    assert status == 400 and "error" in body

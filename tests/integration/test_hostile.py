@@ -222,3 +222,59 @@ def test_names_with_dots_inside_labels_are_answered_as_the_zone_says(
     assert [str(rr.rdata) for rr in reply.rr] == ([answer] if answer else [])
     tcp = DNSRecord.parse(tcp_raw(server.port, query))  # and the same over TCP (no cache)
     assert tcp.header.rcode == rcode
+
+
+STARVE_CONFIG = """\
+zone: hard.test
+soa: {{mname: ns1.hard.test., rname: h.hard.test., minimum: 1}}
+records:
+  "@": {{NS: ns1.hard.test.}}
+  ns1: {{A: 127.0.0.1}}
+  www: {{lb: www}}
+monitors:
+  web: {{type: http, path: /healthz, interval: 0.2s, timeout: 0.5s, healthy_threshold: 1,
+        unhealthy_threshold: 2}}
+pools:
+  main: {{monitor: web, backends: [{{name: b1, address: 127.0.0.71, port: {port}}}]}}
+  sorry: {{backends: [{{name: s1, address: 192.0.2.250}}]}}
+load_balancers:
+  www: {{ttl: 1, default_pools: [main], fallback_pool: sorry}}
+"""
+
+
+def test_idle_admin_connections_cannot_starve_probes_or_dns(tmp_path) -> None:
+    """10,000 idle admin connections against a process with 256 descriptors: probes keep
+    passing (answers do not move), DNS over TCP answers, the admin API still serves
+    (issue 16)."""
+    from dnsd.drill.backend import DemoBackend
+    from tests.loop_thread import LoopThread
+
+    loop = LoopThread()
+    backend = loop.call(DemoBackend("b1", host="127.0.0.71", control_port=None).start())
+    (tmp_path / "zones").mkdir()
+    (tmp_path / "zones" / "hard.yaml").write_text(STARVE_CONFIG.format(port=backend.port))
+    held: list[socket.socket] = []
+    try:
+        with DnsdProcess(tmp_path / "zones", "--rrl-rate", "0", nofile=256) as dnsd:
+            assert str(ask(dnsd.port, "www.hard.test").rr[0].rdata) == "127.0.0.71"
+            for i in range(10_000):
+                try:
+                    s = socket.create_connection(("127.0.0.1", dnsd.admin_port), timeout=1)
+                except OSError:
+                    continue  # refused or reset: the server is guarding its descriptors
+                held.append(s)
+                if len(held) > 300:  # this test process has its own limit too
+                    held.pop(0).close()
+                if i % 1000 == 0:
+                    assert str(ask(dnsd.port, "www.hard.test").rr[0].rdata) == "127.0.0.71"
+            time.sleep(1.0)  # five probe intervals with the connections held
+            assert str(ask(dnsd.port, "www.hard.test").rr[0].rdata) == "127.0.0.71"
+            assert str(ask(dnsd.port, "www.hard.test", tcp=True).rr[0].rdata) == "127.0.0.71"
+            status, body = http(dnsd.admin_port, "GET", "/readyz")
+            assert status == 200 and body["ready"] is True
+            assert "Too many open files" not in dnsd.output
+    finally:
+        for s in held:
+            s.close()
+        loop.call(backend.stop())
+        loop.close()

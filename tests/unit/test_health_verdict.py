@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 from types import MappingProxyType
 
 import pytest
 
 from dnsd.health.overrides import Overrides
+from dnsd.health.probes import is_local_failure
 from dnsd.health.verdict import effective, news_level, next_view, verdict
 from dnsd.health.view import BackendHealth, HealthView, RttSample
 
@@ -103,3 +105,20 @@ def test_override_document_round_trips() -> None:
         "updated_at": 12.5,
     }
     assert Overrides.from_document(doc).document() == doc
+
+
+@pytest.mark.parametrize(
+    ("error", "local"),
+    [
+        (OSError(errno.EMFILE, "Too many open files"), True),
+        (OSError(errno.ENOBUFS, "No buffer space"), True),
+        (OSError(errno.ENETUNREACH, "Network is unreachable"), True),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "refused"), False),  # the backend's
+        (OSError(errno.EHOSTUNREACH, "No route to host"), False),  # the backend is gone
+        (TimeoutError(), False),
+    ],
+)
+def test_local_probe_failures_are_told_apart(error, local) -> None:
+    wrapped = RuntimeError("connect failed")
+    wrapped.__cause__ = error
+    assert is_local_failure(error) is local and is_local_failure(wrapped) is local
