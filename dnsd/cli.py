@@ -70,6 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis", metavar="URL", help="share health with other nodes (redis://HOST:PORT/DB)"
     )
     serve.add_argument(
+        "--redis-key-file", metavar="FILE",
+        help="the cluster key (at least 16 bytes) that seals every health bus message",
+    )  # fmt: skip
+    serve.add_argument(
+        "--redis-insecure", action="store_true",
+        help="share health through Redis without a cluster key (anyone who can write to Redis can then move answers)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--cluster-nodes", metavar="NAME,...",
+        help="the only node names health bus messages may come from",
+    )  # fmt: skip
+    serve.add_argument(
         "--redis-max-age", type=float, default=30.0, metavar="SECONDS",
         help="another node's observation stops counting after this long without news (default 30)",
     )  # fmt: skip
@@ -276,6 +288,7 @@ def run_serve(args: argparse.Namespace) -> int:
         print("--query-log-sample: a share from 0 to 1", file=sys.stderr)
         return 2
     from dnsd.geo.regions import REGIONS
+    from dnsd.health.seal import read_key
     from dnsd.net.rrl import RrlSettings
     from dnsd.snapshot import NodeSettings
 
@@ -288,6 +301,20 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.redis and not (args.node and args.pop_region):
         print(
             "--redis needs --node NAME and --pop-region CODE (each node probes as its region)",
+            file=sys.stderr,
+        )
+        return 2
+    redis_key = None
+    if args.redis and args.redis_key_file:
+        try:
+            redis_key = read_key(args.redis_key_file)
+        except (OSError, ValueError) as exc:
+            print(f"--redis-key-file: {exc}", file=sys.stderr)
+            return 2
+    elif args.redis and not args.redis_insecure:
+        print(
+            "--redis needs --redis-key-file FILE (the cluster key that seals health messages);"
+            " --redis-insecure shares health without one",
             file=sys.stderr,
         )
         return 2
@@ -309,6 +336,10 @@ def run_serve(args: argparse.Namespace) -> int:
         rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),
         redis_url=args.redis,
         redis_max_age_s=args.redis_max_age,
+        redis_key=redis_key,
+        cluster_nodes=frozenset(n.strip() for n in args.cluster_nodes.split(",") if n.strip())
+        if args.cluster_nodes
+        else None,
         answer_cache=not args.no_answer_cache,
         udp_loop=args.udp_loop,
         workers=args.workers,

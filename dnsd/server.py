@@ -60,6 +60,8 @@ class ServerOptions:
     rrl: RrlSettings = field(default_factory=RrlSettings)  # on, as `dnsd serve` runs it
     redis_url: str | None = None  # share health with other nodes through Redis
     redis_max_age_s: float = 30.0  # another node's observation counts this long
+    redis_key: bytes | None = None  # the cluster key; None shares unsealed (--redis-insecure)
+    cluster_nodes: frozenset[str] | None = None  # who may speak on the bus; None: anyone
     answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
     udp_loop: str = UDP_LOOPS[0]  # "thread": a blocking socket loop per listener
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
@@ -86,6 +88,7 @@ class DnsServer:
         self.options = options
         self.holder = SnapshotHolder(snapshot)
         self.store = HealthStore(options.state_dir)
+        self.store.node_name = options.node.name or "dnsd"
         self.store.set_snapshot(snapshot)
         self.bus: RedisBus | None = None
         if options.redis_url:
@@ -94,7 +97,16 @@ class DnsServer:
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
             node = options.node.name or options.node.pop_region or "dnsd"
-            self.bus = RedisBus(options.redis_url, node, self.store, options.redis_max_age_s)
+            self.bus = RedisBus(
+                options.redis_url, node, self.store, options.redis_max_age_s,
+                key=options.redis_key, nodes=options.cluster_nodes,
+            )  # fmt: skip
+            if options.redis_key is None:
+                log.warning(
+                    "health bus WITHOUT a cluster key (--redis-insecure): whoever can write "
+                    "to %s can change this node's health and overrides",
+                    options.redis_url,
+                )
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
         self.caches = AnswerCaches()  # the event loop's and each UDP thread's

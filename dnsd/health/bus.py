@@ -3,8 +3,11 @@
 Each node probes as its own source region and publishes every observation — (monitor,
 target, source) → state, EWMA RTT, samples, time — to a Redis hash and a pub/sub channel;
 every node applies the others' observations, so all compute the same quorum verdict and
-the same per-region RTT profiles. Overrides travel the same way (newest wins) and each
-node persists them. An observation older than `max_age_s` stops counting (a dead node
+the same per-region RTT profiles. Overrides travel the same way (merged entry by entry,
+the newer version wins) and each node persists them. Every message is sealed with the
+cluster key (`seal.py`); one that is not — or names a node outside `--cluster-nodes`, a
+target this config does not probe, or a time in the future — is counted by reason in
+`dnsd_redis_rejected_total`, logged at a bounded rate and skipped. An observation older than `max_age_s` stops counting (a dead node
 cannot pin a state) — but only while Redis is reachable: when Redis is down, every node
 keeps serving on its own probes and the last shared state it saw, so a Redis outage does
 not turn into a storm of answer changes. On reconnect a node re-reads everything and
@@ -15,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -28,6 +31,7 @@ from redis.exceptions import RedisError
 
 from dnsd.health.fsm import State
 from dnsd.health.probes import ProbeTarget
+from dnsd.health.seal import Rejected, Sealer
 from dnsd.health.store import HealthStore, PersistError, SourceHealth
 from dnsd.ratelog import RateLimitedLog
 
@@ -62,16 +66,29 @@ class Observation:
     def target(self) -> ProbeTarget:
         return ProbeTarget(self.monitor, self.host, self.port)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
     @classmethod
-    def from_json(cls, text: str | bytes) -> Observation:
-        """ValueError/TypeError for anything but an observation another node sent."""
-        obs = cls(**json.loads(text))
+    def from_body(cls, body: dict[str, Any]) -> Observation:
+        """ValueError/TypeError for anything but an observation a node sends."""
+        obs = cls(**body)
         if obs.state not in get_args(State):
             raise ValueError(f"unknown state {obs.state!r}")
+        numbers = (obs.last_at, obs.published_at, obs.samples, obs.port)
+        if not all(isinstance(n, int | float) and math.isfinite(n) for n in numbers):
+            raise ValueError("times, samples and port must be numbers")
+        if obs.ewma_ms is not None and not (
+            isinstance(obs.ewma_ms, int | float) and obs.ewma_ms >= 0
+        ):
+            raise ValueError("ewma_ms must be a number")
         return obs
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password (redis://user:PASSWORD@host → redis://user:***@host)."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def observation_of(
@@ -87,15 +104,30 @@ def observation_of(
     )  # fmt: skip
 
 
+MAX_SKEW_S = 5.0  # a message's times may be this far ahead of our clock, no further
+
+
 class RedisBus:
-    def __init__(self, url: str, node: str, store: HealthStore, max_age_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        node: str,
+        store: HealthStore,
+        max_age_s: float = 30.0,
+        key: bytes | None = None,
+        nodes: frozenset[str] | None = None,
+    ) -> None:
+        """`key`: the cluster key (None only with --redis-insecure); `nodes`: the node
+        names messages may come from (None: any)."""
         self.url, self.node, self.store = url, node, store
         self.max_age_s = max_age_s
+        self.sealer = Sealer(key)
+        self.nodes = nodes
         self.connected = False
         self.errors_total = 0
         self.published_total = 0
         self.received_total = 0
-        self.malformed_total = 0
+        self.rejected: dict[str, int] = {}
         self._own: dict[str, Observation] = {}  # this node's latest, re-sent on reconnect
         self._client: aioredis.Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -150,7 +182,8 @@ class RedisBus:
                 backoff = min(backoff * 2, 2.0)
 
     def status(self) -> dict[str, Any]:
-        return {"url": self.url, "node": self.node, "connected": self.connected}
+        return {"url": _redacted(self.url), "node": self.node, "connected": self.connected,
+                "authenticated": self.sealer.authenticated, "rejected": dict(self.rejected)}  # fmt: skip
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
@@ -166,6 +199,12 @@ class RedisBus:
         messages.add_metric(["published"], self.published_total)
         messages.add_metric(["received"], self.received_total)
         yield messages
+        rejected = CounterMetricFamily(
+            "dnsd_redis_rejected", "Bus messages refused and skipped", labels=["reason"]
+        )
+        for reason, count in sorted(self.rejected.items()):
+            rejected.add_metric([reason], count)
+        yield rejected
 
     def _set_connected(self, up: bool) -> None:
         if up and not self.connected:
@@ -177,63 +216,83 @@ class RedisBus:
         assert self._client is not None
         observations: dict[Any, Any] = await self._client.hgetall(OBS_HASH)
         for raw in observations.values():
-            with self._malformed_ignored():
-                self._apply(Observation.from_json(raw))
+            self._receive_observation(raw)
         for obs in list(self._own.values()):  # what we learned while Redis was away
             await self._publish_observation(obs)
         stored = await self._client.get(OVERRIDES_KEY)
-        shared: Any = None
-        with self._malformed_ignored():
-            shared = json.loads(stored) if stored else None
-            local = self.store.overrides_document()
-            if isinstance(shared, dict) and shared.get("updated_at", 0) > local["updated_at"]:
-                self.store.apply_overrides(shared)
-                return
-        local = self.store.overrides_document()
-        if local["updated_at"] > (shared.get("updated_at", 0) if isinstance(shared, dict) else 0):
-            await self._publish_overrides(local)
+        if stored:
+            self._receive_overrides(stored)
+        if stored is None or self._opened(stored) != self._overrides_body():
+            await self._publish_overrides(self.store.overrides_document())  # ours is newer
 
     def _on_message(self, message: dict[str, Any]) -> None:
-        channel = (
-            message["channel"].decode()
-            if isinstance(message["channel"], bytes)
-            else message["channel"]
-        )
+        channel = message["channel"]
+        channel = channel.decode() if isinstance(channel, bytes) else channel
         self.received_total += 1
-        with self._malformed_ignored():
-            if channel == OBS_CHANNEL:
-                self._apply(Observation.from_json(message["data"]))
-            elif channel == OVERRIDES_CHANNEL:
-                doc = json.loads(message["data"])
-                newer = doc.get("updated_at", 0) > self.store.overrides_document()["updated_at"]
-                if doc.get("node") != self.node and newer:
-                    self.store.apply_overrides(doc)
+        if channel == OBS_CHANNEL:
+            self._receive_observation(message["data"])
+        elif channel == OVERRIDES_CHANNEL:
+            self._receive_overrides(message["data"])
+
+    def _opened(self, raw: str | bytes) -> dict[str, Any] | None:
+        try:
+            return self.sealer.open(raw)
+        except Rejected:
+            return None
+
+    def _receive_observation(self, raw: str | bytes) -> None:
+        with self._rejections():
+            obs = Observation.from_body(self.sealer.open(raw))
+            self._check_sender(obs.node, max(obs.published_at, obs.last_at))
+            if obs.node == self.node:
+                return
+            if not self.store.apply_remote(
+                obs.target, obs.source, obs.state, obs.ewma_ms, obs.samples, obs.last_at,
+                obs.published_at,
+            ):  # fmt: skip
+                raise Rejected("unknown_target", f"{obs.host}:{obs.port} is not probed here")
+
+    def _receive_overrides(self, raw: str | bytes) -> None:
+        with self._rejections():
+            body = self.sealer.open(raw)
+            sender = body.get("node")
+            if not isinstance(sender, str):
+                raise Rejected("malformed", "an override document names no node")
+            newest = max(
+                (float(v[0]) for v in dict(body.get("versions", {})).values()), default=0.0
+            )
+            self._check_sender(sender, max(float(body.get("updated_at", 0.0)), newest))
+            if sender != self.node:
+                self.store.apply_overrides(body)
+
+    def _check_sender(self, node: str, newest: float) -> None:
+        if self.nodes is not None and node not in self.nodes:
+            raise Rejected("node", f"node {str(node)[:64]!r} is not in --cluster-nodes")
+        if not math.isfinite(newest) or newest > time.time() + MAX_SKEW_S:
+            raise Rejected("future", "a time more than 5 s ahead of this node's clock")
+
+    def _overrides_body(self) -> dict[str, Any]:
+        return {**self.store.overrides_document(), "node": self.node}
 
     @contextlib.contextmanager
-    def _malformed_ignored(self) -> Iterator[None]:
-        """A message that is not what a dnsd node sends is counted and skipped, never
-        applied, and logged at a bounded rate."""
+    def _rejections(self) -> Iterator[None]:
+        """A message this cluster did not send, or cannot use, is counted by reason and
+        skipped — never applied, never the end of the subscriber — and logged at a bounded
+        rate."""
         try:
             yield
-        except PersistError as exc:  # ours, not the message's: the next newer document retries
+        except PersistError as exc:  # ours, not the message's: the next document retries
             REJECTED_LOG.log(time.time(), logging.ERROR, "shared overrides not applied: %s", exc)
+        except Rejected as exc:
+            self._reject(exc.reason, str(exc))
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            self.errors_total += 1
-            self.malformed_total += 1
-            REJECTED_LOG.log(time.time(), logging.ERROR,
-                             "ignored a malformed health bus message: %s", str(exc)[:200])  # fmt: skip
+            self._reject("malformed", f"{type(exc).__name__}: {str(exc)[:200]}")
 
-    def _apply(self, obs: Observation) -> None:
-        if obs.node != self.node:
-            self.store.apply_remote(
-                obs.target,
-                obs.source,
-                obs.state,
-                obs.ewma_ms,
-                obs.samples,
-                obs.last_at,
-                obs.published_at,
-            )
+    def _reject(self, reason: str, detail: str) -> None:
+        self.errors_total += 1
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        REJECTED_LOG.log(time.time(), logging.ERROR, "health bus message refused (%s): %s",
+                         reason, detail)  # fmt: skip
 
     # -- publishing ---------------------------------------------------------------------------
     def _on_local(self, target: ProbeTarget, source: str, health: SourceHealth) -> None:
@@ -246,9 +305,10 @@ class RedisBus:
         if self._client is None:
             return
         try:
+            sealed = self.sealer.seal(asdict(obs))
             async with self._client.pipeline(transaction=False) as pipe:
-                pipe.hset(OBS_HASH, obs.field, obs.to_json())
-                pipe.publish(OBS_CHANNEL, obs.to_json())
+                pipe.hset(OBS_HASH, obs.field, sealed)
+                pipe.publish(OBS_CHANNEL, sealed)
                 await pipe.execute()
             self.published_total += 1
         except (RedisError, OSError) as exc:
@@ -262,7 +322,7 @@ class RedisBus:
     async def _publish_overrides(self, doc: dict[str, Any]) -> None:
         if self._client is None:
             return
-        text = json.dumps({**doc, "node": self.node})
+        text = self.sealer.seal({**doc, "node": self.node})
         try:
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.set(OVERRIDES_KEY, text)

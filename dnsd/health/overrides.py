@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +36,28 @@ class PersistError(OSError):
     """The state file could not be written: the override was not applied."""
 
 
+Version = tuple[float, str]  # (time, node): the later wins, the node name breaks ties
+NEVER: Version = (float("-inf"), "")  # an entry a side has never heard of
+
+
+def entry_key(table: str, key: str | tuple[str, str]) -> str:
+    """ "backends/POOL/BACKEND", "pools/POOL", "load_balancers/LB" (the document's names)."""
+    name = "load_balancers" if table == "trickle" else table
+    return f"{name}/{'/'.join(key) if isinstance(key, tuple) else key}"
+
+
 @dataclass(slots=True)
 class Overrides:
+    """The overrides, and per entry the version that set or removed it: nodes merge their
+    documents entry by entry (last writer wins), so two operators changing different
+    entries on two nodes both keep their change, and a DELETE — a removal with a newer
+    version — always supersedes what came before it."""
+
     backends: dict[tuple[str, str], BackendOverride] = field(default_factory=dict)
     pools: dict[str, PoolOverride] = field(default_factory=dict)
     trickle: dict[str, float] = field(default_factory=dict)
     updated_at: float = 0.0
+    versions: dict[str, Version] = field(default_factory=dict)  # removed entries keep theirs
 
     # -- validated changes: KeyError for unknown names, OverrideError for bad values ---------
     @staticmethod
@@ -72,7 +89,29 @@ class Overrides:
             "pools": dict(sorted(self.pools.items())),
             "load_balancers": {k: {"trickle_ratio": v} for k, v in sorted(self.trickle.items())},
             "updated_at": self.updated_at,
+            "versions": {k: [at, node] for k, (at, node) in sorted(self.versions.items())},
         }
+
+    def _entries(self) -> dict[str, tuple[str, Any, Any]]:
+        out: dict[str, tuple[str, Any, Any]] = {}
+        for table in ("backends", "pools", "trickle"):
+            for key, value in getattr(self, table).items():
+                out[entry_key(table, key)] = (table, key, value)
+        return out
+
+    def merged(self, other: Overrides) -> Overrides:
+        """Entry by entry, the newer version wins (set or removed)."""
+        mine, theirs = self._entries(), other._entries()
+        out = Overrides(updated_at=max(self.updated_at, other.updated_at))
+        for name in set(self.versions) | set(other.versions) | set(mine) | set(theirs):
+            ours = self.versions.get(name, (self.updated_at, "") if name in mine else NEVER)
+            their = other.versions.get(name, (other.updated_at, "") if name in theirs else NEVER)
+            version, entries = (their, theirs) if their > ours else (ours, mine)
+            out.versions[name] = version
+            if name in entries:
+                table, key, value = entries[name]
+                getattr(out, table)[key] = value
+        return out
 
     @classmethod
     def from_document(cls, data: Any, default_time: float = 0.0) -> Overrides:
@@ -88,15 +127,24 @@ class Overrides:
             raise ValueError("bad pool override")
         if not all(0.0 <= v <= 1.0 for v in trickle.values()):
             raise ValueError("bad trickle override")
+        versions = {
+            str(k): (float(v[0]), str(v[1])) for k, v in dict(data.get("versions", {})).items()
+        }
+        if not all(len(k) < 600 and math.isfinite(v[0]) for k, v in versions.items()):
+            raise ValueError("bad override version")
         return cls(
             backends=cast(dict[tuple[str, str], BackendOverride], backends),
             pools=pools,
             trickle=trickle,
             updated_at=float(data.get("updated_at", default_time)),
+            versions=versions,
         )
 
     def copy(self) -> Overrides:
-        return Overrides(dict(self.backends), dict(self.pools), dict(self.trickle), self.updated_at)
+        return Overrides(
+            dict(self.backends), dict(self.pools), dict(self.trickle), self.updated_at,
+            dict(self.versions),
+        )  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.backends) + len(self.pools) + len(self.trickle)

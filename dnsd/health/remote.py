@@ -20,6 +20,7 @@ class RemoteObservation:
     published_at: float
 
 
+MAX_OBSERVATIONS = 100_000  # (target, source) pairs remembered; least recently heard go first
 Key = tuple[ProbeTarget, str]  # (what is probed, the source region it was probed from)
 
 
@@ -35,9 +36,13 @@ class RemoteObservations:
     def add(self, key: Key, observation: RemoteObservation, now: float) -> bool:
         """Remember it; True when it changes what counts (a new state, or the key counting
         again after it had expired)."""
-        previous = self._seen.get(key)
+        previous = self._seen.pop(key, None)  # re-inserted last: the table is in LRU order
         was_fresh = key in self._fresh
         self._seen[key] = observation
+        while len(self._seen) > MAX_OBSERVATIONS:
+            oldest = next(iter(self._seen))
+            del self._seen[oldest]
+            self._fresh.discard(oldest)
         if self.frozen or now - observation.published_at <= self.max_age_s:
             self._fresh.add(key)
         return previous is None or previous.state != observation.state or not was_fresh

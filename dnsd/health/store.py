@@ -22,7 +22,7 @@ from typing import Any, Literal
 from dnsd.config.model import Backend, Monitor, Pool
 from dnsd.health import ewma
 from dnsd.health.fsm import ProbeResult, SourceState, State, on_result
-from dnsd.health.overrides import OverrideError, Overrides, PersistError
+from dnsd.health.overrides import OverrideError, Overrides, PersistError, entry_key
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.remote import RemoteObservation, RemoteObservations
 from dnsd.health.verdict import Verdict, effective, news_level, next_view, verdict
@@ -80,6 +80,7 @@ class HealthStore:
         self._verdicts: dict[tuple[str, str], Verdict] = {}
         self._last_publish = 0.0
         self.overrides = Overrides.load(state_dir, clock()) if state_dir else Overrides()
+        self.node_name = "dnsd"  # who made an override, for ordering them across nodes
         self.events: deque[HealthEvent] = deque(maxlen=history)
         self.transitions_total = 0
         self.override_changes_total = 0
@@ -87,6 +88,7 @@ class HealthStore:
         # Several nodes (dnsd.health.bus): observations from the others, and hooks to share ours.
         self.only_source: str | None = None  # probe only this source region (this node's)
         self.remote = RemoteObservations()
+        self._targets: set[ProbeTarget] = set()  # every target the config probes (any node)
         self.observation_listeners: list[Callable[[ProbeTarget, str, SourceHealth], None]] = []
         self.override_listeners: list[Callable[[dict[str, Any]], None]] = []
         self.view = HealthView()
@@ -145,6 +147,7 @@ class HealthStore:
         targets = {target for target, _ in wanted} | {
             target_of(b, m) for _, b, m in self._monitored()
         }
+        self._targets = targets
         self.remote.keep_only(targets)
         self.publish()
 
@@ -208,10 +211,14 @@ class HealthStore:
         samples: int,
         last_at: float,
         published_at: float,
-    ) -> None:
+    ) -> bool:
+        """Another node's observation; False when this config does not probe `target`
+        (nothing is stored: the table holds only what the config names)."""
+        if target not in self._targets:
+            return False
         key = (target, source)
         if key in self._sources and self.only_source is None:
-            return  # probed here: our own observation wins
+            return True  # probed here: our own observation wins
         previous = self.remote.previous_state(key)
         rtt = RttSample(ewma_ms, samples, last_at) if ewma_ms is not None else None
         if self.remote.add(key, RemoteObservation(state, rtt, published_at), self._clock()):
@@ -224,6 +231,7 @@ class HealthStore:
             self.publish()
         elif self._clock() - self._last_publish >= self._rtt_interval:
             self.publish()
+        return True
 
     def expire_remote(self) -> None:
         """Observations older than the bus's max age stop counting (not while it is down)."""
@@ -291,7 +299,11 @@ class HealthStore:
             table.pop(key, None)
         else:
             table[key] = value
-        changed.updated_at = self._clock()
+        now = self._clock()
+        # Strictly newer than any version seen, even with a clock behind another node's.
+        newest = max((at for at, _ in changed.versions.values()), default=0.0)
+        changed.updated_at = max(now, newest + 1e-6)
+        changed.versions[entry_key(table_name, key)] = (changed.updated_at, self.node_name)
         self._save(changed)
         self.overrides = changed
         document = self.overrides_document()
@@ -310,9 +322,12 @@ class HealthStore:
     def overrides_document(self) -> dict[str, Any]:
         return self.overrides.document()
 
-    def apply_overrides(self, document: dict[str, Any]) -> None:
-        """Overrides made on another node (newest wins): adopt, persist, publish."""
-        adopted = Overrides.from_document(document, self._clock())
+    def apply_overrides(self, document: dict[str, Any]) -> bool:
+        """Overrides made on another node, merged entry by entry (the newer version of each
+        wins): persist, publish. False when they change nothing here."""
+        adopted = self.overrides.merged(Overrides.from_document(document, self._clock()))
+        if adopted.document() == self.overrides.document():
+            return False
         self._save(adopted)
         self.overrides = adopted
         self.override_changes_total += 1
@@ -324,6 +339,7 @@ class HealthStore:
             )
         )
         self.publish()
+        return True
 
     def _save(self, overrides: Overrides) -> None:
         if self.state_dir is None:

@@ -14,7 +14,8 @@ from dnslib import EDNS0, DNSRecord
 from dnsd.drill.backend import DemoBackend
 from dnsd.drill.ports import free_port_pair
 from dnsd.explain import ecs_option
-from dnsd.health.bus import OBS_CHANNEL, OVERRIDES_CHANNEL
+from dnsd.health.bus import OBS_CHANNEL, OBS_HASH, OVERRIDES_CHANNEL, OVERRIDES_KEY
+from dnsd.health.seal import Sealer
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
 from tests.loop_thread import LoopThread
@@ -81,6 +82,12 @@ class Redis:
             time.sleep(0.05)
         return self
 
+    def cli(self, *args: str) -> str:
+        done = subprocess.run(
+            ["redis-cli", "-p", str(self.port), *args], check=True, capture_output=True, text=True
+        )
+        return done.stdout
+
     def kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
@@ -98,12 +105,15 @@ def cluster(tmp_path_factory):
     (directory / "zones").mkdir()
     (directory / "zones" / "mn.yaml").write_text(config({n: b.port for n, b in backends.items()}))
     redis = Redis().start()
+    redis.cli("hset", OBS_HASH, "junk|field", "not a message")  # must not stop a node starting
+    (directory / "cluster.key").write_text(CLUSTER_KEY)
     nodes = {}
     try:
         for name, region in NODES.items():
             proc = DnsdProcess(
                 directory / "zones", "--redis", f"redis://127.0.0.1:{redis.port}/0", "--node", name,
                 "--pop-region", region, "--rrl-rate", "0", "--redis-max-age", "10",
+                "--redis-key-file", str(directory / "cluster.key"), "--cluster-nodes", "a,b,c",
                 env={"DNSD_ADMIN_TOKEN": TOKEN},
             )  # fmt: skip
             nodes[name] = proc.__enter__()
@@ -119,6 +129,7 @@ def cluster(tmp_path_factory):
         loop.close()
 
 
+CLUSTER_KEY = "test-cluster-key-0123456789abcdef"
 OBSERVATION = {
     "monitor": "web", "host": "127.0.0.71", "port": 80, "source": "WEU", "state": "healthy",
     "ewma_ms": 1.0, "samples": 3, "last_at": 0.0, "node": "x", "published_at": 0.0,
@@ -196,27 +207,82 @@ def test_an_override_on_one_node_shows_in_the_others(cluster) -> None:
     all_nodes(cluster, lambda ans: ans == {"127.0.0.71", "127.0.0.72"}, 2)
 
 
-def test_malformed_bus_messages_are_counted_and_ignored(cluster) -> None:
-    """Whatever else writes to the channels cannot stop a node sharing health."""
-    a = cluster["nodes"]["a"]
+def rejected(node: DnsdProcess) -> dict[str, float]:
+    _, text = http(node.admin_port, "GET", "/metrics")
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("dnsd_redis_rejected_total{"):
+            out[line.split('reason="')[1].split('"')[0]] = float(line.split()[-1])
+    return out
 
-    def redis_errors() -> float:
-        _, text = http(a.admin_port, "GET", "/metrics")
-        line = next(x for x in text.splitlines() if x.startswith("dnsd_redis_errors_total"))
-        return float(line.split()[-1])
 
-    before = redis_errors()
-    junk = ["not json", "[]", '{"monitor": 1}', json.dumps({**OBSERVATION, "state": "sideways"})]
-    for channel, message in [*((OBS_CHANNEL, j) for j in junk), (OVERRIDES_CHANNEL, "{]")]:
-        cli = ["redis-cli", "-p", str(cluster["redis"].port), "publish", channel, message]
-        subprocess.run(cli, check=True, capture_output=True)
+def wait_rejected(node: DnsdProcess, before: dict[str, float], wanted: dict[str, int]) -> None:
     deadline = time.monotonic() + 5
-    while redis_errors() < before + 5:
-        assert time.monotonic() < deadline, redis_errors() - before
+    while True:
+        now = rejected(node)
+        if all(now.get(r, 0) - before.get(r, 0) >= n for r, n in wanted.items()):
+            return
+        assert time.monotonic() < deadline, (now, before)
         time.sleep(0.05)
+
+
+def test_a_junk_stored_observation_did_not_stop_the_nodes_starting(cluster) -> None:
+    assert rejected(cluster["nodes"]["a"]).get("malformed", 0) >= 1
+
+
+def test_forged_and_malformed_bus_messages_are_refused_and_change_nothing(cluster) -> None:
+    """Whoever can write to Redis but has no cluster key cannot move answers, pin a
+    backend, or stop a node's subscriber (issue 16)."""
+    a, redis = cluster["nodes"]["a"], cluster["redis"]
+    before = rejected(a)
+    forged_doc = {"backends": {"p/b1": "down", "p/b2": "down"}, "pools": {},
+                  "load_balancers": {}, "updated_at": 1e18, "node": "b"}  # fmt: skip
+    forged_obs = {**OBSERVATION, "host": "127.0.0.71", "state": "unhealthy", "node": "b",
+                  "published_at": time.time() + 1e9}  # fmt: skip
+    sealed = Sealer(CLUSTER_KEY.encode())
+    redis.cli("set", OVERRIDES_KEY, json.dumps({"body": json.dumps(forged_doc)}))  # no MAC
+    for channel, message in [
+        (OVERRIDES_CHANNEL, json.dumps({"body": json.dumps(forged_doc), "mac": "00" * 32})),
+        (OBS_CHANNEL, json.dumps({"body": json.dumps(forged_obs)})),
+        (OBS_CHANNEL, sealed.seal(forged_obs)),  # right key, a time far in the future
+        (OBS_CHANNEL, sealed.seal({**forged_obs, "published_at": time.time(), "node": "z"})),
+        (OBS_CHANNEL, "not json"),
+        (OBS_CHANNEL, sealed.seal({**OBSERVATION, "state": "sideways"})),
+        (OVERRIDES_CHANNEL, "{]"),
+    ]:
+        redis.cli("publish", channel, message)
+    wanted = {"unauthenticated": 2, "future": 1, "node": 1, "malformed": 3}
+    wait_rejected(a, before, wanted)
+    all_nodes(cluster, lambda ans: ans == {"127.0.0.71", "127.0.0.72"}, 2)  # nothing moved
     _, status = http(a.admin_port, "GET", "/api/v1/status")
-    assert status["bus"]["connected"] is True
+    assert status["bus"]["connected"] is True and status["bus"]["authenticated"] is True
+    assert status["overrides"]["backends"] == {}
     test_an_override_on_one_node_shows_in_the_others(cluster)  # still sharing
+
+
+def test_overrides_made_on_two_nodes_merge_and_a_delete_supersedes(cluster) -> None:
+    a, c = cluster["nodes"]["a"], cluster["nodes"]["c"]
+    put = {"state": "down"}
+    assert http(a.admin_port, "PUT", "/api/v1/overrides/pools/d1", put, TOKEN)[0] == 200
+    assert http(c.admin_port, "PUT", "/api/v1/overrides/pools/d2", put, TOKEN)[0] == 200
+    deadline = time.monotonic() + 3
+    while True:  # both changes everywhere: merged entry by entry, not newest document wins
+        pools = [http(n.admin_port, "GET", "/api/v1/status")[1]["overrides"]["pools"]
+                 for n in cluster["nodes"].values()]  # fmt: skip
+        if all(p == {"d1": "down", "d2": "down"} for p in pools):
+            break
+        assert time.monotonic() < deadline, pools
+        time.sleep(0.05)
+    for node, pool in ((c, "d1"), (a, "d2")):  # each removed on the other node
+        assert (
+            http(node.admin_port, "DELETE", f"/api/v1/overrides/pools/{pool}", token=TOKEN)[0]
+            == 200
+        )
+    deadline = time.monotonic() + 3
+    while any(http(n.admin_port, "GET", "/api/v1/status")[1]["overrides"]["pools"]
+              for n in cluster["nodes"].values()):  # fmt: skip
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
 
 
 def test_redis_outage_keeps_every_node_answering_and_they_agree_again(cluster) -> None:
@@ -252,3 +318,20 @@ def test_redis_outage_keeps_every_node_answering_and_they_agree_again(cluster) -
         node.wait_for_log("unreachable")
     _, metrics = http(cluster["nodes"]["c"].admin_port, "GET", "/metrics")
     assert "dnsd_redis_connected 1.0" in metrics
+
+
+def test_the_bus_needs_a_cluster_key_or_an_explicit_insecure_flag(tmp_path) -> None:
+    import sys
+
+    base = [sys.executable, "-m", "dnsd", "serve", "zones", "--redis", "redis://127.0.0.1:1/0",
+            "--node", "a", "--pop-region", "WEU", "--admin", "off"]  # fmt: skip
+    refused = subprocess.run(base, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "--redis-key-file" in refused.stderr
+    (tmp_path / "short.key").write_text("too short")
+    short = subprocess.run(
+        [*base, "--redis-key-file", str(tmp_path / "short.key")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert short.returncode == 2 and "at least 16 bytes" in short.stderr

@@ -515,6 +515,7 @@ def test_overrides_sit_beside_probes_and_persist(tmp_path) -> None:
             await stop([backend], scheduler)
         data = json.loads((state / "overrides.json").read_text())
         assert data.pop("updated_at") > 0
+        assert set(data.pop("versions")) == {"backends/p/b0", "pools/p", "load_balancers/www"}
         assert data == {
             "backends": {"p/b0": "down"},
             "pools": {"p": "up"},

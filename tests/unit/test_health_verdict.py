@@ -10,6 +10,7 @@ import pytest
 
 from dnsd.health.overrides import Overrides
 from dnsd.health.probes import is_local_failure
+from dnsd.health.seal import Rejected, Sealer
 from dnsd.health.verdict import effective, news_level, next_view, verdict
 from dnsd.health.view import BackendHealth, HealthView, RttSample
 
@@ -103,8 +104,38 @@ def test_override_document_round_trips() -> None:
         "pools": {"q": "down"},
         "load_balancers": {"lb": {"trickle_ratio": 0.25}},
         "updated_at": 12.5,
+        "versions": {"backends/p/b": [12.5, "a"], "pools/gone": [11.0, "b"]},  # a removal
     }
     assert Overrides.from_document(doc).document() == doc
+
+
+def test_overrides_merge_entry_by_entry_and_a_removal_supersedes() -> None:
+    a = Overrides.from_document(
+        {"pools": {"p1": "down", "p3": "down"},
+         "versions": {"pools/p1": [10.0, "a"], "pools/p3": [10.0, "a"]}}
+    )  # fmt: skip
+    b = Overrides.from_document(
+        {"pools": {"p2": "down"},
+         "versions": {"pools/p2": [11.0, "b"], "pools/p3": [12.0, "b"]}}  # b removed p3 later
+    )  # fmt: skip
+    merged = a.merged(b)
+    assert merged.pools == {"p1": "down", "p2": "down"} and merged == b.merged(a)
+    assert merged.versions["pools/p3"] == (12.0, "b")  # the removal is remembered
+    stale = Overrides.from_document({"pools": {"p3": "up"}, "versions": {"pools/p3": [11.0, "c"]}})
+    assert merged.merged(stale).pools == {"p1": "down", "p2": "down"}  # older: no resurrection
+
+
+def test_sealed_messages_need_the_cluster_key() -> None:
+    ours, theirs, open_ = Sealer(b"k" * 16), Sealer(b"x" * 16), Sealer(None)
+    body = {"node": "a", "n": 1}
+    assert ours.open(ours.seal(body)) == body
+    for sealed, reason in [(theirs.seal(body), "unauthenticated"), (open_.seal(body), "unauthenticated"),
+                           ("nope", "malformed"), ('{"body": "[1]", "mac": ""}', "unauthenticated"),
+                           ("[" * 50_000, "malformed")]:  # fmt: skip
+        with pytest.raises(Rejected) as refused:
+            ours.open(sealed)
+        assert refused.value.reason == reason
+    assert open_.open(ours.seal(body)) == body  # --redis-insecure accepts sealed ones too
 
 
 @pytest.mark.parametrize(
@@ -122,3 +153,13 @@ def test_local_probe_failures_are_told_apart(error, local) -> None:
     wrapped = RuntimeError("connect failed")
     wrapped.__cause__ = error
     assert is_local_failure(error) is local and is_local_failure(wrapped) is local
+
+
+def test_an_entry_one_side_never_saw_is_taken_whatever_its_clock() -> None:
+    busy = Overrides.from_document(
+        {"pools": {"p1": "down"}, "updated_at": 50.0, "versions": {"pools/p1": [50.0, "a"]}}
+    )
+    slow_clock = Overrides.from_document(
+        {"pools": {"p2": "down"}, "updated_at": 15.0, "versions": {"pools/p2": [15.0, "b"]}}
+    )
+    assert busy.merged(slow_clock).pools == {"p1": "down", "p2": "down"}
