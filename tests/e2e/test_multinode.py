@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -12,14 +11,13 @@ import pytest
 from dnslib import EDNS0, DNSRecord
 
 from dnsd.drill.backend import DemoBackend
-from dnsd.drill.ports import free_port_pair
 from dnsd.explain import ecs_option
 from dnsd.health.bus import OBS_CHANNEL, OBS_HASH, OVERRIDES_CHANNEL, OVERRIDES_KEY
 from dnsd.health.seal import Sealer
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
 from tests.loop_thread import LoopThread
-from tests.processes import DnsdProcess
+from tests.processes import DnsdProcess, Redis
 
 TOKEN = "nodes"
 NODES = {"a": "WNAM", "b": "ENAM", "c": "WEU"}
@@ -57,41 +55,6 @@ load_balancers:
   www: {{ttl: 1, default_pools: [p], max_answers: 2}}
   dyn: {{ttl: 1, steering: dynamic, default_pools: [d1, d2], min_samples: 3}}
 """
-
-
-class Redis:
-    def __init__(self) -> None:
-        self.port = free_port_pair()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Redis:
-        binary = shutil.which("redis-server")
-        assert binary, "redis-server is installed by `make test` (Debian package redis-server)"
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while (
-            subprocess.run(
-                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
-            ).stdout.strip()
-            != "PONG"
-        ):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        return self
-
-    def cli(self, *args: str) -> str:
-        done = subprocess.run(
-            ["redis-cli", "-p", str(self.port), *args], check=True, capture_output=True, text=True
-        )
-        return done.stdout
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture(scope="module")
