@@ -24,29 +24,12 @@ from dnsd.drill.backend import DemoBackend
 from dnsd.health.bus import OBS_CHANNEL, OVERRIDES_CHANNEL
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
-from tests.integration.test_hostile import raw_query
+from tests.integration.test_hostile import monitored_zone, raw_query
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess, Redis
 
 SOAK_S = float(os.environ.get("DNSD_SOAK_SECONDS", "60"))
 TOKEN = "soak-token"
-CONFIG = """\
-zone: soak.test
-soa: {{mname: ns1.soak.test., rname: h.soak.test., minimum: 1}}
-records:
-  "@": {{NS: ns1.soak.test.}}
-  ns1: {{A: 127.0.0.1}}
-  "*.wild": {{A: 192.0.2.99}}
-  www: {{lb: www}}
-monitors:
-  web: {{type: http, path: /healthz, interval: 0.2s, timeout: 0.5s, healthy_threshold: 1,
-        unhealthy_threshold: 2}}
-pools:
-  main: {{monitor: web, backends: [{{name: b1, address: 127.0.0.71, port: {port}}}]}}
-  sorry: {{backends: [{{name: s1, address: 192.0.2.250}}]}}
-load_balancers:
-  www: {{ttl: 1, default_pools: [main], fallback_pool: sorry}}
-"""
 
 
 def rss_kib(pid: int) -> int:
@@ -71,7 +54,7 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
     loop = LoopThread()
     backend = loop.call(DemoBackend("b1", host="127.0.0.71", control_port=None).start())
     (tmp_path / "zones").mkdir()
-    (tmp_path / "zones" / "soak.yaml").write_text(CONFIG.format(port=backend.port))
+    (tmp_path / "zones" / "soak.yaml").write_text(monitored_zone("soak.test", backend.port))
     (tmp_path / "cluster.key").write_text("soak-cluster-key-0123456789")
     redis = Redis().start()
     rng = random.Random(16)

@@ -224,12 +224,16 @@ def test_names_with_dots_inside_labels_are_answered_as_the_zone_says(
     assert tcp.header.rcode == rcode
 
 
-STARVE_CONFIG = """\
-zone: hard.test
-soa: {{mname: ns1.hard.test., rname: h.hard.test., minimum: 1}}
+def monitored_zone(zone: str, port: int) -> str:
+    """A zone whose www is one HTTP-monitored backend at 127.0.0.71:PORT (fallback: an
+    unmonitored one), plus a wildcard: what the hostile-traffic tests check answers of."""
+    return f"""\
+zone: {zone}
+soa: {{mname: ns1.{zone}., rname: h.{zone}., minimum: 1}}
 records:
-  "@": {{NS: ns1.hard.test.}}
+  "@": {{NS: ns1.{zone}.}}
   ns1: {{A: 127.0.0.1}}
+  "*.wild": {{A: 192.0.2.99}}
   www: {{lb: www}}
 monitors:
   web: {{type: http, path: /healthz, interval: 0.2s, timeout: 0.5s, healthy_threshold: 1,
@@ -252,7 +256,7 @@ def test_idle_admin_connections_cannot_starve_probes_or_dns(tmp_path) -> None:
     loop = LoopThread()
     backend = loop.call(DemoBackend("b1", host="127.0.0.71", control_port=None).start())
     (tmp_path / "zones").mkdir()
-    (tmp_path / "zones" / "hard.yaml").write_text(STARVE_CONFIG.format(port=backend.port))
+    (tmp_path / "zones" / "hard.yaml").write_text(monitored_zone("hard.test", backend.port))
     held: list[socket.socket] = []
     try:
         with DnsdProcess(tmp_path / "zones", "--rrl-rate", "0", nofile=256) as dnsd:
