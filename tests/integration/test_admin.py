@@ -396,3 +396,26 @@ def test_a_rebound_host_name_cannot_read_the_api(admin) -> None:
 def test_bad_explain_parameters_get_a_json_400(admin, query) -> None:
     status, body = http(admin.admin_port, "GET", f"/api/v1/explain?{query}")
     assert status == 400 and "error" in body
+
+
+def test_an_admin_connection_must_send_its_headers_in_time(config_copy, monkeypatch) -> None:
+    """Slow or silent clients are cut off (the production timeout is 10 s; 0.3 s here)."""
+    import socket
+    import time
+
+    import dnsd.server
+
+    monkeypatch.setattr(dnsd.server, "ADMIN_HEADER_TIMEOUT_S", 0.3)
+    srv = ServerThread(config_copy, admin_token=TOKEN).start()
+    try:
+        silent = socket.create_connection(("127.0.0.1", srv.admin_port))
+        dribble = socket.create_connection(("127.0.0.1", srv.admin_port))
+        dribble.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+        time.sleep(0.6)
+        for s in (silent, dribble):
+            s.settimeout(1)
+            assert s.recv(100) == b""  # closed by the server
+            s.close()
+        assert http(srv.admin_port, "GET", "/healthz")[0] == 200
+    finally:
+        srv.stop()

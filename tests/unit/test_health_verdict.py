@@ -163,3 +163,16 @@ def test_an_entry_one_side_never_saw_is_taken_whatever_its_clock() -> None:
         {"pools": {"p2": "down"}, "updated_at": 15.0, "versions": {"pools/p2": [15.0, "b"]}}
     )
     assert busy.merged(slow_clock).pools == {"p1": "down", "p2": "down"}
+
+
+def test_other_nodes_observations_are_a_bounded_lru(monkeypatch) -> None:
+    from dnsd.health import remote
+    from dnsd.health.probes import ProbeTarget
+
+    monkeypatch.setattr(remote, "MAX_OBSERVATIONS", 3)
+    table = remote.RemoteObservations()
+    keys = [(ProbeTarget("m", f"10.0.0.{i}", 80), "WEU") for i in range(5)]
+    for key in keys:
+        table.add(key, remote.RemoteObservation("healthy", None, 100.0), now=100.0)
+    table.add(keys[2], remote.RemoteObservation("unhealthy", None, 101.0), now=101.0)  # heard again
+    assert [k for k in keys if table.current(k)] == [keys[2], keys[3], keys[4]]
