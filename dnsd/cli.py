@@ -141,6 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--seed", type=int, help="seed the random source (trickle, random)")
     explain.add_argument("--json", action="store_true", help="print JSON")
 
+    export = sub.add_parser("export", help="print a zone as RFC 1035 text (what AXFR sends)")
+    export.add_argument("zone")
+    export.add_argument("--dir", default=DEFAULT_DIR, help="config directory")
+    export.add_argument(
+        "--state-dir", metavar="DIR", help="take the served serial from this state directory"
+    )
+    imp = sub.add_parser("import", help="write the YAML zone for an RFC 1035 zone file")
+    imp.add_argument("file")
+    imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
+
     from dnsd.drill.cli import add_parsers
 
     add_parsers(sub)
@@ -155,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_serve(args)
     if args.command == "explain":
         return run_explain(args)
+    if args.command == "export":
+        return run_export(args)
+    if args.command == "import":
+        return run_import(args)
     if args.command == "drill":
         from dnsd.drill.cli import run_drill
 
@@ -168,6 +182,66 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(args)
     return 2
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """`dnsd export ZONE`: the zone as this config (every backend healthy, as `explain`
+    assumes) and the state directory's serial make it; a running server's live answers
+    come from an AXFR."""
+    import time
+
+    from dnsd.errors import ConfigError
+    from dnsd.explain import health_with_down
+    from dnsd.server import load_snapshot
+    from dnsd.xfr.content import zone_content
+    from dnsd.xfr.versions import ZoneVersions
+    from dnsd.xfr.zonetext import export_text
+
+    try:
+        snap = load_snapshot(Path(args.dir), 1)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    zone = args.zone.lower().rstrip(".") + "."
+    if zone not in snap.zones:
+        print(f"{args.dir}: no zone {zone} (zones: {', '.join(snap.zones)})", file=sys.stderr)
+        return 1
+    health = health_with_down(snap.config, [])
+    state = Path(args.state_dir) if args.state_dir else None
+    snap = ZoneVersions(state, persist=False).update(snap, health, time.time())
+    content = zone_content(snap, health, zone, time.time())
+    lbs = {owner: lb for z in snap.config.zones for owner, lb in z.lb_names.items()}
+    sys.stdout.write(export_text(content, lbs, str(args.dir)))
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """`dnsd import FILE`: write ZONE.yaml into --out (never over an existing file)."""
+    from dnsd.config.zonefile import ZoneFileError, read_zone_file
+    from dnsd.xfr.zonetext import import_yaml, origin_of
+
+    path = Path(args.file).resolve()
+    try:
+        origin = origin_of(path, path.read_text(encoding="utf-8"))
+        records = read_zone_file(path, origin, path.parent, 3600)
+    except ZoneFileError as exc:
+        where = f"{exc.file}:{exc.line}" if exc.line else exc.file
+        print(f"{where}: {exc.message}", file=sys.stderr)
+        return 1
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"{path}: cannot read: {exc}", file=sys.stderr)
+        return 1
+    text, warnings = import_yaml(origin, records, str(path))
+    for warning in warnings:
+        print(f"{path}: warning: {warning}", file=sys.stderr)
+    out = Path(args.out) / f"{origin.rstrip('.') or 'root'}.yaml"
+    if out.exists():
+        print(f"{out}: exists; not overwritten", file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
 
 
 def run_explain(args: argparse.Namespace) -> int:

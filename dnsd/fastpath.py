@@ -14,7 +14,7 @@ size class, ECS present). Everything else — and every first query of a key —
   stay statistically exact and the bytes equal the full path's for the same random source
   (tests/property/test_fastpath_identity.py and test_draws_explain.py check that).
 
-Caches are invalidated by generation — config, and health *states* (verdicts, overrides,
+Caches are invalidated by generation — a new snapshot (config, served SOA serials), and health *states* (verdicts, overrides,
 trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
 nested) also expire on every new RTT publication and when the first RTT sample they could
 have used ages out (rtt_max_age); the others live until the states change. A plan is
@@ -194,7 +194,7 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
 class AnswerCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
-        self._snap_generation = -1
+        self._snap: Snapshot | None = None  # a new object: a reload, or new served serials
         self._health_generation = -1
         self._next_expiry = float("inf")  # when the first RTT sample a plan used ages out
         self._states_generation = -1
@@ -226,7 +226,7 @@ class AnswerCache:
         on_decision: DecisionObserver | None = None,
     ) -> bytes | None:
         if (
-            snap.generation != self._snap_generation
+            snap is not self._snap
             or health.generation != self._health_generation
             or now >= self._next_expiry
         ):
@@ -279,11 +279,8 @@ class AnswerCache:
 
     # -- generations ----------------------------------------------------------------------
     def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
-        if (snap.generation, health.states_generation) != (
-            self._snap_generation,
-            self._states_generation,
-        ):
-            self._snap_generation = snap.generation
+        if snap is not self._snap or health.states_generation != self._states_generation:
+            self._snap = snap
             self._states_generation = health.states_generation
             self._entries.clear()
             self._clients.clear()

@@ -11,7 +11,10 @@ Rcode contract (what each kind of input gets):
 * a header that parses but a body that does not (bad labels, pointer loops, truncated
   records), QDCOUNT ≠ 1, several OPT records: FORMERR;
 * EDNS version > 0: BADVERS (RFC 6891 §6.1.3); a malformed Client Subnet option: FORMERR;
-* class other than IN, zone transfers, names outside every zone: REFUSED;
+* class other than IN, zone transfers over UDP, names outside every zone: REFUSED (TCP
+  transfers are answered by dnsd.xfr.service);
+* a TSIG-signed query: checked, then answered and signed; NOTAUTH with the TSIG error
+  when the signature does not check (dnsd.xfr.tsig);
 * an unexpected exception while answering: SERVFAIL (and the caller logs it).
 UDP replies larger than the client allows (512 bytes without EDNS, else its payload size,
 capped at our advertised 1232) are sent empty with TC=1 so the client retries over TCP.
@@ -51,10 +54,13 @@ from dnsd.reply import (
 from dnsd.snapshot import Snapshot
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.client import client_info
+from dnsd.xfr import tsig
 from dnsd.zone_lookup import lookup
 
 log = logging.getLogger("dnsd.resolve")
 SERVFAIL_LOG = RateLimitedLog(log)  # strangers choose the queries: bounded log
+TSIG_LOG = RateLimitedLog(log)
+TSIG_TYPE: Final = 250
 
 REFUSED_QTYPES: Final = frozenset({QTYPE.AXFR, QTYPE.IXFR})
 
@@ -85,6 +91,8 @@ def resolve(
         query = DNSRecord.parse(wire)
     except Exception:  # dnslib raises many kinds of exception on bad input
         return header_only(ident, flags, RCODE.FORMERR)
+    if query.ar and query.ar[-1].rtype == TSIG_TYPE:
+        return _signed(wire, query, client, snap, health, rng, now)
     try:
         result = answer_query(query, client.address, snap, health, rng, now)
         reply = pack(result.reply, client.transport, result.edns, question_bytes(wire))
@@ -142,6 +150,40 @@ def answer_query(
         fill(reply, found, query, result.decision)
     echo_ecs(result)
     return result
+
+
+def _signed(
+    wire: bytes,
+    query: DNSRecord,
+    client: Client,
+    snap: Snapshot,
+    health: HealthView,
+    rng: random.Random,
+    now: float,
+) -> bytes:
+    """A query signed with TSIG (a secondary's SOA check, say): checked, answered as any
+    query, and the reply signed with the same key (RFC 8945 §5.3); NOTAUTH when the
+    signature does not check."""
+    ident, flags = struct.unpack_from("!HH", wire)
+    try:
+        checked = tsig.check(wire, snap.tsig_keyring, now)
+    except tsig.TsigFailure as failure:
+        TSIG_LOG.log(now, logging.WARNING, "%s from %s: NOTAUTH", failure.describe(),
+                     client.address)  # fmt: skip
+        return failure.reply
+    except Exception:  # dnspython's view of a malformed message
+        return header_only(ident, flags, RCODE.FORMERR)
+    query.ar.pop()  # the TSIG record: answer the query it signed
+    try:
+        result = answer_query(query, client.address, snap, health, rng, now)
+        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire))
+        return tsig.sign(reply, checked)
+    except FormErr:
+        return header_only(ident, flags, RCODE.FORMERR)
+    except Exception:
+        SERVFAIL_LOG.log(now, logging.ERROR, "SERVFAIL for a signed query from %s",
+                         client.address, exc_info=True)  # fmt: skip
+        return _servfail(query, ident, flags)
 
 
 def _valid_name(label: DNSLabel) -> bool:

@@ -40,6 +40,9 @@ from dnsd.reply import Client
 from dnsd.resolve import resolve
 from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
 from dnsd.workers import Follower, WorkerPool
+from dnsd.xfr.notify import NotifySender
+from dnsd.xfr.service import TransferService
+from dnsd.xfr.versions import ZoneVersions
 
 log = logging.getLogger("dnsd.server")
 ERROR_LOG = RateLimitedLog(log)  # per-query errors: a bounded amount of log
@@ -134,7 +137,17 @@ class DnsServer:
         self._tcp: list[asyncio.Server] = []
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         self._loop_udp_answer = self.answerer(self.cache, "udp")
-        self._tcp_handler = TcpHandler(self.answerer(self.cache, "tcp"), self.counters, tcp_limits)
+        # Zone versions (serials, the IXFR journal) and NOTIFY live in the main process.
+        self.versions = ZoneVersions(options.state_dir) if options.follow_fd is None else None
+        self.notifier = NotifySender(self.holder)
+        if self.versions is not None:
+            self.holder.swap(self.versions.update(snapshot, self.store.view, time.time()))
+            self.store.view_listeners.append(self._new_view)
+            self.versions.listeners.append(self.notifier.changed)
+        self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
+        self._tcp_handler = TcpHandler(
+            self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer
+        )
         for collector in (StateCollector(self.holder, self.store), self._tcp_handler, self.rrl):
             self.metrics.register(collector)
         if self.bus is not None:
@@ -198,6 +211,14 @@ class DnsServer:
             return replies
 
         return answer_batch
+
+    def _new_view(self, view: HealthView) -> None:
+        """Every health view: a zone whose transferred answers changed gets a new serial."""
+        assert self.versions is not None
+        current = self.holder.current
+        updated = self.versions.update(current, view, time.time())
+        if updated is not current:
+            self.holder.swap(updated)
 
     @property
     def view(self) -> HealthView:
@@ -364,6 +385,8 @@ class DnsServer:
         except Exception as exc:
             reasons = [f"{self.options.config_dir}: cannot load: {type(exc).__name__}"]
         else:
+            if self.versions is not None:  # served with its serials from the first query on
+                snapshot = self.versions.update(snapshot, self.store.view, time.time())
             self.holder.swap(snapshot)
             self.store.set_snapshot(snapshot)
             if self.follower is None:  # a worker probes nothing: its views come from the pipe
@@ -391,6 +414,7 @@ class DnsServer:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self.scheduler.stop()
+        await self.notifier.stop()
         if self.bus is not None:
             await self.bus.stop()
         for udp in self._udp:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from dnslib import QTYPE, RR
+from dnslib import QTYPE, RR, SOA
 
 from dnsd.config.model import ClientNetwork, Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.errors import Reason
+from dnsd.xfr.tsig import Keyring, keyring
 
 if TYPE_CHECKING:
     from dnsd.geo.database import GeoDatabase
@@ -56,6 +57,7 @@ class CompiledZone:
     soa: RR
     negative_ttl: int  # min(SOA TTL, SOA minimum), RFC 2308
     label_count: int
+    config: Zone  # as configured: transfer ACL, notify targets, serial rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,7 @@ class Snapshot:
     zone_regions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     client_zones: tuple[tuple[IPNetwork, str], ...] = ()  # longest prefix first
     client_networks: NetworkTable | None = None  # steering.md §4, before the geo database
+    tsig_keyring: Keyring = field(default_factory=lambda: MappingProxyType({}))
 
     def client_zone(
         self, address: ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -148,6 +151,7 @@ def compile_zone(zone: Zone, lbs: Mapping[str, LoadBalancer]) -> CompiledZone:
         soa=soa,
         negative_ttl=min(zone.soa.ttl, zone.soa.minimum),
         label_count=label_count(zone.name),
+        config=zone,
     )
 
 
@@ -185,7 +189,30 @@ def compile_snapshot(
         zone_regions=MappingProxyType(zone_regions),
         client_zones=tuple(client_zones),
         client_networks=NetworkTable(config.client_networks) if config.client_networks else None,
+        tsig_keyring=MappingProxyType(keyring(config.tsig_keys)),
     )
+
+
+def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
+    """The same snapshot serving other SOA serials (dnsd.xfr.versions decides them): a new
+    object when any serial differs (so the answer cache starts afresh), else `snap`."""
+    zones = dict(snap.zones)
+    changed = False
+    for name, serial in serials.items():
+        zone = zones.get(name)
+        if zone is None or zone.soa.rdata.times[0] == serial:
+            continue
+        changed = True
+        old = zone.soa.rdata
+        soa = RR(zone.soa.rname, QTYPE.SOA, ttl=zone.soa.ttl,
+                 rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])))  # fmt: skip
+        apex = zone.nodes[zone.name]
+        sets = dict(apex.rrsets)
+        sets[QTYPE.SOA] = replace(sets[QTYPE.SOA], records=(soa,))
+        nodes = dict(zone.nodes)
+        nodes[zone.name] = replace(apex, rrsets=MappingProxyType(sets))
+        zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
+    return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
 
 class SnapshotHolder:

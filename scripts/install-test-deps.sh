@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian-based machine:
 # Debian packages (dig from dnsutils, the unbound resolver, chromium for the status page,
-# openssl) and the Python test extra.
+# openssl, the Knot and NSD secondaries) and the Python test extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +11,9 @@ command -v unbound >/dev/null 2>&1 || debs+=(unbound)
 command -v chromium >/dev/null 2>&1 || debs+=(chromium)  # status page tests
 command -v redis-server >/dev/null 2>&1 || debs+=(redis-server)  # multi-node health tests
 command -v openssl >/dev/null 2>&1 || debs+=(openssl)  # self-signed certificates for HTTPS probe tests
+command -v knotd >/dev/null 2>&1 || debs+=(knot)  # a real secondary and the differential peer
+command -v kdig >/dev/null 2>&1 || debs+=(knot-dnsutils)  # kdig: AXFR/IXFR with TSIG
+command -v nsd >/dev/null 2>&1 || debs+=(nsd)  # a second real secondary
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -13,13 +13,16 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from dnsd.config.checker import Checker
+from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
 from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, LoadBalancer, Zone
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
 from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
 from dnsd.errors import ConfigError, Reason
 
-GLOBAL_KEYS = ("monitors", "pools", "load_balancers", "client_zones", "client_networks")
+GLOBAL_KEYS = (
+    "monitors", "pools", "load_balancers", "client_zones", "client_networks", "tsig_keys",
+)  # fmt: skip
 T = TypeVar("T")
 
 
@@ -68,27 +71,6 @@ def load_config(directory: str | Path) -> tuple[Config, list[Reason]]:
     return config, reasons
 
 
-MAX_FILE_BYTES = 64 << 20  # one config file (the 100,000-record benchmark zone is ~6 MiB)
-
-
-class UnsafeFile(Exception):
-    """A name in the config directory that is not a config file dnsd may read."""
-
-
-def read_config_file(directory: Path, path: Path) -> str:
-    """The text of one config file: a regular file inside the directory (a symlink may
-    point elsewhere only inside it), of bounded size. A FIFO or a device would block or
-    never end a reload; a symlink out of the directory could make errors quote any file."""
-    real = path.resolve()
-    if not real.is_relative_to(directory.resolve()):
-        raise UnsafeFile("a symlink that leaves the config directory: not read")
-    if not real.is_file():
-        raise UnsafeFile("not a regular file: not read")
-    if real.stat().st_size > MAX_FILE_BYTES:
-        raise UnsafeFile(f"larger than {MAX_FILE_BYTES >> 20} MiB: not read")
-    return real.read_text(encoding="utf-8")
-
-
 def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list[Reason]) -> Config:
     seen_zones: dict[str, Zone] = {}
     for zone in zones:
@@ -118,6 +100,7 @@ def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list
         ),
         client_zones=tuple(client_zones),
         client_networks=tuple(client_networks),
+        tsig_keys=_unique("tsig_keys", [(f, s.tsig_keys) for f, s in sections], reasons),
     )
 
 
@@ -228,6 +211,7 @@ def _check_references(
         for kind, table in (("lb", section.load_balancers), ("pool", section.pools))
         for name, (_, line) in table.items()
     }
+    _check_transfer_keys(config, reasons)
     _check_cycles(config.load_balancers, where, reasons)
     _check_proximity(config, where, reasons)
     unused = (
@@ -244,6 +228,16 @@ def _check_references(
 
 
 Where = dict[tuple[str, str], tuple[str, int]]
+
+
+def _check_transfer_keys(config: Config, reasons: list[Reason]) -> None:
+    for zone in config.zones:
+        for name in zone.transfer.keys if zone.transfer else ():
+            if name not in config.tsig_keys:
+                hint = _hint(name, config.tsig_keys)
+                reasons.append(
+                    Reason(zone.file, 0, "transfer.keys", f"undefined TSIG key {name!r}{hint}")
+                )
 
 
 def _check_cycles(lbs: Mapping[str, LoadBalancer], where: Where, reasons: list[Reason]) -> None:

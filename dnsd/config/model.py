@@ -43,6 +43,24 @@ class RRset:
 
 
 @dataclass(frozen=True, slots=True)
+class TsigKey:
+    """`tsig_keys`: a shared secret for signed transfers and NOTIFY (RFC 8945)."""
+
+    name: str  # as configured, e.g. "xfr-key"
+    algorithm: Literal["hmac-sha256", "hmac-sha512"]
+    secret: bytes = field(repr=False)  # never logged
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A zone's `transfer:` ACL: the address must match, and when `keys` is set a valid
+    TSIG with one of them is required too."""
+
+    allow: tuple[IPNetwork, ...]
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Zone:
     name: str
     file: str
@@ -50,6 +68,9 @@ class Zone:
     soa: Soa
     rrsets: tuple[RRset, ...]
     lb_names: Mapping[str, str]  # owner → load balancer name
+    serial_auto: bool = True  # `serial: auto`; otherwise soa.serial is a floor
+    transfer: Transfer | None = None  # None: nobody may transfer the zone
+    notify: tuple[tuple[str, int], ...] = ()  # secondaries told of every serial change
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,3 +208,4 @@ class Config:
     load_balancers: Mapping[str, LoadBalancer]
     client_zones: tuple[ClientZone, ...]
     client_networks: tuple[ClientNetwork, ...] = ()
+    tsig_keys: Mapping[str, TsigKey] = field(default_factory=dict)

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from dnslib import AAAA, QTYPE, RR, SOA, TXT, A, DNSLabel
 
 from dnsd.config.checker import Checker, join
-from dnsd.config.model import RRset, Soa, Zone
+from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
 from dnsd.config.names import absolute, is_subdomain, name_problem
 from dnsd.config.yamlio import LineDict, LineList
+from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
+from dnsd.errors import Reason
 
 MAX_TTL = 2**31 - 1
 # Record types a zone may hold (SOA comes from the soa section).
 RECORD_TYPES = ("A", "AAAA", "CNAME", "MX", "TXT", "NS", "SRV", "CAA", "PTR")
-ZONE_KEYS = ("zone", "ttl", "soa", "records")
+ZONE_KEYS = ("zone", "ttl", "soa", "records", "file", "transfer", "notify")
 SOA_KEYS = ("mname", "rname", "serial", "refresh", "retry", "expire", "minimum", "ttl")
 
 
@@ -41,11 +44,15 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         ck.error(doc.line_of("zone"), "zone", f"invalid zone name {zone_raw!r}: {problem}")
         return None, []
     ttl = ck.get_int(doc, "ttl", "", default=3600, lo=0, hi=MAX_TTL)
-    soa = _parse_soa(ck, doc, origin, ttl)
-    records = doc.get("records", LineDict())
     rrsets: list[RRset] = []
+    file_soa: Soa | None = None
+    if "file" in doc:
+        file_soa, rrsets = _zone_file(ck, doc, origin, ttl)
+    soa, serial_auto = _parse_soa(ck, doc, origin, ttl, file_soa)
+    records = doc.get("records", LineDict())
     lb_names: dict[str, str] = {}
     lb_uses: list[LbUse] = []
+    from_file = {(s.owner, s.rtype) for s in rrsets}
     rmap = ck.mapping(records, doc.line_of("records"), "records")
     if rmap is not None:
         for owner_raw, spec in rmap.items():
@@ -63,13 +70,22 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             if node is None:
                 continue
             sets, lb = _parse_owner(ck, node, path, owner, origin, ttl)
+            clash = [s for s in sets if (s.owner, s.rtype) in from_file]
+            if lb is not None:
+                clash += [s for s in rrsets if s.owner == owner and s.rtype in ADDRESS_RTYPES]
+            for rrset in clash:
+                ck.error(
+                    line, path, f"{QTYPE.get(rrset.rtype)} at {owner} is also in the zone file"
+                )
             rrsets.extend(sets)
             if lb is not None:
                 lb_names[owner] = lb
                 lb_uses.append(LbUse(lb, ck.file, node.line_of("lb"), join(path, "lb")))
-            _check_owner(ck, node, path, owner, origin, sets, lb)
+            _check_owner(ck, node.line, path, owner, origin, sets, lb)
     if not any(s.owner == origin and s.rtype == QTYPE.NS for s in rrsets):
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
+    transfer = _transfer(ck, doc) if "transfer" in doc else None
+    notify = _notify(ck, doc) if "notify" in doc else ()
     if soa is None:
         return None, lb_uses
     zone = Zone(
@@ -79,8 +95,131 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         soa=soa,
         rrsets=tuple(rrsets),
         lb_names=MappingProxyType(lb_names),
+        serial_auto=serial_auto,
+        transfer=transfer,
+        notify=notify,
     )
     return zone, lb_uses
+
+
+ADDRESS_RTYPES = (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)
+
+
+def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa | None, list[RRset]]:
+    """`file:` — the zone's SOA and records from an RFC 1035 master file next to the YAML.
+    Its errors are reported against the zone file and its line."""
+    name = ck.get_str(doc, "file", "")
+    if name is None:
+        return None, []
+    directory = Path(ck.file).parent
+    path = directory / str(name)
+    try:
+        found = read_zone_file(path, origin, directory, ttl)
+    except ZoneFileError as exc:
+        ck.reasons.append(Reason(exc.file, exc.line, "", exc.message))
+        return None, []
+    fk = Checker(str(path))
+    soa: Soa | None = None
+    by_key: dict[tuple[str, int], list[RR]] = {}
+    ttls: dict[tuple[str, int], int] = {}
+    for rec in found:
+        where = f"{rec.owner} {rec.rtype}"
+        if not is_subdomain(rec.owner, origin):
+            fk.error(rec.line, where, f"name {rec.owner} is outside zone {origin}")
+            continue
+        if rec.rtype == "SOA":
+            if rec.owner != origin:
+                fk.error(rec.line, where, "an SOA record may only stand at the zone apex")
+            else:
+                soa = _file_soa(rec)
+            continue
+        if rec.rtype not in RECORD_TYPES:
+            fk.error(rec.line, where, f"record type {rec.rtype} is not served by dnsd "
+                     f"(it serves {', '.join(RECORD_TYPES)} and SOA)")  # fmt: skip
+            continue
+        problem = name_problem(rec.owner)
+        if problem:
+            fk.error(rec.line, where, f"invalid name: {problem}")
+            continue
+        rr = _record(fk, rec.rtype, rec.text, rec.owner, origin, rec.ttl, rec.line, where)
+        if rr is not None:
+            key = (rec.owner, rr.rtype)
+            by_key.setdefault(key, []).append(rr)
+            ttls[key] = rec.ttl
+    if soa is None and "soa" not in doc:
+        fk.error(0, "", f"no SOA record at {origin} (nor a soa: section in {ck.file})")
+    sets = [
+        RRset(owner, rtype, ttls[(owner, rtype)], tuple(rrs))
+        for (owner, rtype), rrs in by_key.items()
+    ]
+    lines = {(rec.owner, rec.rtype): rec.line for rec in reversed(found)}
+    for owner in dict.fromkeys(s.owner for s in sets):
+        at = [s for s in sets if s.owner == owner]
+        line = min(lines.get((owner, QTYPE.get(s.rtype)), 0) for s in at)
+        _check_owner(fk, line, owner, owner, origin, at, None)
+    ck.reasons.extend(fk.reasons)
+    return soa, sets
+
+
+def _file_soa(rec: FileRecord) -> Soa | None:
+    fields = rec.text.split()
+    try:
+        serial, refresh, retry, expire, minimum = (int(v) for v in fields[2:7])
+    except ValueError:
+        return None
+    mname, rname = fields[0].lower(), fields[1].lower()
+    return Soa(mname, rname, serial, refresh, retry, expire, minimum, ttl=rec.ttl)
+
+
+def _transfer(ck: Checker, doc: LineDict) -> Transfer | None:
+    d = ck.mapping(doc["transfer"], doc.line_of("transfer"), "transfer")
+    if d is None:
+        return None
+    ck.keys(d, "transfer", ("allow", "keys"))
+    allow: list[IPNetwork] = []
+    for text, line in ck.str_list(d.get("allow", LineList()), d.line_of("allow"), "transfer.allow"):
+        try:
+            allow.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            ck.error(line, "transfer.allow", f"not a network: {text!r}")
+    keys = [
+        k for k, _ in ck.str_list(d.get("keys", LineList()), d.line_of("keys"), "transfer.keys")
+    ]
+    if not allow:
+        ck.warn(d.line, "transfer.allow", "no network may transfer the zone")
+    return Transfer(tuple(allow), tuple(keys))
+
+
+def _notify(ck: Checker, doc: LineDict) -> tuple[tuple[str, int], ...]:
+    out = []
+    for text, line in ck.str_list(doc["notify"], doc.line_of("notify"), "notify"):
+        target = parse_host_port(text, 53)
+        if target is None:
+            ck.error(line, "notify", f"expected ADDRESS or ADDRESS:PORT, got {text!r}")
+        else:
+            out.append(target)
+    return tuple(out)
+
+
+def parse_host_port(text: str, default_port: int) -> tuple[str, int] | None:
+    """`192.0.2.1`, `192.0.2.1:5301`, `2001:db8::1`, `[2001:db8::1]:5301` → (address, port)."""
+    host, port = text.strip(), default_port
+    if host.startswith("["):
+        host, _, rest = host[1:].partition("]")
+        if rest:
+            if not rest.startswith(":") or not rest[1:].isdigit():
+                return None
+            port = int(rest[1:])
+    elif host.count(":") == 1:
+        host, _, digits = host.partition(":")
+        if not digits.isdigit():
+            return None
+        port = int(digits)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return (str(address), port) if 0 < port < 65536 else None
 
 
 def soa_record(zone: Zone) -> RR:
@@ -89,34 +228,51 @@ def soa_record(zone: Zone) -> RR:
     return RR(zone.name, QTYPE.SOA, ttl=s.ttl, rdata=rdata)
 
 
-def _parse_soa(ck: Checker, doc: LineDict, origin: str, zone_ttl: int) -> Soa | None:
+def _parse_soa(
+    ck: Checker, doc: LineDict, origin: str, zone_ttl: int, base: Soa | None
+) -> tuple[Soa | None, bool]:
+    """The `soa` section over the zone file's SOA (`base`), and whether the serial is
+    `auto` (the default: dnsd numbers versions itself, see dnsd/xfr/serials.py)."""
     if "soa" not in doc:
-        ck.error(doc.line, "soa", 'missing required key "soa"')
-        return None
+        if base is None and "file" not in doc:
+            ck.error(doc.line, "soa", 'missing required key "soa"')
+        return base, base is None
     d = ck.mapping(doc["soa"], doc.line_of("soa"), "soa")
     if d is None:
-        return None
-    ck.keys(d, "soa", SOA_KEYS, required=("mname", "rname"))
+        return None, True
+    ck.keys(d, "soa", SOA_KEYS, required=("mname", "rname") if base is None else ())
     names = {}
     for key in ("mname", "rname"):
         raw = ck.get_str(d, key, "soa", default=None)
-        name = absolute(str(raw), origin) if raw else origin
+        name = absolute(str(raw), origin) if raw else (getattr(base, key) if base else origin)
         problem = name_problem(name)
         if raw and problem:
             ck.error(d.line_of(key), f"soa.{key}", f"invalid name: {problem}")
         names[key] = name
     u32 = 2**32 - 1
+    serial_auto = base is None
+    if d.get("serial") == "auto":
+        serial_auto = True
+        d = LineDict({k: v for k, v in d.items() if k != "serial"})
+    elif "serial" in d:
+        serial_auto = False
+
+    def number(key: str, default: int, hi: int) -> Any:
+        return ck.get_int(
+            d, key, "soa", default=getattr(base, key) if base else default, lo=0, hi=hi
+        )
+
     values = {
-        "serial": ck.get_int(d, "serial", "soa", default=1, lo=0, hi=u32),
-        "refresh": ck.get_int(d, "refresh", "soa", default=7200, lo=0, hi=MAX_TTL),
-        "retry": ck.get_int(d, "retry", "soa", default=900, lo=0, hi=MAX_TTL),
-        "expire": ck.get_int(d, "expire", "soa", default=1209600, lo=0, hi=MAX_TTL),
-        "minimum": ck.get_int(d, "minimum", "soa", default=300, lo=0, hi=MAX_TTL),
-        "ttl": ck.get_int(d, "ttl", "soa", default=zone_ttl, lo=0, hi=MAX_TTL),
+        "serial": number("serial", 1, u32),
+        "refresh": number("refresh", 7200, MAX_TTL),
+        "retry": number("retry", 900, MAX_TTL),
+        "expire": number("expire", 1209600, MAX_TTL),
+        "minimum": number("minimum", 300, MAX_TTL),
+        "ttl": number("ttl", zone_ttl, MAX_TTL),
     }
     if any(v is None for v in values.values()):
-        return None
-    return Soa(mname=names["mname"], rname=names["rname"], **values)
+        return None, serial_auto
+    return Soa(mname=names["mname"], rname=names["rname"], **values), serial_auto
 
 
 def _parse_owner(
@@ -212,7 +368,7 @@ def _targets(rr: RR) -> list[str]:
 
 def _check_owner(
     ck: Checker,
-    node: LineDict,
+    line: int,
     path: str,
     owner: str,
     origin: str,
@@ -220,7 +376,6 @@ def _check_owner(
     lb: str | None,
 ) -> None:
     types = {QTYPE.get(s.rtype) for s in sets}
-    line = node.line
     if "CNAME" in types:
         cname = next(s for s in sets if s.rtype == QTYPE.CNAME)
         if len(cname.records) > 1:

@@ -7,7 +7,7 @@ import asyncio
 import ipaddress
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from dnsd.net.counters import NetCounters
 from dnsd.net.udp import Answerer, client_address
 from dnsd.reply import Client
+from dnsd.xfr.outgoing import transfer_type
 
 log = logging.getLogger("dnsd.net.tcp")
 
@@ -45,9 +46,20 @@ def client_network(host: str) -> str:
     return str(ipaddress.ip_network((address, prefix), strict=False))
 
 
+# AXFR/IXFR: the reply messages for a transfer query (dnsd.xfr.service).
+Transfers = Callable[[bytes, Client], Awaitable[list[bytes]]]
+
+
 class TcpHandler:
-    def __init__(self, answer: Answerer, counters: NetCounters, limits: TcpLimits) -> None:
+    def __init__(
+        self,
+        answer: Answerer,
+        counters: NetCounters,
+        limits: TcpLimits,
+        transfers: Transfers | None = None,
+    ) -> None:
         self._answer = answer
+        self._transfers = transfers
         self._counters = counters
         self._limits = limits
         self.active = 0
@@ -136,9 +148,13 @@ class TcpHandler:
             async with asyncio.timeout(limits.read_timeout_s):
                 (length,) = struct.unpack("!H", first + await reader.readexactly(1))
                 body = await reader.readexactly(length)
-            reply = self._answer(body, client)
-            if reply is None:  # unanswerable (counted by the answerer): close
-                return
-            writer.write(struct.pack("!H", len(reply)) + reply)
-            async with asyncio.timeout(limits.write_timeout_s):
-                await writer.drain()
+            if self._transfers is not None and transfer_type(body) is not None:
+                replies: list[bytes | None] = list(await self._transfers(body, client))
+            else:
+                replies = [self._answer(body, client)]
+            for reply in replies:
+                if reply is None:  # unanswerable (counted by the answerer): close
+                    return
+                writer.write(struct.pack("!H", len(reply)) + reply)
+                async with asyncio.timeout(limits.write_timeout_s):
+                    await writer.drain()

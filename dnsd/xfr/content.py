@@ -1,0 +1,151 @@
+"""What a zone transfers (pure): its static records as configured, plus every load-balanced
+name's current answer for a client with no location — A/AAAA (or a CNAME) at the load
+balancer's TTL, at the current health. A secondary that loses every dnsd node keeps
+serving that last failover-aware answer (docs/dns.md, "Zone transfers").
+
+The answer is the full answer path's (`steer`), with a fixed random source so the same
+health gives the same content: a trickle or a `random` policy contributes one stable draw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import random
+from dataclasses import dataclass
+
+import dns.message
+import dns.name
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+from dnslib import AAAA, CNAME, QTYPE, RR, A, DNSHeader, DNSRecord
+
+from dnsd.geo.locate import NOWHERE
+from dnsd.health.view import HealthView
+from dnsd.snapshot import CompiledZone, Snapshot
+from dnsd.steering import ClientInfo, SteeringInputs, steer
+
+NO_LOCATION = ClientInfo(address=ipaddress.IPv4Address(0), location=NOWHERE)
+DRAW_SEED = 0  # the fixed random source of transferred answers
+_CHUNK = 200  # records per conversion message (dnslib → dnspython), well under 64 KiB
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneContent:
+    """One version of a zone as transferred: the SOA, the configured records (converted
+    once per compiled zone) and the load-balanced answers. `digest` covers everything but
+    the SOA serial."""
+
+    name: str
+    soa: dns.rrset.RRset
+    static: tuple[dns.rrset.RRset, ...]
+    answers: tuple[dns.rrset.RRset, ...]
+    digest: str
+
+    @property
+    def serial(self) -> int:
+        return int(self.soa[0].serial)
+
+    @property
+    def size(self) -> int:
+        return sum(len(rrset) for rrset in self.rrsets())
+
+    def rrsets(self) -> list[dns.rrset.RRset]:
+        """Every RRset but the SOA: the configured ones, then the load-balanced answers."""
+        return [*self.static, *self.answers]
+
+    def texts(self) -> set[str]:
+        """One presentation line per record (IXFR works out differences on these)."""
+        return {line for rrset in self.rrsets() for line in rrset.to_text().splitlines()}
+
+
+def zone_content(snap: Snapshot, view: HealthView, name: str, now: float) -> ZoneContent:
+    """The zone `name` as it transfers now (its SOA as the snapshot serves it)."""
+    zone = snap.zones[name]
+    static, static_digest = _static(zone)
+    answers = sorted(lb_answers(snap, view, zone, now), key=_order)
+    soa = _convert([zone.soa])[0]
+    f = soa[0]
+    digest = hashlib.sha256(
+        f"{static_digest}\n{f.mname} {f.rname} {f.refresh} {f.retry} {f.expire} {f.minimum} "
+        f"{soa.ttl}\n{_text(answers)}".encode()
+    ).hexdigest()
+    return ZoneContent(name, soa, static, tuple(answers), digest)
+
+
+def lb_answers(
+    snap: Snapshot, view: HealthView, zone: CompiledZone, now: float
+) -> list[dns.rrset.RRset]:
+    """Each load-balanced owner's answer for a client with no location."""
+    out: list[RR] = []
+    for owner, node in zone.nodes.items():
+        if node.lb is None:
+            continue
+        found: list[RR] = []
+        for qtype in (QTYPE.A, QTYPE.AAAA):
+            inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
+            decision = steer(inputs, node.lb, qtype)
+            final = decision.innermost()
+            if final.cname:
+                found = [RR(owner, QTYPE.CNAME, ttl=decision.ttl, rdata=CNAME(final.cname))]
+                break
+            rdata_type = AAAA if qtype == QTYPE.AAAA else A
+            found += [
+                RR(owner, qtype, ttl=decision.ttl, rdata=rdata_type(a)) for a in final.addresses
+            ]
+        out.extend(found)
+    return _convert(out)
+
+
+_STATIC: dict[int, tuple[CompiledZone, tuple[dns.rrset.RRset, ...], str]] = {}
+
+
+def _static(zone: CompiledZone) -> tuple[tuple[dns.rrset.RRset, ...], str]:
+    """The configured records of a compiled zone as dnspython RRsets, converted once per
+    compiled zone (a reload makes new ones; the cache keeps the last few)."""
+    hit = _STATIC.get(id(zone))
+    if hit is not None and hit[0] is zone:
+        return hit[1], hit[2]
+    rrs = [
+        rr
+        for node in zone.nodes.values()
+        for rtype, rrset in node.rrsets.items()
+        if rtype != QTYPE.SOA
+        for rr in _with_ttl(rrset.records, rrset.ttl)
+    ]
+    converted = tuple(sorted(_convert(rrs), key=_order))
+    digest = hashlib.sha256(_text(converted).encode()).hexdigest()
+    if len(_STATIC) >= 64:
+        _STATIC.pop(next(iter(_STATIC)))
+    _STATIC[id(zone)] = (zone, converted, digest)
+    return converted, digest
+
+
+def _with_ttl(records: tuple[RR, ...], ttl: int) -> list[RR]:
+    return [RR(rr.rname, rr.rtype, ttl=ttl, rdata=rr.rdata) for rr in records]
+
+
+def _convert(rrs: list[RR]) -> list[dns.rrset.RRset]:
+    """dnslib records → dnspython RRsets, through the wire format (exact for every type)."""
+    merged: dict[tuple[dns.name.Name, int], dns.rrset.RRset] = {}
+    for start in range(0, len(rrs), _CHUNK):
+        record = DNSRecord(DNSHeader(qr=1))
+        for rr in rrs[start : start + _CHUNK]:
+            record.add_answer(rr)
+        message = dns.message.from_wire(bytes(record.pack()))
+        for rrset in message.answer:
+            key = (rrset.name, rrset.rdtype)
+            if key in merged:
+                merged[key].update(rrset)
+            else:
+                merged[key] = rrset
+    return list(merged.values())
+
+
+def _order(rrset: dns.rrset.RRset) -> tuple[dns.name.Name, int]:
+    return (rrset.name, rrset.rdtype)
+
+
+def _text(rrsets: list[dns.rrset.RRset] | tuple[dns.rrset.RRset, ...]) -> str:
+    return "\n".join(line for r in rrsets for line in sorted(r.to_text().splitlines()))

@@ -1,0 +1,101 @@
+"""Zone transfers over TCP (the I/O around dnsd.xfr.outgoing): check the TSIG and the ACL,
+take the zone's current version (and the client's, for IXFR) from the journal, build and
+sign the messages in a worker thread (a large zone must not stall the event loop), and log
+one line per transfer. Refusals are logged at a bounded rate: strangers choose them."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+from collections.abc import Callable
+
+import dns.message
+import dns.rcode
+import dns.rdatatype
+
+from dnsd.health.view import HealthView
+from dnsd.ratelog import RateLimitedLog
+from dnsd.reply import Client, header_only
+from dnsd.snapshot import SnapshotHolder
+from dnsd.xfr import outgoing, tsig
+from dnsd.xfr.content import ZoneContent, zone_content
+from dnsd.xfr.versions import ZoneVersions
+
+log = logging.getLogger("dnsd.xfr")
+REFUSAL_LOG = RateLimitedLog(log)
+MAX_CONCURRENT = 4  # transfers being built at once; more wait their turn
+
+
+class TransferService:
+    def __init__(
+        self,
+        holder: SnapshotHolder,
+        versions: ZoneVersions | None,
+        view: Callable[[], HealthView],
+    ) -> None:
+        self._holder = holder
+        self._versions = versions  # None in a worker: versions are built from its snapshot
+        self._view = view
+        self._building = asyncio.Semaphore(MAX_CONCURRENT)
+        self.transfers = 0
+        self.refused = 0
+
+    async def answer(self, wire: bytes, client: Client) -> list[bytes]:
+        """The reply messages for an AXFR/IXFR query arriving over TCP."""
+        snap, now = self._holder.current, time.time()
+        try:
+            query = tsig.check(wire, snap.tsig_keyring, now)
+        except tsig.TsigFailure as failure:
+            self._refused(now, client, f"{failure.describe()}: NOTAUTH")
+            return [failure.reply]
+        except Exception:
+            ident, flags = int.from_bytes(wire[:2]), int.from_bytes(wire[2:4])
+            return [header_only(ident, flags, dns.rcode.FORMERR)]
+        name = query.question[0].name.to_text().lower() if query.question else ""
+        qtype = query.question[0].rdtype if query.question else 0
+        compiled = snap.zones.get(name)
+        if compiled is None or len(query.question) != 1:
+            self._refused(now, client, f"transfer of {name or '?'}: not a zone here: NOTAUTH")
+            return outgoing.render([outgoing.refuse(query, dns.rcode.NOTAUTH)])
+        address = ipaddress.ip_address(client.address)
+        refusal = outgoing.allowed(compiled.config.transfer, address, query)
+        if refusal is not None:
+            self._refused(now, client, f"transfer of {name}: {refusal.reason}")
+            return outgoing.render([outgoing.refuse(query, refusal.rcode)])
+        current = self._current(name, now)
+        asked = outgoing.requested_serial(query) if qtype == dns.rdatatype.IXFR else None
+        old = self._versions.version(name, asked) if self._versions and asked is not None else None
+        async with self._building:
+            replies = await asyncio.to_thread(_build, query, qtype, current, old, asked)
+        self.transfers += 1
+        kind = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
+        key = tsig.key_name(query.keyring) if query.had_tsig else None
+        log.info("%s %s to %s%s: serial %d%s, %d message(s)", kind, name, client.address,
+                 f" (key {key})" if key else "", current.serial,
+                 f" from {asked}" if asked is not None else "", len(replies))  # fmt: skip
+        return replies
+
+    def _current(self, name: str, now: float) -> ZoneContent:
+        if self._versions is not None:
+            content = self._versions.current(name)
+            if content is not None:
+                return content
+        return zone_content(self._holder.current, self._view(), name, now)
+
+    def _refused(self, now: float, client: Client, what: str) -> None:
+        self.refused += 1
+        REFUSAL_LOG.log(now, logging.WARNING, "%s (from %s)", what, client.address)
+
+
+def _build(
+    query: dns.message.Message,
+    qtype: int,
+    current: ZoneContent,
+    old: ZoneContent | None,
+    asked: int | None,
+) -> list[bytes]:
+    if qtype == dns.rdatatype.IXFR:
+        return outgoing.render(outgoing.ixfr(query, current, old, asked))
+    return outgoing.render(outgoing.axfr(query, current))
