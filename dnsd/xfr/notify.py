@@ -53,7 +53,9 @@ class NotifySender:
         running = self._rounds.get(zone)
         if running is not None and not running.done():
             running.cancel()  # the latest serial wins
-        self._rounds[zone] = asyncio.get_running_loop().create_task(self._round(zone))
+        task = asyncio.get_running_loop().create_task(self._round(zone))
+        task.add_done_callback(_log_failure)
+        self._rounds[zone] = task
 
     async def stop(self) -> None:
         for task in self._rounds.values():
@@ -113,10 +115,15 @@ class NotifySender:
             return
 
 
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("NOTIFY round failed", exc_info=task.exception())
+
+
 def notify_message(zone: str, ttl: int, soa_rdata: str) -> dns.message.Message:
     """A NOTIFY for `zone` carrying its SOA (RFC 1996 §3.7)."""
     message = dns.message.make_query(zone, dns.rdatatype.SOA)
+    message.flags = dns.flags.AA  # flags first: the opcode lives in the same field
     message.set_opcode(dns.opcode.NOTIFY)
-    message.flags = dns.flags.AA
     message.answer.append(dns.rrset.from_text(zone, ttl, "IN", "SOA", soa_rdata))
     return message
