@@ -361,6 +361,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if not 0.0 <= args.query_log_sample <= 1.0:
         print("--query-log-sample: a share from 0 to 1", file=sys.stderr)
         return 2
+    from dnsd.cookie_key import load_cookie_key
+    from dnsd.cookies import ServerCookies
     from dnsd.geo.regions import REGIONS
     from dnsd.health.seal import read_key
     from dnsd.net.rrl import RrlSettings
@@ -397,11 +399,18 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     worker = args.follow_fd is not None
     listen = tuple(args.listen or [parse_listen(DEFAULT_LISTEN)])
+    try:  # a worker reads the key its main process made
+        cookie_key = load_cookie_key(Path(args.state_dir), create=not worker)
+    except (OSError, ValueError) as exc:
+        print(f"--state-dir: cannot read or create the cookie key: {exc}", file=sys.stderr)
+        return 2
     options = ServerOptions(
         config_dir=Path(args.dir),
         listen=listen,
         geoip=Path(args.geoip) if args.geoip else None,
-        node=NodeSettings(name=args.node, pop_region=args.pop_region),
+        node=NodeSettings(
+            name=args.node, pop_region=args.pop_region, cookies=ServerCookies(cookie_key)
+        ),
         state_dir=None if worker else Path(args.state_dir),  # a worker keeps nothing
         admin=None if worker else admin,
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,

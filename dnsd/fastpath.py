@@ -34,6 +34,7 @@ from dnslib import QTYPE, DNSRecord
 from prometheus_client.core import CounterMetricFamily
 
 from dnsd.config.model import LB_PREFIX, LoadBalancer
+from dnsd.cookies import COOKIE_OPTION
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.health.view import HealthView
 from dnsd.reply import (
@@ -176,6 +177,8 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
         if opt + 4 > n:
             return None
         code, size = struct.unpack_from("!HH", wire, opt)
+        if code == COOKIE_OPTION:
+            return None  # the reply carries a per-client server cookie: the full path
         if code == ECS_OPTION:
             if ecs is not None:
                 return None

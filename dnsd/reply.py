@@ -25,6 +25,8 @@ from dnslib import (
     EDNSOption,
 )
 
+from dnsd.cookies import COOKIE_OPTION, CookieFormErr, ServerCookies
+from dnsd.cookies import split as split_cookie
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.steering import LbDecision
 from dnsd.steering.client import ClientInfo
@@ -38,6 +40,9 @@ CLASS_IN: Final = 1
 CLASS_ANY: Final = 255
 
 
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
 @dataclass(frozen=True, slots=True)
 class Client:
     address: ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -49,6 +54,7 @@ class Edns:
     payload: int
     do: bool
     ecs: ClientSubnet | None
+    cookie: tuple[bytes, bytes] | None = None  # (client cookie, server cookie or b"")
 
 
 @dataclass(slots=True)
@@ -70,13 +76,15 @@ def parse_edns(query: DNSRecord) -> Edns | None:
     if len(opts) > 1 or str(opts[0].rname) != ".":
         raise FormErr
     ecs_options = [o for o in opts[0].rdata if o.code == ECS_OPTION]
-    if len(ecs_options) > 1:
+    cookie_options = [o for o in opts[0].rdata if o.code == COOKIE_OPTION]
+    if len(ecs_options) > 1 or len(cookie_options) > 1:
         raise FormErr
     try:
         ecs = parse_ecs(ecs_options[0].data) if ecs_options else None
-    except EcsError:
+        cookie = split_cookie(cookie_options[0].data) if cookie_options else None
+    except (EcsError, CookieFormErr):
         raise FormErr from None
-    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(opts[0].ttl & 0x8000), ecs)
+    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(opts[0].ttl & 0x8000), ecs, cookie)
 
 
 def echo_ecs(result: QueryResult) -> None:
@@ -91,6 +99,23 @@ def echo_ecs(result: QueryResult) -> None:
     for rr in result.reply.ar:
         if rr.rtype == QTYPE.OPT:
             rr.rdata.append(EDNSOption(ECS_OPTION, edns.ecs.echo(scope)))
+
+
+def echo_cookie(
+    result: QueryResult, cookies: ServerCookies | None, address: IPAddress, now: float
+) -> bool:
+    """RFC 7873 §5.2: a client cookie gets its cookie back with a fresh server cookie.
+    Returns whether the query carried a valid server cookie (it is then spared RRL)."""
+    edns = result.edns
+    if cookies is None or edns is None or edns.cookie is None:
+        return False
+    client_cookie, server_cookie = edns.cookie
+    valid = bool(server_cookie) and cookies.valid(client_cookie, server_cookie, address, now)
+    option = EDNSOption(COOKIE_OPTION, client_cookie + cookies.make(client_cookie, address, now))
+    for rr in result.reply.ar:
+        if rr.rtype == QTYPE.OPT:
+            rr.rdata.append(option)
+    return valid
 
 
 def reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:

@@ -29,7 +29,7 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
-from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSLabel, DNSRecord
+from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSHeader, DNSLabel, DNSRecord
 
 from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
@@ -42,6 +42,7 @@ from dnsd.reply import (
     Client,
     FormErr,
     QueryResult,
+    echo_cookie,
     echo_ecs,
     fill,
     header_only,
@@ -120,6 +121,8 @@ def answer_query(
     now: float,
 ) -> QueryResult:
     """The reply for a parsed query (not yet sized for UDP), with the steering decision."""
+    if not query.questions and query.header.q == 0:
+        return _cookie_only(query, source, snap, now)
     if len(query.questions) != 1 or not _valid_name(query.q.qname):
         raise FormErr
     edns = parse_edns(query)
@@ -149,6 +152,7 @@ def answer_query(
             result.decision = steer(inputs, found.lb, steered_type)
         fill(reply, found, query, result.decision)
     echo_ecs(result)
+    echo_cookie(result, snap.node.cookies, source, now)
     return result
 
 
@@ -184,6 +188,21 @@ def _signed(
         SERVFAIL_LOG.log(now, logging.ERROR, "SERVFAIL for a signed query from %s",
                          client.address, exc_info=True)  # fmt: skip
         return _servfail(query, ident, flags)
+
+
+def _cookie_only(
+    query: DNSRecord, source: ipaddress.IPv4Address | ipaddress.IPv6Address, snap: Snapshot,
+    now: float,
+) -> QueryResult:  # fmt: skip
+    """RFC 7873 §5.4: a query with no question but a COOKIE option learns a server cookie."""
+    edns = parse_edns(query)
+    if edns is None or edns.cookie is None:
+        raise FormErr
+    header = DNSHeader(id=query.header.id, qr=1, opcode=query.header.opcode, rd=query.header.rd)
+    result = QueryResult(DNSRecord(header), edns)
+    result.reply.add_ar(EDNS0(udp_len=EDNS_PAYLOAD, flags="do" if edns.do else ""))
+    echo_cookie(result, snap.node.cookies, source, now)
+    return result
 
 
 def _valid_name(label: DNSLabel) -> bool:

@@ -126,6 +126,7 @@ class DnsServer:
         tcp_limits = replace(options.tcp_limits, max_connections=self.descriptors.tcp_dns)
         self.counters = NetCounters()
         self.rrl = ResponseRateLimiter(options.rrl)
+        self.rrl.cookies = options.node.cookies  # a valid server cookie is never limited
         self.pool: WorkerPool | None = None
         self._reload_lock = asyncio.Lock()
         self._next_reload: asyncio.Future[ReloadResult] | None = None

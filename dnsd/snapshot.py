@@ -17,6 +17,7 @@ from dnslib import QTYPE, RR, SOA
 
 from dnsd.config.model import ClientNetwork, Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
+from dnsd.cookies import ServerCookies
 from dnsd.errors import Reason
 from dnsd.xfr.tsig import Keyring, keyring
 
@@ -33,6 +34,7 @@ class NodeSettings:
 
     name: str | None = None
     pop_region: str | None = None
+    cookies: ServerCookies | None = None  # DNS cookies (RFC 7873); None: not answered
 
     @property
     def probe_source(self) -> str:

@@ -6,6 +6,8 @@ victim. RRL keeps a token bucket per (client prefix, response): the client's /24
 one bucket, so random-name floods are limited as one. Over the rate, replies are dropped,
 except every `slip`-th, which goes out truncated (TC=1, no records: tiny, no amplification)
 so a real client behind that prefix retries over TCP, which cannot be spoofed.
+A query with a valid server cookie (RFC 7873 §5.3: its source is not spoofed) is never
+limited; the cookie is only checked when the bucket is empty, so the cost falls on floods.
 The table is an LRU of at most `max_entries` buckets: memory stays bounded under floods.
 """
 
@@ -15,11 +17,13 @@ import ipaddress
 import struct
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from dnsd.cookies import COOKIE_OPTION, ServerCookies
 
 Verdict = Literal["send", "drop", "slip"]
 NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
@@ -47,6 +51,8 @@ class ResponseRateLimiter:
         self._buckets: OrderedDict[tuple[bytes, bytes], _Bucket] = OrderedDict()
         self.dropped = 0
         self.slipped = 0
+        self.exempted = 0  # over the rate, but sent: a valid server cookie
+        self.cookies: ServerCookies | None = None  # set by the server when it answers cookies
 
     @property
     def enabled(self) -> bool:
@@ -63,12 +69,21 @@ class ResponseRateLimiter:
         held.add_metric(["dropped"], self.dropped)
         held.add_metric(["slipped"], self.slipped)
         yield held
+        exempt = CounterMetricFamily(
+            "dnsd_rrl_cookie_exempt", "Replies over the rate sent for a valid server cookie"
+        )
+        exempt.add_metric([], self.exempted)
+        yield exempt
         buckets = GaugeMetricFamily("dnsd_rrl_buckets", "Rate-limit buckets held (bounded)")
         buckets.add_metric([], len(self._buckets))
         yield buckets
 
     def check(
-        self, client: ipaddress.IPv4Address | ipaddress.IPv6Address, reply: bytes, now: float
+        self,
+        client: ipaddress.IPv4Address | ipaddress.IPv6Address,
+        reply: bytes,
+        now: float,
+        exempt: Callable[[], bool] | None = None,
     ) -> Verdict:
         s = self.settings
         key = (_prefix(client, s), _response_key(reply))
@@ -85,6 +100,9 @@ class ResponseRateLimiter:
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
             return "send"
+        if exempt is not None and exempt():
+            self.exempted += 1
+            return "send"
         bucket.limited += 1
         if s.slip and bucket.limited % s.slip == 0:
             self.slipped += 1
@@ -94,13 +112,55 @@ class ResponseRateLimiter:
 
 
 def limited(
-    rrl: ResponseRateLimiter, client: ipaddress.IPv4Address | ipaddress.IPv6Address, reply: bytes
+    rrl: ResponseRateLimiter,
+    client: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    reply: bytes,
+    query: bytes = b"",
 ) -> bytes | None:
     """What a UDP listener sends: the reply, its truncated slip, or None (dropped)."""
-    verdict = rrl.check(client, reply, time.monotonic())
+    cookies = rrl.cookies
+
+    def exempt() -> bool:
+        return cookies is not None and has_valid_cookie(query, client, cookies, time.time())
+
+    verdict = rrl.check(client, reply, time.monotonic(), exempt if cookies and query else None)
     if verdict == "drop":
         return None  # counted by the limiter
     return truncated(reply) if verdict == "slip" else reply
+
+
+def has_valid_cookie(
+    query: bytes, client: ipaddress.IPv4Address | ipaddress.IPv6Address, cookies: ServerCookies,
+    now: float,
+) -> bool:  # fmt: skip
+    """Whether a query's OPT record holds a COOKIE with a server cookie this server made."""
+    option = query_option(query, COOKIE_OPTION)
+    if option is None or len(option) != 24:
+        return False
+    return cookies.valid(option[:8], option[8:], client, now)
+
+
+def query_option(query: bytes, code: int) -> bytes | None:
+    """The data of EDNS option `code` in a query of the usual shape (one question, no
+    answer or authority records, OPT owned by the root), else None."""
+    if len(query) < 17 or query[4:10] != b"\x00\x01\x00\x00\x00\x00":
+        return None
+    pos = _question_end(query)
+    for _ in range((query[10] << 8) | query[11]):
+        if pos + 11 > len(query) or query[pos] != 0:
+            return None
+        rtype, _cls, _ttl, rdlen = struct.unpack_from("!HHIH", query, pos + 1)
+        rdata = query[pos + 11 : pos + 11 + rdlen]
+        pos += 11 + rdlen
+        if rtype != 41:
+            continue
+        at = 0
+        while at + 4 <= len(rdata):
+            found, size = struct.unpack_from("!HH", rdata, at)
+            if found == code:
+                return rdata[at + 4 : at + 4 + size]
+            at += 4 + size
+    return None
 
 
 def _prefix(client: ipaddress.IPv4Address | ipaddress.IPv6Address, s: RrlSettings) -> bytes:

@@ -35,7 +35,7 @@ class UdpProtocol(asyncio.DatagramProtocol):
             log.exception("error answering a datagram from %s", addr[0])
             return
         if reply is not None and self._rrl is not None:
-            reply = limited(self._rrl, client.address, reply)
+            reply = limited(self._rrl, client.address, reply, data)
         if reply is not None:  # None: unanswerable (counted by the answerer) or rate-limited
             assert self._transport is not None
             self._transport.sendto(reply, addr)

@@ -71,7 +71,7 @@ class UdpThread:
                 if reply is None:  # the answerer counted it
                     continue
                 if rrl is not None:
-                    reply = limited(rrl, client.address, reply)
+                    reply = limited(rrl, client.address, reply, wires[i])
                     if reply is None:
                         continue
                 batch.queue(i, reply)
@@ -96,7 +96,7 @@ class UdpThread:
             if reply is None:  # the answerer counted it
                 continue
             if rrl is not None:
-                reply = limited(rrl, client.address, reply)
+                reply = limited(rrl, client.address, reply, data)
                 if reply is None:
                     continue
             try:

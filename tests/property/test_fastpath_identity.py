@@ -40,8 +40,8 @@ def random_query(rng: random.Random) -> bytes:
     q.header.cd = rng.random() < 0.2
     if rng.random() < 0.7:
         opts = [ecs_option(rng.choice(SUBNETS))] if rng.random() < 0.6 else []
-        if rng.random() < 0.2:
-            opts.append(EDNSOption(10, rng.randbytes(8)))  # a cookie: ignored
+        if rng.random() < 0.05:  # a cookie: the full path answers it (per-client server cookie)
+            opts.append(EDNSOption(10, rng.randbytes(8)))
         q.add_ar(
             EDNS0(
                 udp_len=rng.choice([512, 1232, 4096]),
