@@ -38,7 +38,7 @@ from dnsd.net.udp_thread import BatchAnswerer, UdpThread
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.resolve import resolve
-from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot
+from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot, with_serials
 from dnsd.workers import Follower, WorkerPool
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
@@ -213,6 +213,10 @@ class DnsServer:
 
         return answer_batch
 
+    def _serve_serials(self, serials: dict[str, int]) -> None:
+        """A worker: serve the SOA serials the main process decided."""
+        self.holder.swap(with_serials(self.holder.current, serials))
+
     def _new_view(self, view: HealthView) -> None:
         """Every health view: a zone whose transferred answers changed gets a new serial."""
         assert self.versions is not None
@@ -258,6 +262,7 @@ class DnsServer:
                 self.store,
                 report=self.metrics.set_worker_counts,
                 retire=self.metrics.retire_worker,
+                serials=self.versions.serials if self.versions is not None else dict,
             )
             self.pool.start()
 
@@ -287,6 +292,7 @@ class DnsServer:
                 lambda: asyncio.ensure_future(self.reload())
             ),
             on_gone=lambda: loop.call_soon_threadsafe(stop.set),
+            on_serials=lambda serials: loop.call_soon_threadsafe(self._serve_serials, serials),
         )
         self.follower.start()
         if not await self.follower.wait_first_view(self.options.first_round_wait_s * 3):
@@ -388,6 +394,8 @@ class DnsServer:
         else:
             if self.versions is not None:  # served with its serials from the first query on
                 snapshot = self.versions.update(snapshot, self.store.view, time.time())
+            elif self.follower is not None:  # a worker: the main process's serials
+                snapshot = with_serials(snapshot, self.follower.serials)
             self.holder.swap(snapshot)
             self.store.set_snapshot(snapshot)
             if self.follower is None:  # a worker probes nothing: its views come from the pipe

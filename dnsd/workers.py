@@ -130,9 +130,13 @@ class WorkerPool:
         store: HealthStore,
         report: Callable[[int, dict[str, Any]], None],
         retire: Callable[[int], None],
+        serials: Callable[[], dict[str, int]] = dict,
     ) -> None:
         """`report(pid, counts)` is told each worker's latest serving counts; `retire(pid)`
-        that a worker is gone (its last counts stay in the totals)."""
+        that a worker is gone (its last counts stay in the totals); `serials()` gives the
+        SOA serials the main process serves (dnsd.xfr.versions), sent when they change."""
+        self.serials = serials
+        self._sent_serials: dict[str, int] = {}
         self.count = count
         self.argv = argv
         self.store = store
@@ -151,17 +155,25 @@ class WorkerPool:
 
     def _start(self, index: int) -> _Worker:
         worker = _Worker(index, self.argv, self.report)
+        worker.send("serials", self.serials())
         worker.send("view", to_plain(self.store.view))
         return worker
 
     def publish(self, view: HealthView) -> None:
         plain = to_plain(view)
+        serials = self.serials()
         for worker in self.workers:
+            if serials != self._sent_serials:  # before the view: answers match the serial
+                worker.send("serials", serials)
             worker.send("view", plain)
+        self._sent_serials = serials
 
     def reloaded(self, generation: int) -> None:
+        serials = self.serials()
         for worker in self.workers:
+            worker.send("serials", serials)  # the reloaded zones' serials come first
             worker.send("reload", generation)
+        self._sent_serials = serials
 
     async def _restart_dead(self) -> None:
         while True:
@@ -189,8 +201,11 @@ class Follower:
     """A worker's side: views and reload notices from the main process's pipe."""
 
     def __init__(self, fd: int, on_reload: Callable[[int], object],
-                 on_gone: Callable[[], object]) -> None:  # fmt: skip
+                 on_gone: Callable[[], object],
+                 on_serials: Callable[[dict[str, int]], object] = lambda _s: None) -> None:  # fmt: skip
         self.fd = fd
+        self.serials: dict[str, int] = {}  # the SOA serials the main process serves
+        self._on_serials = on_serials
         self.view = HealthView()  # this worker's view source: the main process's latest
         self.first_view = threading.Event()
         self._write_lock = threading.Lock()
@@ -207,6 +222,9 @@ class Follower:
             if kind == "view":
                 self.view = from_plain(payload)  # one reference swap: readers see either
                 self.first_view.set()
+            elif kind == "serials":
+                self.serials = payload
+                self._on_serials(payload)
             elif kind == "reload":
                 self._on_reload(payload)
         log.info("the main process is gone: stopping")

@@ -52,13 +52,15 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def ask_all(port: int, name: str = "www.wk.test", wait: float = 1.0) -> list[str | None]:
+def ask_all(
+    port: int, name: str = "www.wk.test", wait: float = 1.0, qtype: str = "A"
+) -> list[str | None]:
     """One query from each of SOCKETS source ports; each answer's first address (or the
     rcode name), None where nothing came back in time."""
     socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(SOCKETS)]
     try:
         for i, s in enumerate(socks):
-            q = DNSRecord.question(name)
+            q = DNSRecord.question(name, qtype)
             q.header.id = i + 1
             s.sendto(q.pack(), ("127.0.0.1", port))
         out: list[str | None] = []
@@ -173,12 +175,16 @@ def test_one_prober_and_every_process_follows_its_view(served) -> None:
 
 def test_a_reload_reaches_every_process(served) -> None:
     proc, zones = served["proc"], served["zones"]
+    soa_before = set(ask_all(proc.port, "wk.test", qtype="SOA"))
+    assert len(soa_before) == 1  # `serial: auto`: every process serves the main's serial
     (zones / "wk.yaml").write_text(config(served["backend"].port, extra="  new: {A: 192.0.2.77}\n"))
     proc.signal(signal.SIGHUP)
     started = time.monotonic()
     while set(ask_all(proc.port, "new.wk.test")) != {"192.0.2.77"}:
         assert time.monotonic() - started < 10, proc.output
         time.sleep(0.1)
+    soa_after = set(ask_all(proc.port, "wk.test", qtype="SOA"))
+    assert len(soa_after) == 1 and soa_after != soa_before  # a new serial, the same everywhere
     backend = served["backend"]
     before = sum(backend.requests.values())
     time.sleep(2.0)
