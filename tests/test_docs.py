@@ -3,6 +3,7 @@ loads, and every relative link points at a file and heading that exist."""
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -46,7 +47,18 @@ def test_relative_links_point_at_files_and_headings_that_exist(page: Path) -> No
     "index", range(len(BLOCKS)), ids=[f"{p}-{i}" for i, (p, _) in enumerate(BLOCKS)]
 )
 def test_readme_yaml_example_validates(tmp_path: Path, index: int) -> None:
-    (tmp_path / "example.yaml").write_text(BLOCKS[index][1])
+    text = BLOCKS[index][1]
+    (tmp_path / "example.yaml").write_text(text)
+    # Files an example names (a zone file, a TSIG secret) are made up for it.
+    for name in re.findall(r"\bfile: (\S+\.zone)", text):
+        zone = re.search(r"^zone: (\S+)", text, flags=re.M)
+        assert zone, "a file: example names its zone"
+        (tmp_path / name).write_text(
+            f"$ORIGIN {zone.group(1)}.\n@ 300 IN SOA ns1 hostmaster 1 7200 900 1209600 300\n"
+            "@ 300 IN NS ns1\nns1 300 IN A 192.0.2.53\n"
+        )
+    for name in re.findall(r"secret_file: (\S+?)[,}\s]", text):
+        (tmp_path / name).write_text(base64.b64encode(bytes(range(32))).decode())
     config, warnings = load_config(tmp_path)
     assert config.zones, "each README example is a whole zone file"
     assert not [w for w in warnings if "not used" not in w.message], warnings

@@ -240,7 +240,10 @@ def _parse_soa(
     d = ck.mapping(doc["soa"], doc.line_of("soa"), "soa")
     if d is None:
         return None, True
-    ck.keys(d, "soa", SOA_KEYS, required=("mname", "rname") if base is None else ())
+    has_file = "file" in doc  # a file that failed to load is reported already
+    ck.keys(
+        d, "soa", SOA_KEYS, required=("mname", "rname") if base is None and not has_file else ()
+    )
     names = {}
     for key in ("mname", "rname"):
         raw = ck.get_str(d, key, "soa", default=None)
