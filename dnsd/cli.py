@@ -185,13 +185,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """`dnsd export ZONE`: the zone as this config (every backend healthy, as `explain`
-    assumes) and the state directory's serial make it; a running server's live answers
-    come from an AXFR."""
+    """`dnsd export ZONE`: the zone as this config and the state directory (its overrides
+    and served serial) make it, every monitored backend in its monitor's `initial` state
+    (without --state-dir: every backend healthy, as `explain` assumes); a running server's
+    live answers come from an AXFR."""
     import time
 
     from dnsd.errors import ConfigError
     from dnsd.explain import health_with_down
+    from dnsd.health.store import HealthStore
     from dnsd.server import load_snapshot
     from dnsd.xfr.content import zone_content
     from dnsd.xfr.versions import ZoneVersions
@@ -206,8 +208,13 @@ def run_export(args: argparse.Namespace) -> int:
     if zone not in snap.zones:
         print(f"{args.dir}: no zone {zone} (zones: {', '.join(snap.zones)})", file=sys.stderr)
         return 1
-    health = health_with_down(snap.config, [])
     state = Path(args.state_dir) if args.state_dir else None
+    if state is None:
+        health = health_with_down(snap.config, [])
+    else:  # the persisted overrides apply, as they do in the server
+        store = HealthStore(state)
+        store.set_snapshot(snap)
+        health = store.view
     snap = ZoneVersions(state, persist=False).update(snap, health, time.time())
     content = zone_content(snap, health, zone, time.time())
     lbs = {owner: lb for z in snap.config.zones for owner, lb in z.lb_names.items()}

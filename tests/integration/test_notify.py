@@ -1,0 +1,113 @@
+"""NOTIFY (RFC 1996): sent to a zone's targets on a serial change, signed with the zone's
+key, retried until answered, at most one round per zone per second with the latest
+serial. The target is a real UDP socket that answers like a secondary (dnspython)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+import threading
+import time
+from pathlib import Path
+
+import dns.message
+import dns.opcode
+import dns.tsigkeyring
+
+from dnsd.server import load_snapshot
+from dnsd.snapshot import SnapshotHolder, with_serials
+from dnsd.xfr.notify import NotifySender
+
+SECRET = base64.b64encode(bytes(range(32))).decode()
+RING = dns.tsigkeyring.from_text({"xfr-key": SECRET})
+
+
+class Secondary:
+    """Answers every NOTIFY after ignoring the first `ignore` of them; records what came."""
+
+    def __init__(self, ignore: int = 0) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.ignore = ignore
+        self.received: list[tuple[float, int, bool]] = []  # (time, serial, signed)
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop:
+            try:
+                data, peer = self.sock.recvfrom(4096)
+            except TimeoutError:
+                continue
+            message = dns.message.from_wire(data, keyring=RING)
+            assert message.opcode() == dns.opcode.NOTIFY
+            self.received.append((time.monotonic(), message.answer[0][0].serial, message.had_tsig))
+            if len(self.received) > self.ignore:
+                self.sock.sendto(dns.message.make_response(message).to_wire(), peer)
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def holder_for(tmp_path: Path, port: int) -> SnapshotHolder:
+    (tmp_path / "xfr.b64").write_text(SECRET)
+    (tmp_path / "z.yaml").write_text(
+        "tsig_keys:\n  xfr-key: {secret_file: xfr.b64}\n"
+        "zone: z.example\nsoa: {mname: ns.z.example., rname: h.z.example., serial: 10}\n"
+        'records:\n  "@": {NS: ns.z.example.}\n  ns: {A: 192.0.2.1}\n'
+        f'transfer: {{allow: [127.0.0.1/32], keys: [xfr-key]}}\nnotify: ["127.0.0.1:{port}"]\n'
+    )
+    return SnapshotHolder(load_snapshot(tmp_path, 1))
+
+
+def test_changes_in_a_burst_give_one_round_per_second_with_the_latest_serial(
+    tmp_path: Path,
+) -> None:
+    secondary = Secondary()
+    holder = holder_for(tmp_path, secondary.port)
+
+    async def burst() -> None:
+        sender = NotifySender(holder)
+        for serial in range(11, 21):  # ten changes within a few milliseconds
+            holder.swap(with_serials(holder.current, {"z.example.": serial}))
+            sender.changed("z.example.", serial)
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(1.6)
+        await sender.stop()
+
+    try:
+        asyncio.run(burst())
+    finally:
+        secondary.close()
+    serials = [serial for _, serial, _ in secondary.received]
+    assert serials and serials[-1] == 20  # the latest serial always goes out
+    assert len(serials) <= 2  # one round at once, the next a second later at the earliest
+    assert all(signed for _, _, signed in secondary.received)  # signed with transfer.keys[0]
+    if len(secondary.received) == 2:
+        assert secondary.received[1][0] - secondary.received[0][0] >= 0.9
+
+
+def test_an_unanswered_notify_is_sent_again(tmp_path: Path) -> None:
+    secondary = Secondary(ignore=2)  # the first two tries get no answer
+    holder = holder_for(tmp_path, secondary.port)
+
+    async def once() -> NotifySender:
+        sender = NotifySender(holder)
+        holder.swap(with_serials(holder.current, {"z.example.": 11}))
+        sender.changed("z.example.", 11)
+        await asyncio.sleep(4.5)  # tries after 0, 1 and 3 s
+        await sender.stop()
+        return sender
+
+    try:
+        sender = asyncio.run(once())
+    finally:
+        secondary.close()
+    assert [serial for _, serial, _ in secondary.received] == [11, 11, 11]
+    assert sender.answered == 1
