@@ -66,83 +66,52 @@ def _binary(name: str) -> str:
     return found
 
 
-class Knot(_Server):
-    """knotd as a secondary of `primary_port` for `zones`, with TSIG key (name, base64)."""
-
+class _KnotServer(_Server):
     name = "knotd"
+
+    def write_config(self, sections: str, template: str, zones: list[str]) -> None:
+        """knot.conf: listen on our port, keep everything in our directory."""
+        (self.dir / "knot.conf").write_text(
+            f"server:\n    rundir: {self.dir}\n    listen: 127.0.0.1@{self.port}\n"
+            f"database:\n    storage: {self.dir}\n{sections}"
+            f"template:\n  - id: default\n    storage: {self.dir}\n    zonefile-sync: -1\n"
+            f"    journal-content: none\n{template}zone:\n" + "\n".join(zones) + "\n"
+        )
+
+    def command(self) -> list[str]:
+        return [_binary("knotd"), "-c", str(self.dir / "knot.conf")]
+
+
+class Knot(_KnotServer):
+    """knotd as a secondary of `primary_port` for `zones`, with TSIG key (name, base64)."""
 
     def __init__(
         self, workdir: Path, primary_port: int, zones: list[str], key: tuple[str, str]
     ) -> None:
         super().__init__(workdir)
         key_name, secret = key
-        zone_lines = "\n".join(
-            f"  - domain: {z}\n    master: primary\n    acl: notify_from_primary" for z in zones
-        )
-        (self.dir / "knot.conf").write_text(
-            f"""server:
-    rundir: {self.dir}
-    listen: 127.0.0.1@{self.port}
-log:
-  - target: stdout
-    any: info
-database:
-    storage: {self.dir}
-key:
-  - id: {key_name}
-    algorithm: hmac-sha256
-    secret: {secret}
-remote:
-  - id: primary
-    address: 127.0.0.1@{primary_port}
-    key: {key_name}
-acl:
-  - id: notify_from_primary
-    address: 127.0.0.1
-    key: {key_name}
-    action: notify
-template:
-  - id: default
-    storage: {self.dir}
-    zonefile-sync: -1
-    zonefile-load: none
-    journal-content: none
-zone:
-{zone_lines}
-"""
+        self.write_config(
+            "log:\n  - target: stdout\n    any: info\n"
+            f"key:\n  - id: {key_name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"
+            f"remote:\n  - id: primary\n    address: 127.0.0.1@{primary_port}\n"
+            f"    key: {key_name}\n"
+            f"acl:\n  - id: notify_from_primary\n    address: 127.0.0.1\n    key: {key_name}\n"
+            "    action: notify\n",
+            "    zonefile-load: none\n",
+            [f"  - domain: {z}\n    master: primary\n    acl: notify_from_primary" for z in zones],
         )
 
-    def command(self) -> list[str]:
-        return [_binary("knotd"), "-c", str(self.dir / "knot.conf")]
 
-
-class KnotPrimary(_Server):
+class KnotPrimary(_KnotServer):
     """knotd serving RFC 1035 zone files as a primary (the differential test's peer)."""
-
-    name = "knotd"
 
     def __init__(self, workdir: Path, zones: dict[str, Path]) -> None:
         super().__init__(workdir)
-        zone_lines = "\n".join(f"  - domain: {z}\n    file: {path}" for z, path in zones.items())
-        (self.dir / "knot.conf").write_text(
-            f"""server:
-    rundir: {self.dir}
-    listen: 127.0.0.1@{self.port}
-database:
-    storage: {self.dir}
-template:
-  - id: default
-    storage: {self.dir}
-    zonefile-sync: -1
-    journal-content: none
-    semantic-checks: off
-zone:
-{zone_lines}
-"""
+        self.write_config(
+            "",
+            "    semantic-checks: off\n",
+            [f"  - domain: {z}\n    file: {path}" for z, path in zones.items()],
         )
-
-    def command(self) -> list[str]:
-        return [_binary("knotd"), "-c", str(self.dir / "knot.conf")]
 
 
 class Nsd(_Server):
