@@ -342,12 +342,14 @@ def loop_factory(choice: str):
 
 
 def worker_arguments(args: argparse.Namespace) -> list[str]:
-    """A worker's `dnsd` command line: this one's serving options, no admin API, no state
-    (the main process adds --listen with the bound ports and --follow-fd)."""
+    """A worker's `dnsd` command line: this one's serving options, no admin API, the state
+    directory only to read the cookie key (the main process adds --listen with the bound
+    ports and --follow-fd)."""
     argv = ["serve", args.dir, "--admin", "off", "--log-level", args.log_level,
             "--log-format", args.log_format, "--rrl-rate", str(args.rrl_rate),
             "--rrl-slip", str(args.rrl_slip), "--event-loop", args.event_loop,
-            "--udp-loop", args.udp_loop, "--query-log-sample", str(args.query_log_sample)]  # fmt: skip
+            "--udp-loop", args.udp_loop, "--query-log-sample", str(args.query_log_sample),
+            "--state-dir", args.state_dir]  # fmt: skip
     for flag, value in (("--geoip", args.geoip), ("--pop-region", args.pop_region),
                         ("--node", args.node)):  # fmt: skip
         if value:

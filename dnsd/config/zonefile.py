@@ -144,7 +144,7 @@ def _parse(
         raise ZoneFileError(*line_now(), message) from None
     except _TooMany:
         raise ZoneFileError(*line_now(), f"more than {MAX_RECORDS} records") from None
-    except dns.exception.DNSException as exc:
+    except Exception as exc:  # dnspython raises more than DNSException on hostile text
         raise ZoneFileError(*line_now(), str(exc) or type(exc).__name__) from None
     return txn.records()
 
