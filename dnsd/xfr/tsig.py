@@ -58,16 +58,6 @@ class TsigFailure(Exception):
         return f"TSIG {TSIG_ERRORS.get(self.error, self.error)} (key {self.key})"
 
 
-def has_tsig(wire: bytes) -> bool:
-    """Whether the last record of a message is a TSIG (cheap: no full parse). False for
-    anything unusual; the full parse decides then."""
-    try:
-        message = dns.message.from_wire(wire, keyring=_no_check, ignore_trailing=False)
-    except Exception:
-        return False
-    return message.tsig is not None
-
-
 def check(wire: bytes, ring: Keyring, now: float, **parse: Any) -> dns.message.Message:
     """The message, its TSIG (if any) checked against `ring`; raises TsigFailure, or
     dns.exception.DNSException when the message itself is malformed."""

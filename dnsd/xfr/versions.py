@@ -44,7 +44,8 @@ class ZoneVersions:
         self._persist = persist  # `dnsd export` reads the state but never writes it
         self._served: dict[str, Served] = self._load()
         self._journal: dict[str, deque[ZoneContent]] = {}
-        self._inputs: dict[str, tuple[int, int]] = {}  # zone → (id of compiled zone, view gen)
+        # zone → (its Zone config, the view generation) the last content was made from
+        self._inputs: dict[str, tuple[object, int]] = {}
         self.listeners: list[Callable[[str, int], None]] = []
 
     def update(self, snap: Snapshot, view: HealthView, now: float) -> Snapshot:
@@ -52,10 +53,11 @@ class ZoneVersions:
         changed_any = False
         for name, compiled in snap.zones.items():
             config = compiled.config
-            has_lbs = any(node.lb is not None for node in compiled.nodes.values())
-            key = (id(compiled), view.generation if has_lbs else 0)
+            has_lbs = bool(config.lb_names)  # only then does health change the content
+            key = (config, view.generation if has_lbs else 0)
             last = self._journal.get(name)
-            if self._inputs.get(name) == key and last:
+            seen = self._inputs.get(name)
+            if seen is not None and seen[0] is config and seen[1] == key[1] and last:
                 serials[name] = last[-1].serial
                 continue
             self._inputs[name] = key
