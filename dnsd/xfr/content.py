@@ -21,6 +21,7 @@ import dns.rdatatype
 import dns.rrset
 from dnslib import AAAA, CNAME, QTYPE, RR, A, DNSHeader, DNSRecord
 
+from dnsd.config.model import Zone
 from dnsd.geo.locate import NOWHERE
 from dnsd.health.view import HealthView
 from dnsd.snapshot import CompiledZone, Snapshot
@@ -98,14 +99,22 @@ def lb_answers(
     return _convert(out)
 
 
-_STATIC: dict[int, tuple[CompiledZone, tuple[dns.rrset.RRset, ...], str]] = {}
+def prepare_transfers(snap: Snapshot) -> None:
+    """Convert every zone's configured records now (in the loading thread): what a
+    version costs later is then only its load-balanced answers."""
+    for zone in snap.zones.values():
+        _static(zone)
+
+
+_STATIC: dict[int, tuple[Zone, tuple[dns.rrset.RRset, ...], str]] = {}
 
 
 def _static(zone: CompiledZone) -> tuple[tuple[dns.rrset.RRset, ...], str]:
-    """The configured records of a compiled zone as dnspython RRsets, converted once per
-    compiled zone (a reload makes new ones; the cache keeps the last few)."""
-    hit = _STATIC.get(id(zone))
-    if hit is not None and hit[0] is zone:
+    """The configured records of a zone as dnspython RRsets, converted once per loaded
+    zone config (a new served serial keeps it; a reload makes a new one; the last 64 are
+    kept)."""
+    hit = _STATIC.get(id(zone.config))
+    if hit is not None and hit[0] is zone.config:
         return hit[1], hit[2]
     rrs = [
         rr
@@ -118,7 +127,7 @@ def _static(zone: CompiledZone) -> tuple[tuple[dns.rrset.RRset, ...], str]:
     digest = hashlib.sha256(_text(converted).encode()).hexdigest()
     if len(_STATIC) >= 64:
         _STATIC.pop(next(iter(_STATIC)))
-    _STATIC[id(zone)] = (zone, converted, digest)
+    _STATIC[id(zone.config)] = (zone.config, converted, digest)
     return converted, digest
 
 

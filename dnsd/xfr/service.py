@@ -18,7 +18,7 @@ import dns.rdatatype
 from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client, header_only
-from dnsd.snapshot import SnapshotHolder
+from dnsd.snapshot import Snapshot, SnapshotHolder
 from dnsd.xfr import outgoing, tsig
 from dnsd.xfr.content import ZoneContent, zone_content
 from dnsd.xfr.versions import ZoneVersions
@@ -64,11 +64,14 @@ class TransferService:
         if refusal is not None:
             self._refused(now, client, f"transfer of {name}: {refusal.reason}")
             return outgoing.render([outgoing.refuse(query, refusal.rcode)])
-        current = self._current(name, now)
         asked = outgoing.requested_serial(query) if qtype == dns.rdatatype.IXFR else None
         old = self._versions.version(name, asked) if self._versions and asked is not None else None
-        async with self._building:
-            replies = await asyncio.to_thread(_build, query, qtype, current, old, asked)
+        kept = self._versions.current(name) if self._versions is not None else None
+        view = self._view()
+        async with self._building:  # content (a worker makes its own) and messages: a thread
+            current, replies = await asyncio.to_thread(
+                _build, query, qtype, kept or (snap, view, name, now), old, asked
+            )
         self.transfers += 1
         kind = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
         key = tsig.key_name(query.keyring) if query.had_tsig else None
@@ -76,13 +79,6 @@ class TransferService:
                  f" (key {key})" if key else "", current.serial,
                  f" from {asked}" if asked is not None else "", len(replies))  # fmt: skip
         return replies
-
-    def _current(self, name: str, now: float) -> ZoneContent:
-        if self._versions is not None:
-            content = self._versions.current(name)
-            if content is not None:
-                return content
-        return zone_content(self._holder.current, self._view(), name, now)
 
     def _refused(self, now: float, client: Client, what: str) -> None:
         self.refused += 1
@@ -92,10 +88,12 @@ class TransferService:
 def _build(
     query: dns.message.Message,
     qtype: int,
-    current: ZoneContent,
+    current: ZoneContent | tuple[Snapshot, HealthView, str, float],
     old: ZoneContent | None,
     asked: int | None,
-) -> list[bytes]:
+) -> tuple[ZoneContent, list[bytes]]:
+    if not isinstance(current, ZoneContent):  # no kept version (a worker): make it here
+        current = zone_content(*current)
     if qtype == dns.rdatatype.IXFR:
-        return outgoing.render(outgoing.ixfr(query, current, old, asked))
-    return outgoing.render(outgoing.axfr(query, current))
+        return current, outgoing.render(outgoing.ixfr(query, current, old, asked))
+    return current, outgoing.render(outgoing.axfr(query, current))
