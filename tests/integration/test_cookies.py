@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import time
 
 import dns.edns
 import dns.message
@@ -87,3 +88,24 @@ def test_a_valid_server_cookie_is_spared_rate_limiting() -> None:
     assert len(plain) <= 10  # 5/s, a burst of 5: most of 40 queries at once are dropped
     assert len(valid) == 40  # every query with a valid server cookie is answered
     assert len(forged) <= 10  # a made-up server cookie earns nothing
+
+
+def test_every_worker_accepts_the_cookie_another_made(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--workers 3 share the master key (STATE_DIR/cookie.key): a cookie learned from any
+    process exempts its client from RRL in all of them (the kernel spreads the source
+    ports of a burst over the processes)."""
+    client = bytes.fromhex("1112131415161718")
+    args = ("--workers", "3", "--rrl-rate", "5", "--rrl-slip", "0", "--state-dir", str(tmp_path))
+    with DnsdProcess(DATA / "good", *args) as dnsd:
+        dnsd.wait_for_log("started 2 worker process(es)")
+        deadline = time.monotonic() + 15
+        while sum("listening on" in line for line in dnsd.lines) < 3:
+            assert time.monotonic() < deadline, dnsd.output
+            time.sleep(0.05)
+        (first,) = burst("127.0.7.1", dnsd.port, client, 1)
+        option = next(o for o in first.options if o.otype == dns.edns.OptionType.COOKIE).to_wire()
+        answered = 0
+        for _ in range(8):  # eight source ports, five queries each
+            answered += len(burst("127.0.7.1", dnsd.port, option, 5))
+    assert (tmp_path / "cookie.key").exists()
+    assert answered == 40
