@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--state-dir", metavar="DIR", help="take the served serial from this state directory"
     )
+    keys = sub.add_parser("keys", help="DNSSEC keys of a zone: generate, list (with the DS)")
+    keys.add_argument("action", choices=["generate", "list"])
+    keys.add_argument("zone")
+    keys.add_argument("--state-dir", default="state", metavar="DIR")
+    keys.add_argument("--algorithm", type=int, default=13, choices=[13, 15])
     imp = sub.add_parser("import", help="write the YAML zone for an RFC 1035 zone file")
     imp.add_argument("file")
     imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
@@ -169,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_export(args)
     if args.command == "import":
         return run_import(args)
+    if args.command == "keys":
+        return run_keys(args)
     if args.command == "drill":
         from dnsd.drill.cli import run_drill
 
@@ -219,6 +226,31 @@ def run_export(args: argparse.Namespace) -> int:
     content = zone_content(snap, health, zone, time.time())
     lbs = {owner: lb for z in snap.config.zones for owner, lb in z.lb_names.items()}
     sys.stdout.write(export_text(content, lbs, str(args.dir)))
+    return 0
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    """`dnsd keys generate|list ZONE`: `list` prints each key's tag, role and state and the
+    DS record for the parent (`ZONE. IN DS TAG 13 2 HEX`)."""
+    from dnsd.dnssec.keys import generate, load
+
+    zone = args.zone.lower().rstrip(".") + "."
+    state = Path(args.state_dir)
+    try:
+        if args.action == "generate":
+            key = generate(state, zone, args.algorithm)
+            print(f"generated key {key.tag} (algorithm {key.algorithm}, {key.role}) for {zone}")
+        keys = load(state, zone)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"{state}: {exc}", file=sys.stderr)
+        return 1
+    if not keys.keys:
+        print(f"{zone}: no keys in {state} (dnsd serve makes one at its first start)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    for key in keys.keys:
+        print(f"key {key.tag} algorithm {key.algorithm} role {key.role} state {key.state}")
+        print(f"{zone} IN DS {key.ds().to_text()}")
     return 0
 
 
@@ -421,6 +453,8 @@ def run_serve(args: argparse.Namespace) -> int:
             name=args.node, pop_region=args.pop_region, cookies=ServerCookies(cookie_key)
         ),
         state_dir=None if worker else Path(args.state_dir),  # a worker keeps nothing
+        key_dir=Path(args.state_dir),
+        create_keys=not worker,
         admin=None if worker else admin,
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
         query_log_sample=args.query_log_sample,

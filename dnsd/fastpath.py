@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import COOKIE_OPTION
+from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.health.view import HealthView
 from dnsd.reply import (
@@ -49,7 +50,7 @@ from dnsd.reply import (
     parse_edns,
     reply_for,
 )
-from dnsd.resolve import DecisionObserver, resolve
+from dnsd.resolve import DecisionObserver, resolve, signer_for
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
@@ -200,6 +201,7 @@ class AnswerCache:
         self._snap: Snapshot | None = None  # a new object: a reload, or new served serials
         self._health_generation = -1
         self._next_expiry = float("inf")  # when the first RTT sample a plan used ages out
+        self._signatures_until = 0.0  # signed zones: cached replies hold signatures of a day
         self._states_generation = -1
         self._entries: dict[tuple[Any, ...], Static | Balanced | None] = {}
         self._plans: dict[int, _PlanEntry] = {}
@@ -282,8 +284,15 @@ class AnswerCache:
 
     # -- generations ----------------------------------------------------------------------
     def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
-        if snap is not self._snap or health.states_generation != self._states_generation:
+        signatures_renewed = bool(snap.signing) and now >= self._signatures_until
+        if (
+            snap is not self._snap
+            or health.states_generation != self._states_generation
+            or signatures_renewed
+        ):
             self._snap = snap
+            if snap.signing:  # cached signed replies hold this day's signatures
+                self._signatures_until = (int(now) // DAY + 1) * DAY
             self._states_generation = health.states_generation
             self._entries.clear()
             self._clients.clear()
@@ -295,7 +304,7 @@ class AnswerCache:
         if health.generation != self._health_generation or now >= self._next_expiry:
             # New RTTs, or a sample some plan used ages out: RTT-steered plans expire.
             self._health_generation = health.generation
-            self._next_expiry = float("inf")
+            self._next_expiry = self._signatures_until if snap.signing else float("inf")
             for bucket, entry in self._timed_plans:
                 entry.valid = False
                 self._plans.pop(bucket, None)
@@ -393,7 +402,7 @@ class AnswerCache:
             decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
             decision.addresses, decision.cname = outcome.addresses, outcome.cname
             decision.scope_prefixes = [scope] if scope else []
-            rendered = _render(query.wire, client, query.snap, decision, info)
+            rendered = _render(query.wire, client, query.snap, decision, info, query.now)
             template = _strip_ecs(rendered, parsed)
             if template is None:
                 return rendered  # too large to patch safely: not cached
@@ -488,8 +497,9 @@ def _policies(snap: Snapshot, lb: LoadBalancer) -> set[str]:
 
 
 def _render(
-    wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo
-) -> bytes:
+    wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo,
+    now: float,
+) -> bytes:  # fmt: skip
     """The full path's reply for this query and this decision (no draws here)."""
     query = DNSRecord.parse(wire)
     edns = parse_edns(query)
@@ -498,7 +508,7 @@ def _render(
     fill(reply, found, query, decision)
     result = QueryResult(reply, edns, decision, info)
     echo_ecs(result)
-    return pack(reply, client.transport, edns)
+    return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))
 
 
 def _static_entry(reply: bytes | None, parsed: Parsed) -> Static | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -57,12 +58,17 @@ class Edns:
     cookie: tuple[bytes, bytes] | None = None  # (client cookie, server cookie or b"")
 
 
+# Signs a finished reply (dnsd.dnssec.signer.sign_reply bound to a zone, its keys, the time).
+Signer = Callable[[bytes], bytes]
+
+
 @dataclass(slots=True)
 class QueryResult:
     reply: DNSRecord
     edns: Edns | None
     decision: LbDecision | None = None
     client: ClientInfo | None = None
+    sign: Signer | None = None  # DO=1 in a signed zone
 
 
 class FormErr(Exception):
@@ -180,13 +186,22 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
             reply.add_ar(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
 
 
-def pack(reply: DNSRecord, transport: str, edns: Edns | None, question: bytes = b"") -> bytes:
+def pack(
+    reply: DNSRecord,
+    transport: str,
+    edns: Edns | None,
+    question: bytes = b"",
+    sign: Signer | None = None,
+) -> bytes:
     """Wire bytes: OPT last in the additional section (the answer cache appends the ECS
-    echo there), the query's question bytes (its case) copied in, truncated for UDP."""
+    echo there), signed when asked (DNSSEC), the query's question bytes (its case) copied
+    in, truncated for UDP — a signed reply too large goes out empty with TC=1."""
     reply.ar = [rr for rr in reply.ar if rr.rtype != QTYPE.OPT] + [
         rr for rr in reply.ar if rr.rtype == QTYPE.OPT
     ]
     wire = reply.pack()
+    if sign is not None:
+        wire = sign(bytes(wire))
     if transport != "tcp":
         limit = min(edns.payload, EDNS_PAYLOAD) if edns else PLAIN_UDP_LIMIT
         if len(wire) > limit:

@@ -31,6 +31,7 @@ from typing import Final
 
 from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSHeader, DNSLabel, DNSRecord
 
+from dnsd.dnssec.signer import sign_reply
 from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import (
@@ -40,8 +41,10 @@ from dnsd.reply import (
     EDNS_PAYLOAD,
     QR_BIT,
     Client,
+    Edns,
     FormErr,
     QueryResult,
+    Signer,
     echo_cookie,
     echo_ecs,
     fill,
@@ -52,7 +55,7 @@ from dnsd.reply import (
     question_bytes,
     reply_for,
 )
-from dnsd.snapshot import Snapshot
+from dnsd.snapshot import CompiledZone, Snapshot
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.client import client_info
 from dnsd.xfr import tsig
@@ -96,7 +99,7 @@ def resolve(
         return _signed(wire, query, client, snap, health, rng, now)
     try:
         result = answer_query(query, client.address, snap, health, rng, now)
-        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire))
+        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire), result.sign)
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
     except Exception:  # a bug costs one answer and a bounded amount of log
@@ -151,6 +154,7 @@ def answer_query(
             steered_type = QTYPE.A if qtype == QTYPE.ANY else qtype
             result.decision = steer(inputs, found.lb, steered_type)
         fill(reply, found, query, result.decision)
+        result.sign = signer_for(snap, found.zone, edns, now)
     echo_ecs(result)
     echo_cookie(result, snap.node.cookies, source, now)
     return result
@@ -180,7 +184,7 @@ def _signed(
     query.ar.pop()  # the TSIG record: answer the query it signed
     try:
         result = answer_query(query, client.address, snap, health, rng, now)
-        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire))
+        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire), result.sign)
         return tsig.sign(reply, checked)
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
@@ -188,6 +192,18 @@ def _signed(
         SERVFAIL_LOG.log(now, logging.ERROR, "SERVFAIL for a signed query from %s",
                          client.address, exc_info=True)  # fmt: skip
         return _servfail(query, ident, flags)
+
+
+def signer_for(
+    snap: Snapshot, zone: CompiledZone | None, edns: Edns | None, now: float
+) -> Signer | None:
+    """How to sign the reply: a DO=1 query answered from a signed zone, else None."""
+    if edns is None or not edns.do or zone is None:
+        return None
+    keys = snap.signing.get(zone.name)
+    if keys is None:
+        return None
+    return lambda wire: sign_reply(wire, zone, keys, now)
 
 
 def _cookie_only(

@@ -21,7 +21,9 @@ from dnsd.admin.control import ReloadResult
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.config.loader import load_config
-from dnsd.errors import ConfigError
+from dnsd.config.model import Zone
+from dnsd.dnssec.keys import ZoneKeys, ensure_keys
+from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.database import GeoDatabase
 from dnsd.health.bus import RedisBus
@@ -38,7 +40,14 @@ from dnsd.net.udp_thread import BatchAnswerer, UdpThread
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.resolve import resolve
-from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, compile_snapshot, with_serials
+from dnsd.snapshot import (
+    NodeSettings,
+    Snapshot,
+    SnapshotHolder,
+    compile_snapshot,
+    with_keys,
+    with_serials,
+)
 from dnsd.workers import Follower, WorkerPool
 from dnsd.xfr.content import prepare_transfers
 from dnsd.xfr.notify import NotifySender
@@ -70,6 +79,8 @@ class ServerOptions:
     udp_loop: str = UDP_LOOPS[0]  # "thread": a blocking socket loop per listener
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
     workers: int = 1  # processes answering on the listen addresses (dnsd.workers)
+    key_dir: Path | None = None  # DNSSEC keys (STATE_DIR/keys); None: zones are not signed
+    create_keys: bool = True  # False in a worker: it reads the keys the main process made
     worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
     follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
 
@@ -79,6 +90,8 @@ def load_snapshot(
     generation: int,
     geo: GeoDatabase | None = None,
     node: NodeSettings | None = None,
+    key_dir: Path | None = None,
+    create_keys: bool = False,
 ) -> Snapshot:
     """Read, validate and compile; raises ConfigError. Safe to run in a worker thread, and
     meant to: it also converts each zone's records for transfers (seconds for a zone of
@@ -88,7 +101,25 @@ def load_snapshot(
         config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node
     )
     prepare_transfers(snapshot)
+    if key_dir is not None:
+        snapshot = with_keys(snapshot, zone_keys(config.zones, key_dir, create_keys))
     return snapshot
+
+
+def zone_keys(zones: tuple[Zone, ...], key_dir: Path, create: bool) -> dict[str, ZoneKeys]:
+    """The DNSSEC keys of every zone with `dnssec:` (made at the first start when missing;
+    a `--workers` process only reads them). A key that cannot be read fails the load."""
+    found, reasons = {}, []
+    for zone in zones:
+        if zone.dnssec_algorithm is None:
+            continue
+        try:
+            found[zone.name] = ensure_keys(key_dir, zone.name, zone.dnssec_algorithm, create)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            reasons.append(Reason(zone.file, 0, "dnssec", f"cannot load the zone's keys: {exc}"))
+    if reasons:
+        raise ConfigError(reasons)
+    return found
 
 
 class DnsServer:
@@ -390,7 +421,13 @@ class DnsServer:
         generation = current.generation + 1
         try:
             snapshot = await asyncio.to_thread(
-                load_snapshot, self.options.config_dir, generation, current.geo, current.node
+                load_snapshot,
+                self.options.config_dir,
+                generation,
+                current.geo,
+                current.node,
+                self.options.key_dir,
+                self.options.create_keys,
             )
         except ConfigError as exc:
             reasons = [str(r) for r in exc.reasons]
@@ -498,7 +535,10 @@ async def serve(options: ServerOptions) -> int:
         time.strftime("%Y-%m-%d", time.gmtime(geo.build_epoch)),
     )
     try:
-        snapshot = await asyncio.to_thread(load_snapshot, options.config_dir, 1, geo, options.node)
+        snapshot = await asyncio.to_thread(
+            load_snapshot, options.config_dir, 1, geo, options.node, options.key_dir,
+            options.create_keys,
+        )  # fmt: skip
     except ConfigError as exc:
         for reason in exc.reasons:
             log.error("%s", reason)

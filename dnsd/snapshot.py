@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from dnslib import QTYPE, RR, SOA
+from dnslib import QTYPE, RD, RR, SOA
 
 from dnsd.config.model import ClientNetwork, Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.cookies import ServerCookies
+from dnsd.dnssec.keys import ZoneKeys
 from dnsd.errors import Reason
 from dnsd.xfr.tsig import Keyring, keyring
 
@@ -77,6 +78,7 @@ class Snapshot:
     client_zones: tuple[tuple[IPNetwork, str], ...] = ()  # longest prefix first
     client_networks: NetworkTable | None = None  # steering.md §4, before the geo database
     tsig_keyring: Keyring = field(default_factory=lambda: MappingProxyType({}))
+    signing: Mapping[str, ZoneKeys] = field(default_factory=lambda: MappingProxyType({}))
 
     def client_zone(
         self, address: ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -215,6 +217,40 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         nodes[zone.name] = replace(apex, rrsets=MappingProxyType(sets))
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
+
+
+def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
+    """The snapshot signing its DNSSEC zones with `signing` (zone → keys): the apex of each
+    serves the DNSKEY set and the CDS/CDNSKEY records for the parent (RFC 7344)."""
+    zones = dict(snap.zones)
+    for name, keys in signing.items():
+        zone = zones.get(name)
+        if zone is None:
+            continue
+        apex = zone.nodes[zone.name]
+        sets = dict(apex.rrsets)
+        for rtype, rrset in apex_key_rrsets(keys).items():
+            sets[rtype] = rrset
+        nodes = dict(zone.nodes)
+        nodes[zone.name] = replace(apex, rrsets=MappingProxyType(sets))
+        zones[name] = replace(zone, nodes=MappingProxyType(nodes))
+    return replace(snap, zones=MappingProxyType(zones), signing=MappingProxyType(dict(signing)))
+
+
+def apex_key_rrsets(keys: ZoneKeys) -> dict[int, RRset]:
+    """DNSKEY, CDS and CDNSKEY at the apex as the lookup serves them (raw RDATA)."""
+    dnskeys = keys.dnskey_rrset()
+    out: dict[int, RRset] = {}
+    for rtype, rdatas in (
+        (48, list(dnskeys)),
+        (60, list(dnskeys)),  # CDNSKEY: the same RDATA (RFC 7344 §3.2)
+        (59, [k.ds() for k in keys.keys if k.state == "active"]),  # CDS: the DS to publish
+    ):
+        records = tuple(
+            RR(keys.zone, rtype, ttl=dnskeys.ttl, rdata=RD(rd.to_digestable())) for rd in rdatas
+        )
+        out[rtype] = RRset(keys.zone, rtype, dnskeys.ttl, records)
+    return out
 
 
 class SnapshotHolder:

@@ -94,7 +94,7 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
         return None
     node = zone.nodes.get(name)
     if node is None:
-        node = _wildcard(zone, name)
+        node = wildcard_node(zone, name)
         if node is None:
             out.rcode = RCODE.NXDOMAIN
             out.negative = True
@@ -136,7 +136,7 @@ def _referral(zone: CompiledZone, cut: str, out: Lookup) -> None:
         _add_glue(zone, str(rr.rdata.label).lower(), out)
 
 
-def _wildcard(zone: CompiledZone, name: str) -> Node | None:
+def wildcard_node(zone: CompiledZone, name: str) -> Node | None:
     """RFC 4592: the source of synthesis is `*.` + the closest encloser, if it exists."""
     encloser = name
     while encloser != zone.name:

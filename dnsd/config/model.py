@@ -71,6 +71,7 @@ class Zone:
     serial_auto: bool = True  # `serial: auto`; otherwise soa.serial is a floor
     transfer: Transfer | None = None  # None: nobody may transfer the zone
     notify: tuple[tuple[str, int], ...] = ()  # secondaries told of every serial change
+    dnssec_algorithm: int | None = None  # `dnssec: {algorithm: 13|15}`; None: unsigned
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ from dnsd.errors import Reason
 
 MAX_TTL = 2**31 - 1
 # Record types a zone may hold (SOA comes from the soa section).
-RECORD_TYPES = ("A", "AAAA", "CNAME", "MX", "TXT", "NS", "SRV", "CAA", "PTR")
-ZONE_KEYS = ("zone", "ttl", "soa", "records", "file", "transfer", "notify")
+RECORD_TYPES = ("A", "AAAA", "CNAME", "MX", "TXT", "NS", "SRV", "CAA", "PTR", "DS")
+ZONE_KEYS = ("zone", "ttl", "soa", "records", "file", "transfer", "notify", "dnssec")
+DNSSEC_ALGORITHMS = (13, 15)  # ECDSAP256SHA256 (default), ED25519
 SOA_KEYS = ("mname", "rname", "serial", "refresh", "retry", "expire", "minimum", "ttl")
 
 
@@ -86,6 +87,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
     transfer = _transfer(ck, doc) if "transfer" in doc else None
     notify = _notify(ck, doc) if "notify" in doc else ()
+    algorithm = _dnssec(ck, doc) if "dnssec" in doc else None
     if soa is None:
         return None, lb_uses
     zone = Zone(
@@ -98,6 +100,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         serial_auto=serial_auto,
         transfer=transfer,
         notify=notify,
+        dnssec_algorithm=algorithm,
     )
     return zone, lb_uses
 
@@ -188,6 +191,20 @@ def _transfer(ck: Checker, doc: LineDict) -> Transfer | None:
     if not allow:
         ck.warn(d.line, "transfer.allow", "no network may transfer the zone")
     return Transfer(tuple(allow), tuple(keys))
+
+
+def _dnssec(ck: Checker, doc: LineDict) -> int | None:
+    """`dnssec: {algorithm: 13}` (or `dnssec: {}`): sign the zone online (dnsd.dnssec)."""
+    d = ck.mapping(doc["dnssec"], doc.line_of("dnssec"), "dnssec")
+    if d is None:
+        return None
+    ck.keys(d, "dnssec", ("algorithm",))
+    algorithm = ck.get_int(d, "algorithm", "dnssec", default=13)
+    if algorithm not in DNSSEC_ALGORITHMS:
+        ck.error(d.line_of("algorithm"), "dnssec.algorithm",
+                 "13 (ECDSAP256SHA256) or 15 (ED25519)")  # fmt: skip
+        return None
+    return int(algorithm)
 
 
 def _notify(ck: Checker, doc: LineDict) -> tuple[tuple[str, int], ...]:
@@ -391,5 +408,7 @@ def _check_owner(
         ck.error(line, path, "a load-balanced name (lb) cannot also have A or AAAA records")
     if owner.startswith("*.") and "NS" in types:
         ck.error(line, path, "a wildcard name cannot hold NS records")
-    if owner != origin and "NS" in types and (types - {"NS"} or lb):
-        ck.warn(line, path, "only NS records are served at a delegation point")
+    if owner != origin and "NS" in types and (types - {"NS", "DS"} or lb):
+        ck.warn(line, path, "only NS and DS records are served at a delegation point")
+    if "DS" in types and (owner == origin or "NS" not in types):
+        ck.error(line, path, "DS records belong at a delegation point (beside NS)")

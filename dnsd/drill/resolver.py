@@ -27,7 +27,7 @@ server:
     verbosity: 0
     access-control: 127.0.0.0/8 allow
     do-not-query-localhost: no
-    module-config: "iterator"
+    module-config: "{modules}"
     cache-min-ttl: 0
     prefetch: no
     serve-expired: no
@@ -41,16 +41,18 @@ remote-control:
 stub-zone:
     name: "{zone}"
     stub-addr: 127.0.0.1@{dnsd_port}
-"""
+{validation}"""
 
 
 class Unbound:
-    def __init__(self, zone: str, dnsd_port: int) -> None:
+    def __init__(self, zone: str, dnsd_port: int, trust_anchor: str | None = None) -> None:
+        """`trust_anchor`: a DS or DNSKEY record of `zone`; unbound then validates."""
         binary = shutil.which("unbound") or "/usr/sbin/unbound"
         if not Path(binary).exists():
             raise RuntimeError("unbound is not installed (Debian package unbound)")
         self.binary = binary
         self.zone, self.dnsd_port = zone, dnsd_port
+        self.trust_anchor = trust_anchor
         self.dir = tempfile.mkdtemp(prefix="dnsd-unbound-")
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
@@ -76,7 +78,13 @@ class Unbound:
         tld = self.zone.rstrip(".").rsplit(".", 1)[-1]
         conf.write_text(
             CONFIG.format(
-                port=self.port, dir=self.dir, zone=self.zone, dnsd_port=self.dnsd_port, tld=tld
+                port=self.port,
+                dir=self.dir,
+                zone=self.zone,
+                dnsd_port=self.dnsd_port,
+                tld=tld,
+                modules="validator iterator" if self.trust_anchor else "iterator",
+                validation=_validation(self.trust_anchor),
             )
         )
         self.proc = subprocess.Popen(
@@ -109,6 +117,13 @@ class Unbound:
     def stop(self) -> None:
         self.stop_process()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _validation(trust_anchor: str | None) -> str:
+    """unbound validates the zone from this DS (or DNSKEY) when one is given."""
+    if trust_anchor is None:
+        return ""
+    return f'server:\n    trust-anchor: "{trust_anchor}"\n    val-log-level: 2\n'
 
 
 class _BindFailed(Exception):
