@@ -108,6 +108,14 @@ def dnsd(d: Path, port: int) -> list[str]:
     return dnsd_serve(d, port, pools)
 
 
+def dnsd_signed(d: Path, port: int) -> list[str]:
+    """The same zone signed online (`dnssec: {}`): queried with DO=1 (dnsperf -D)."""
+    cmd = dnsd(d, port)
+    with open(d / "zones" / "bench.yaml", "a") as handle:
+        handle.write("dnssec: {algorithm: 13}\n")
+    return cmd
+
+
 def gdnsd(d: Path, port: int) -> list[str]:
     (d / "zones").mkdir()
     (d / "run").mkdir()
@@ -255,10 +263,11 @@ def median_of(
     runs: int,
     seconds: int,
     names: list[str] | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, float] | None:
     results = []
     for _ in range(runs):
-        r = serve(name, build, lambda port, d: dnsperf(port, query_file(d, names), seconds))
+        r = serve(name, build, lambda port, d: dnsperf(port, query_file(d, names), seconds, extra))
         if r is None:
             return None
         results.append(r)
@@ -268,13 +277,14 @@ def median_of(
 
 
 def p99_at(
-    rate: int, build: Callable[[Path, int], list[str]], seconds: int = 6
-) -> dict[str, float] | None:
+    rate: int, build: Callable[[Path, int], list[str]], seconds: int = 6,
+    extra: tuple[str, ...] = (),
+) -> dict[str, float] | None:  # fmt: skip
     def run(port: int, d: Path) -> dict[str, float]:
-        dnsperf(port, query_file(d), 2, ("-Q", str(rate)))  # warm up: first answers build caches
+        dnsperf(port, query_file(d), 2, ("-Q", str(rate), *extra))  # warm up: caches fill
         out = subprocess.run(
             ["taskset", "-c", "1", "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(query_file(d)),
-             "-l", str(seconds), "-Q", str(rate), "-c", "8", "-q", "400", "-v"],
+             "-l", str(seconds), "-Q", str(rate), "-c", "8", "-q", "400", "-v", *extra],
             capture_output=True, text=True, timeout=seconds + 30,
         ).stdout  # fmt: skip
         arrived = []
@@ -476,11 +486,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--skip-install", action="store_true")
     parser.add_argument("--only", nargs="*", help="run only these servers")
+    parser.add_argument("--dnssec", action="store_true",
+                        help="only: dnsd unsigned vs signed online (DO=1), and p99 signed")  # fmt: skip
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {1})  # this script and its dig probes stay off the server's core
     if not args.skip_install:
         install()
+    if args.dnssec:
+        dnssec_report(args.runs, args.seconds)
+        return
     servers: dict[str, Callable[[Path, int], list[str]]] = {
         "dnsd": dnsd, "gdnsd (metafo)": gdnsd, "knot (static)": knot,
         "pdns LUA": pdns(False), "pdns LUA shared": pdns(True), "python floor": python_floor,
@@ -540,6 +555,25 @@ def main() -> None:
             if p99:
                 print(f"{name} at {rate // 1000}k QPS offered: p50 {p99['p50_ms']:.3f} ms, p99 {p99['p99_ms']:.3f} ms, "
                       f"p99 after the first second {p99['steady_p99_ms']:.3f} ms, answered {p99['answered']:.0f}, lost {p99['lost']:.0f}")  # fmt: skip
+
+
+def dnssec_report(runs: int, seconds: int) -> None:
+    """Signed answers (DO=1, every reply signed online, signatures cached) beside unsigned."""
+    plain = median_of("dnsd", dnsd, runs, seconds)
+    signed = median_of("dnsd signed", dnsd_signed, runs, seconds, extra=("-D",))
+    print(
+        f"\ndnsd signed online vs unsigned, {time.strftime('%Y-%m-%d')}, median of {runs} × {seconds}s"
+    )
+    for name, r in (("dnsd unsigned", plain), ("dnsd signed, DO=1", signed)):
+        if r is not None:
+            print(f"{name:<20} {r['qps']:>9.0f} QPS {r['latency_ms']:>8.3f}ms avg, lost {r['lost']:.0f}, RSS {r['rss_mib']:.0f} MiB, runs {r['runs']}")  # fmt: skip
+    if plain and signed:
+        print(f"signed ÷ unsigned: {signed['qps'] / plain['qps']:.2f}")
+    for rate in (20_000, 50_000):
+        p99 = p99_at(rate, dnsd_signed, extra=("-D",))
+        if p99:
+            print(f"dnsd signed at {rate // 1000}k QPS offered: p50 {p99['p50_ms']:.3f} ms, p99 {p99['p99_ms']:.3f} ms, "
+                  f"p99 after the first second {p99['steady_p99_ms']:.3f} ms, answered {p99['answered']:.0f}, lost {p99['lost']:.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":

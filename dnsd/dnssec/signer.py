@@ -70,7 +70,7 @@ def sign_reply(wire: bytes, zone: CompiledZone, keys: ZoneKeys, now: float) -> b
         else:
             nsec = _nsec(zone, cut, origin, nxname=False, absent=dns.rdatatype.DS)
             message.authority += [nsec, _rrsig(nsec, keys, now, origin)]
-        return message.to_wire(max_size=65535)
+        return message.to_wire(max_size=65535, want_shuffle=False)  # keep the draw's order
     message.answer = _with_signatures(message.answer, keys, now, origin)
     final = _final_name(question.name, message.answer)
     negative = message.rcode() == dns.rcode.NXDOMAIN or (
@@ -89,7 +89,7 @@ def sign_reply(wire: bytes, zone: CompiledZone, keys: ZoneKeys, now: float) -> b
         message.additional, keys, now, origin,
         lambda r: r.rdtype in ADDRESS and not any(r.name.is_subdomain(c) for c in cuts),
     )  # fmt: skip
-    return message.to_wire(max_size=65535)
+    return message.to_wire(max_size=65535, want_shuffle=False)  # keep the draw's order
 
 
 def _with_signatures(

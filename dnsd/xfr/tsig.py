@@ -83,7 +83,7 @@ def sign(reply: bytes, query: dns.message.Message) -> bytes:
     algorithm = query.keyalgorithm or dns.tsig.default_algorithm
     message.use_tsig(query.keyring, query.keyname, fudge=FUDGE, algorithm=algorithm)
     message.request_mac = query.mac or b""
-    return message.to_wire()
+    return message.to_wire(want_shuffle=False)  # dnspython shuffles records by default
 
 
 def notauth(query: dns.message.Message, error: int, now: float) -> bytes:

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import ipaddress
 import random
+from pathlib import Path
 from types import MappingProxyType
 
+import pytest
 from dnslib import EDNS0, DNSRecord, EDNSOption
 
 from dnsd.config.loader import load_config
+from dnsd.dnssec.keys import ensure_keys
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import BackendHealth, RttSample, view_of
 from dnsd.reply import Client
 from dnsd.resolve import resolve
-from dnsd.snapshot import compile_snapshot
+from dnsd.snapshot import Snapshot, compile_snapshot, with_keys
 from tests.conftest import DATA, GEO
 
 NAMES = [
@@ -76,10 +79,18 @@ def with_rtts(
     return out
 
 
-def test_cached_and_full_path_agree_byte_for_byte() -> None:
+def signed(snap: Snapshot, key_dir: Path) -> Snapshot:
+    """The snapshot with every zone signed online (DNSSEC, issue 18)."""
+    return with_keys(snap, {name: ensure_keys(key_dir, name, 13, True) for name in snap.zones})
+
+
+@pytest.mark.parametrize("dnssec", [False, True], ids=["unsigned", "signed"])
+def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) -> None:
     rng = random.Random(20261130)
     config, _ = load_config(DATA / "fast")
     snap = compile_snapshot(config, 1, geo=GEO)
+    if dnssec:  # DO=1 replies are signed: the cache keeps signed bytes, equal to the full path's
+        snap = signed(snap, tmp_path)
     cache = AnswerCache()
     health = view_of({}, generation=1)
     now = 1_800_000_000.0
@@ -89,6 +100,8 @@ def test_cached_and_full_path_agree_byte_for_byte() -> None:
     for round_ in range(12):
         if round_ % 3 == 2:  # a reload: a new generation of the same config
             snap = compile_snapshot(config, snap.generation + 1, geo=GEO)
+            if dnssec:
+                snap = signed(snap, tmp_path)
         states = {
             (p.name, b): rng.random() < 0.75
             for p in config.pools.values()
