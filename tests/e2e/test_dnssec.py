@@ -11,6 +11,7 @@ import asyncio
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,3 +182,54 @@ def test_a_broken_signature_is_servfail_at_the_validator(signed: Signed) -> None
         finally:
             resolver.stop()
     assert rcode == "SERVFAIL" and not ad
+
+
+def validated_dnskey(port: int) -> dict[dns.name.Name, dns.rrset.RRset]:
+    reply = dns.query.udp(dns.message.make_query(ZONE, "DNSKEY", want_dnssec=True), "127.0.0.1",
+                          port=port, timeout=5)  # fmt: skip
+    dnskey = next(r for r in reply.answer if r.rdtype == dns.rdatatype.DNSKEY)
+    rrsig = next(r for r in reply.answer if r.rdtype == dns.rdatatype.RRSIG)
+    keys = {dns.name.from_text(ZONE): dnskey}
+    dns.dnssec.validate(dnskey, rrsig, keys)
+    return keys
+
+
+def test_referrals_carry_a_signed_ds_or_a_signed_proof_that_there_is_none(signed: Signed) -> None:
+    port = signed.dnsd.port
+    keys = validated_dnskey(port)
+    for name, proof in (("host.secure.example.test.", "DS"), ("host.sub.example.test.", "NSEC")):
+        reply = dns.query.udp(dns.message.make_query(name, "A", want_dnssec=True), "127.0.0.1",
+                              port=port, timeout=5)  # fmt: skip
+        assert not reply.flags & dns.flags.AA  # a referral
+        ns = next(r for r in reply.authority if r.rdtype == dns.rdatatype.NS)
+        assert not [r for r in reply.authority
+                    if r.rdtype == dns.rdatatype.RRSIG and r.covers == dns.rdatatype.NS]  # fmt: skip
+        evidence = next(r for r in reply.authority if dns.rdatatype.to_text(r.rdtype) == proof)
+        rrsig = next(r for r in reply.authority
+                     if r.rdtype == dns.rdatatype.RRSIG and r.covers == evidence.rdtype)  # fmt: skip
+        dns.dnssec.validate(evidence, rrsig, keys)  # raises when the signature is wrong
+        assert evidence.name == ns.name
+        if proof == "NSEC":  # the bitmap says: NS here, no DS
+            assert "NS" in evidence.to_text() and " DS" not in evidence.to_text()
+        glue = [r for r in reply.additional if r.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA)]
+        assert glue and not [r for r in reply.additional if r.rdtype == dns.rdatatype.RRSIG]
+
+
+def test_every_worker_signs_with_the_same_key(tmp_path: Path) -> None:
+    config, state = signed_config(tmp_path), tmp_path / "state"
+    with DnsdProcess(
+        config, "--state-dir", str(state), "--workers", "3", "--rrl-rate", "0"
+    ) as dnsd:
+        dnsd.wait_for_log("started 2 worker process(es)")
+        deadline = time.monotonic() + 15
+        while sum("listening on" in line for line in dnsd.lines) < 3:
+            assert time.monotonic() < deadline, dnsd.output
+            time.sleep(0.05)
+        keys = validated_dnskey(dnsd.port)
+        for _ in range(24):  # new source ports: the kernel spreads them over the processes
+            reply = dns.query.udp(dns.message.make_query("mail.example.test.", "A", want_dnssec=True),
+                                  "127.0.0.1", port=dnsd.port, timeout=5)  # fmt: skip
+            rrset = next(r for r in reply.answer if r.rdtype == dns.rdatatype.A)
+            rrsig = next(r for r in reply.answer if r.rdtype == dns.rdatatype.RRSIG)
+            dns.dnssec.validate(rrset, rrsig, keys)
+    assert len(list((state / "keys" / "example.test").glob("K*.json"))) == 1
