@@ -10,6 +10,7 @@ import signal
 import socket
 import time
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.config.loader import load_config
 from dnsd.config.model import Zone
 from dnsd.dnssec.keys import ZoneKeys, ensure_keys
+from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.database import GeoDatabase
@@ -114,7 +116,9 @@ def zone_keys(zones: tuple[Zone, ...], key_dir: Path, create: bool) -> dict[str,
         if zone.dnssec_algorithm is None:
             continue
         try:
-            found[zone.name] = ensure_keys(key_dir, zone.name, zone.dnssec_algorithm, create)
+            found[zone.name] = ensure_keys(
+                key_dir, zone.name, zone.dnssec_algorithm, create, zone.dnssec_split_keys
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             reasons.append(Reason(zone.file, 0, "dnssec", f"cannot load the zone's keys: {exc}"))
     if reasons:
@@ -169,6 +173,7 @@ class DnsServer:
         self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
         self._reporting: asyncio.Task[None] | None = None
+        self._key_watch: asyncio.Task[None] | None = None
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
@@ -289,6 +294,8 @@ class DnsServer:
             log.info("listening on %s port %d (udp+tcp)", host, port)
         if self.options.admin is not None:
             await self._start_admin(*self.options.admin)
+        if self.options.key_dir is not None:
+            self._key_watch = asyncio.create_task(self._follow_keys(self.options.key_dir))
         if self.options.workers > 1 and self.options.follow_fd is None:
             listen = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.bound]
             argv = [*self.options.worker_argv, *(a for x in listen for a in ("--listen", x))]
@@ -334,6 +341,34 @@ class DnsServer:
         if not await self.follower.wait_first_view(self.options.first_round_wait_s * 3):
             log.warning("no health view from the main process yet: serving anyway")
         self._reporting = asyncio.create_task(self._report_counts())
+
+    async def _follow_keys(self, key_dir: Path) -> None:
+        """DNSSEC key states change with time (a roll), key files with `dnsd keys roll`:
+        every second, look for either and serve the keys as they stand then. Every process
+        does this on its own; the states are a function of the time."""
+        seen: dict[Path, float] = {}
+        while True:
+            await asyncio.sleep(KEY_CHECK_S)
+            snap = self.holder.current
+            if not snap.signing:
+                continue
+            files = _key_files(key_dir, snap.signing)
+            now = time.time()
+            due = any((k.next_change() or now + 1) <= now for k in snap.signing.values())
+            if files == seen and not due:
+                continue
+            seen = files
+            try:
+                keys = await asyncio.to_thread(zone_keys, snap.config.zones, key_dir, False)
+            except ConfigError as exc:
+                log.error("DNSSEC keys: %s (still signing with the keys loaded before)", exc)
+                continue
+            current = self.holder.current
+            if current.config is snap.config:  # no reload came in between
+                self.holder.swap(with_keys(current, keys))
+                for zone, zk in keys.items():
+                    states = ", ".join(f"{k.role} {k.tag} {k.state(zk.at)}" for k in zk.keys)
+                    log.info("DNSSEC keys of %s: %s", zone, states)
 
     async def _report_counts(self) -> None:
         """A worker's query counts go to the main process's /metrics, every second."""
@@ -454,6 +489,8 @@ class DnsServer:
         return ReloadResult(False, current.generation, reasons)
 
     async def stop(self) -> None:
+        if self._key_watch is not None:
+            self._key_watch.cancel()
         if self._reporting is not None:
             self._reporting.cancel()
             if self.follower is not None:  # the last counts, so none are lost at a restart
@@ -479,6 +516,17 @@ class DnsServer:
             await tcp.wait_closed()
 
 
+def _key_files(key_dir: Path, signing: Mapping[str, ZoneKeys]) -> dict[Path, float]:
+    """The key files of the signed zones and their modification times."""
+    found = {}
+    for zone in signing:
+        for path in key_dir_of(key_dir, zone).glob("K*.json"):
+            with contextlib.suppress(OSError):
+                found[path] = path.stat().st_mtime
+    return found
+
+
+KEY_CHECK_S = 1.0
 UDP_RECEIVE_BUFFER = 4 << 20
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
 ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this

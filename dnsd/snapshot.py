@@ -229,7 +229,7 @@ def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
             continue
         apex = zone.nodes[zone.name]
         sets = dict(apex.rrsets)
-        for rtype, rrset in apex_key_rrsets(keys).items():
+        for rtype, rrset in apex_key_rrsets(keys, zone.config.ttl).items():
             sets[rtype] = rrset
         nodes = dict(zone.nodes)
         nodes[zone.name] = replace(apex, rrsets=MappingProxyType(sets))
@@ -237,14 +237,15 @@ def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
     return replace(snap, zones=MappingProxyType(zones), signing=MappingProxyType(dict(signing)))
 
 
-def apex_key_rrsets(keys: ZoneKeys) -> dict[int, RRset]:
-    """DNSKEY, CDS and CDNSKEY at the apex as the lookup serves them (raw RDATA)."""
-    dnskeys = keys.dnskey_rrset()
+def apex_key_rrsets(keys: ZoneKeys, ttl: int) -> dict[int, RRset]:
+    """DNSKEY, CDS and CDNSKEY at the apex as the lookup serves them (raw RDATA), at the
+    zone's TTL (a key roll waits for it)."""
+    dnskeys = keys.dnskey_rrset(ttl)
     out: dict[int, RRset] = {}
     for rtype, rdatas in (
         (48, list(dnskeys)),
-        (60, list(dnskeys)),  # CDNSKEY: the same RDATA (RFC 7344 §3.2)
-        (59, [k.ds() for k in keys.keys if k.state == "active"]),  # CDS: the DS to publish
+        (60, [k.dnskey for k in keys.sep_keys()]),  # CDNSKEY (RFC 7344 §3.2)
+        (59, [k.ds() for k in keys.sep_keys()]),  # CDS: the DS records to publish
     ):
         records = tuple(
             RR(keys.zone, rtype, ttl=dnskeys.ttl, rdata=RD(rd.to_digestable())) for rd in rdatas

@@ -72,6 +72,7 @@ class Zone:
     transfer: Transfer | None = None  # None: nobody may transfer the zone
     notify: tuple[tuple[str, int], ...] = ()  # secondaries told of every serial change
     dnssec_algorithm: int | None = None  # `dnssec: {algorithm: 13|15}`; None: unsigned
+    dnssec_split_keys: bool = False  # a KSK and a ZSK instead of one CSK
 
 
 @dataclass(frozen=True, slots=True)

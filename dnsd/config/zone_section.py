@@ -87,7 +87,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
     transfer = _transfer(ck, doc) if "transfer" in doc else None
     notify = _notify(ck, doc) if "notify" in doc else ()
-    algorithm = _dnssec(ck, doc) if "dnssec" in doc else None
+    algorithm, split_keys = _dnssec(ck, doc) if "dnssec" in doc else (None, False)
     if soa is None:
         return None, lb_uses
     zone = Zone(
@@ -101,6 +101,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         transfer=transfer,
         notify=notify,
         dnssec_algorithm=algorithm,
+        dnssec_split_keys=split_keys,
     )
     return zone, lb_uses
 
@@ -193,18 +194,20 @@ def _transfer(ck: Checker, doc: LineDict) -> Transfer | None:
     return Transfer(tuple(allow), tuple(keys))
 
 
-def _dnssec(ck: Checker, doc: LineDict) -> int | None:
-    """`dnssec: {algorithm: 13}` (or `dnssec: {}`): sign the zone online (dnsd.dnssec)."""
+def _dnssec(ck: Checker, doc: LineDict) -> tuple[int | None, bool]:
+    """`dnssec: {algorithm: 13, split_keys: false}` (or `dnssec: {}`): sign the zone online
+    (dnsd.dnssec) with one CSK, or a KSK and a ZSK."""
     d = ck.mapping(doc["dnssec"], doc.line_of("dnssec"), "dnssec")
     if d is None:
-        return None
-    ck.keys(d, "dnssec", ("algorithm",))
+        return None, False
+    ck.keys(d, "dnssec", ("algorithm", "split_keys"))
     algorithm = ck.get_int(d, "algorithm", "dnssec", default=13)
+    split_keys = bool(ck.get_bool(d, "split_keys", "dnssec", default=False))
     if algorithm not in DNSSEC_ALGORITHMS:
         ck.error(d.line_of("algorithm"), "dnssec.algorithm",
                  "13 (ECDSAP256SHA256) or 15 (ED25519)")  # fmt: skip
-        return None
-    return int(algorithm)
+        return None, False
+    return int(algorithm), split_keys
 
 
 def _notify(ck: Checker, doc: LineDict) -> tuple[tuple[str, int], ...]:

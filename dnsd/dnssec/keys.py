@@ -1,11 +1,18 @@
-"""DNSSEC keys: STATE_DIR/keys/ZONE/K<zone>+<alg>+<tag>.json, one file per key, mode 0600,
-holding the PEM private key and its role and state. Key material comes from the
+"""DNSSEC keys: STATE_DIR/keys/ZONE/K<zone>.+<alg>+<tag>.json, one file per key, mode 0600,
+holding the PEM private key, its role and its timetable. Key material comes from the
 `cryptography` package through dnspython's DNSSEC module (DNSKEY, key tags, DS, CDS).
 
-dnsd uses one combined signing key (CSK, flags 257) per zone and algorithm: it signs the
-DNSKEY set and every other RRset. `ensure_keys` makes one at the first start when a zone
-asks for DNSSEC and has none; `dnsd keys generate` makes one ahead of time. Private keys
-are never logged and never leave this module but as objects the signer uses.
+Roles: a combined signing key (`csk`, flags 257) signs everything; with `split_keys` a
+`ksk` (257) signs the DNSKEY set and a `zsk` (256) signs the rest. A key's state is a pure
+function of its timetable and the time — published (in the DNSKEY set, not signing),
+active (signing), retired (still in the DNSKEY set: signatures it made may be cached),
+removed — so every process (`--workers`) derives the same states with no coordination.
+
+`dnsd keys roll ZONE` runs a pre-publish ZSK roll (RFC 6781 §4.1.1.1): the new ZSK is
+published now and signs from one DNSKEY TTL (plus a margin) later, when the old one
+retires; the old one leaves the DNSKEY set once the longest TTL of the zone (plus the
+margin) has passed, so no resolver holds a signature it can no longer check. Private keys
+are never logged.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,8 +36,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from dnsd.health.overrides import write_atomically
 
 ALGORITHMS: Final = {13: "ECDSAP256SHA256", 15: "ED25519"}
-CSK_FLAGS: Final = 257  # ZONE | SEP
-DNSKEY_TTL: Final = 3600
+FLAGS: Final = {"csk": 257, "ksk": 257, "zsk": 256}  # ZONE | SEP for keys the DS points at
+MARGIN_S: Final = 2.0  # added to every wait of a roll: clocks and propagation
 MAX_KEY_FILE: Final = 64 << 10
 
 PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
@@ -41,43 +48,73 @@ class ZoneKey:
     zone: str
     algorithm: int
     tag: int
-    role: str  # "csk"
-    state: str  # "active" | "published" | "retired"
-    created: float
+    role: str  # "csk" | "ksk" | "zsk"
+    publish: float  # in the DNSKEY set from
+    activate: float  # signing from
+    retire: float | None  # no longer signing from (None: never)
+    remove: float | None  # out of the DNSKEY set from (None: never)
     dnskey: dns.rdtypes.ANY.DNSKEY.DNSKEY
     private: PrivateKey = field(repr=False)
+
+    def state(self, now: float) -> str:
+        if now < self.publish:
+            return "created"
+        if now < self.activate:
+            return "published"
+        if self.retire is None or now < self.retire:
+            return "active"
+        if self.remove is None or now < self.remove:
+            return "retired"
+        return "removed"
 
     def ds(self, digest: str = "SHA256") -> Any:
         return dns.dnssec.make_ds(self.zone, self.dnskey, digest)
 
+    def changes(self) -> list[float]:
+        return [t for t in (self.publish, self.activate, self.retire, self.remove) if t is not None]
+
 
 @dataclass(frozen=True, slots=True)
 class ZoneKeys:
-    """A zone's keys: those in the DNSKEY set, and the one that signs."""
+    """A zone's keys as they stand at `at`: which sign what, which are published."""
 
     zone: str
     keys: tuple[ZoneKey, ...]
+    at: float = 0.0
 
-    @property
-    def signing(self) -> ZoneKey:
-        return next(k for k in self.keys if k.state == "active")
+    def signer_for(self, rdtype: int) -> ZoneKey:
+        """The active key that signs an RRset of this type: the KSK (or CSK) the DNSKEY
+        set, the ZSK (or CSK) the rest."""
+        wanted = ("ksk", "csk") if rdtype == dns.rdatatype.DNSKEY else ("zsk", "csk")
+        return next(k for k in self.keys if k.role in wanted and k.state(self.at) == "active")
 
-    def dnskey_rrset(self) -> dns.rrset.RRset:
+    def published(self) -> list[ZoneKey]:
+        return [k for k in self.keys if k.state(self.at) in ("published", "active", "retired")]
+
+    def sep_keys(self) -> list[ZoneKey]:
+        """The keys the parent's DS should point at (CDS/CDNSKEY)."""
+        return [k for k in self.published() if k.role in ("ksk", "csk")]
+
+    def dnskey_rrset(self, ttl: int) -> dns.rrset.RRset:
         rrset = dns.rrset.RRset(
             dns.name.from_text(self.zone), dns.rdataclass.IN, dns.rdatatype.DNSKEY
         )
-        for key in self.keys:
-            if key.state in ("active", "published"):
-                rrset.add(key.dnskey, DNSKEY_TTL)
+        for key in self.published():
+            rrset.add(key.dnskey, ttl)
         return rrset
+
+    def next_change(self) -> float | None:
+        later = [t for k in self.keys for t in k.changes() if t > self.at]
+        return min(later) if later else None
 
 
 def key_dir(state_dir: Path, zone: str) -> Path:
     return state_dir / "keys" / zone.rstrip(".").lower()
 
 
-def generate(state_dir: Path, zone: str, algorithm: int, state: str = "active") -> ZoneKey:
-    """A new CSK for `zone`, written to the state directory (mode 0600)."""
+def generate(state_dir: Path, zone: str, algorithm: int, role: str = "csk",
+             publish: float | None = None, activate: float | None = None) -> ZoneKey:  # fmt: skip
+    """A new key for `zone`, written to the state directory (mode 0600)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm}: one of {sorted(ALGORITHMS)}")
     private: PrivateKey = (
@@ -85,46 +122,79 @@ def generate(state_dir: Path, zone: str, algorithm: int, state: str = "active") 
         if algorithm == 13
         else ed25519.Ed25519PrivateKey.generate()
     )
-    dnskey = dns.dnssec.make_dnskey(private.public_key(), algorithm, flags=CSK_FLAGS)
-    key = ZoneKey(
-        zone, algorithm, dns.dnssec.key_id(dnskey), "csk", state, time.time(), dnskey, private
-    )
+    dnskey = dns.dnssec.make_dnskey(private.public_key(), algorithm, flags=FLAGS[role])
+    now = time.time()
+    publish = now if publish is None else publish
+    key = ZoneKey(zone, algorithm, dns.dnssec.key_id(dnskey), role, publish,
+                  publish if activate is None else activate, None, None, dnskey, private)  # fmt: skip
     _write(state_dir, key)
     return key
 
 
-def load(state_dir: Path, zone: str) -> ZoneKeys:
-    """Every key of `zone` in the state directory (no files: no keys)."""
+def load(state_dir: Path, zone: str, now: float) -> ZoneKeys:
+    """Every key of `zone` in the state directory (no files: no keys), as they stand now."""
     directory = key_dir(state_dir, zone)
     keys = []
     for path in sorted(directory.glob("K*.json")) if directory.is_dir() else []:
         if path.stat().st_size > MAX_KEY_FILE:
             raise ValueError(f"{path}: larger than {MAX_KEY_FILE} bytes")
         document = json.loads(path.read_text(encoding="utf-8"))
-        private = serialization.load_pem_private_key(
-            document["private_pem"].encode(), password=None
-        )
+        private = serialization.load_pem_private_key(document["private_pem"].encode(), None)
         if not isinstance(private, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey):
             raise ValueError(f"{path}: not an ECDSA or Ed25519 key")
+        role = str(document["role"])
+        if role not in FLAGS:
+            raise ValueError(f"{path}: role {role!r} is not one of {', '.join(FLAGS)}")
         algorithm = int(document["algorithm"])
-        dnskey = dns.dnssec.make_dnskey(private.public_key(), algorithm, flags=CSK_FLAGS)
+        dnskey = dns.dnssec.make_dnskey(private.public_key(), algorithm, flags=FLAGS[role])
         keys.append(
-            ZoneKey(zone, algorithm, dns.dnssec.key_id(dnskey), str(document["role"]),
-                    str(document["state"]), float(document["created"]), dnskey, private)
+            ZoneKey(zone, algorithm, dns.dnssec.key_id(dnskey), role, float(document["publish"]),
+                    float(document["activate"]), _time(document.get("retire")),
+                    _time(document.get("remove")), dnskey, private)
         )  # fmt: skip
-    return ZoneKeys(zone, tuple(keys))
+    return ZoneKeys(zone, tuple(keys), now)
 
 
-def ensure_keys(state_dir: Path, zone: str, algorithm: int, create: bool) -> ZoneKeys:
-    """The zone's keys, with an active key of `algorithm` made first when there is none
-    (and `create`: a `--workers` process only reads what the main process made)."""
-    keys = load(state_dir, zone)
-    if not any(k.state == "active" and k.algorithm == algorithm for k in keys.keys) and create:
-        generate(state_dir, zone, algorithm)
-        keys = load(state_dir, zone)
-    if not any(k.state == "active" for k in keys.keys):
-        raise ValueError(f"zone {zone}: no active DNSSEC key in {key_dir(state_dir, zone)}")
+def ensure_keys(
+    state_dir: Path, zone: str, algorithm: int, create: bool, split: bool = False
+) -> ZoneKeys:
+    """The zone's keys, made first when nothing signs (and `create`: a `--workers` process
+    only reads what the main process made): a CSK, or a KSK and a ZSK with `split`."""
+    now = time.time()
+    keys = load(state_dir, zone, now)
+    if not keys.keys and create:
+        for role in ("ksk", "zsk") if split else ("csk",):
+            generate(state_dir, zone, algorithm, role, publish=now)
+        keys = load(state_dir, zone, now)
+    for rdtype in (dns.rdatatype.DNSKEY, dns.rdatatype.A):
+        try:
+            keys.signer_for(rdtype)
+        except StopIteration:
+            raise ValueError(
+                f"zone {zone}: no active key signs {dns.rdatatype.to_text(rdtype)} records "
+                f"in {key_dir(state_dir, zone)}"
+            ) from None
     return keys
+
+
+def roll(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float) -> ZoneKey:
+    """Start a pre-publish ZSK roll; returns the new ZSK."""
+    keys = load(state_dir, zone, now)
+    old = [k for k in keys.keys if k.role == "zsk" and k.state(now) == "active"]
+    if not old:
+        raise ValueError(f"zone {zone}: no active ZSK to roll (a CSK roll changes the DS: "
+                         "give the zone `dnssec: {split_keys: true}`)")  # fmt: skip
+    if any(k.role == "zsk" and k.state(now) == "published" for k in keys.keys):
+        raise ValueError(f"zone {zone}: a ZSK roll is already under way")
+    switch = now + dnskey_ttl + MARGIN_S
+    new = generate(state_dir, zone, old[0].algorithm, "zsk", publish=now, activate=switch)
+    for key in old:
+        _write(state_dir, replace(key, retire=switch, remove=switch + max_ttl + MARGIN_S))
+    return new
+
+
+def _time(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _write(state_dir: Path, key: ZoneKey) -> None:
@@ -132,7 +202,8 @@ def _write(state_dir: Path, key: ZoneKey) -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
     document = {"zone": key.zone, "algorithm": key.algorithm, "tag": key.tag, "role": key.role,
-                "state": key.state, "created": key.created, "private_pem": pem}  # fmt: skip
+                "publish": key.publish, "activate": key.activate, "retire": key.retire,
+                "remove": key.remove, "private_pem": pem}  # fmt: skip
     directory = key_dir(state_dir, key.zone)
     old = os.umask(0o077)
     try:

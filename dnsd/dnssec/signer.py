@@ -109,7 +109,7 @@ def _with_signatures(
 def _rrsig(
     rrset: dns.rrset.RRset, keys: ZoneKeys, now: float, origin: dns.name.Name
 ) -> dns.rrset.RRset:
-    key = keys.signing
+    key = keys.signer_for(rrset.rdtype)
     inception, expiration = window(now)
     cache_key = (
         rrset.name.canonicalize(), rrset.rdtype, rrset.ttl,

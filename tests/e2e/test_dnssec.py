@@ -233,3 +233,61 @@ def test_every_worker_signs_with_the_same_key(tmp_path: Path) -> None:
             rrsig = next(r for r in reply.answer if r.rdtype == dns.rdatatype.RRSIG)
             dns.dnssec.validate(rrset, rrsig, keys)
     assert len(list((state / "keys" / "example.test").glob("K*.json"))) == 1
+
+
+ROLL_ZONE = """\
+zone: roll.test
+ttl: 1
+soa: {mname: ns1.roll.test., rname: h.roll.test., ttl: 1, minimum: 1}
+dnssec: {algorithm: 13, split_keys: true}
+records:
+  "@": {NS: ns1.roll.test.}
+  ns1: {A: 127.0.0.1}
+  www: {A: 192.0.2.1}
+"""
+
+
+def keys_cli(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "dnsd", "keys", *args],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def zsk_tags(port: int) -> set[int]:
+    reply = dns.query.udp(dns.message.make_query("roll.test.", "DNSKEY"), "127.0.0.1", port=port,
+                          timeout=5)  # fmt: skip
+    return {dns.dnssec.key_id(rd) for rrset in reply.answer for rd in rrset if rd.flags == 256}
+
+
+def test_a_zsk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> None:
+    config, state = tmp_path / "zones", tmp_path / "state"
+    config.mkdir()
+    (config / "roll.test.yaml").write_text(ROLL_ZONE)
+    with DnsdProcess(config, "--state-dir", str(state), "--rrl-rate", "0") as dnsd:
+        listed = keys_cli("list", "roll.test", "--state-dir", str(state)).splitlines()
+        assert [line.split()[5] for line in listed if line.startswith("key ")] == [
+            "ksk",
+            "zsk",
+        ] or [line.split()[5] for line in listed if line.startswith("key ")] == ["zsk", "ksk"]
+        ds = next(line for line in listed if " IN DS " in line)
+        old = zsk_tags(dnsd.port)
+        resolver = asyncio.run(Unbound("roll.test.", dnsd.port, ds).start())
+        try:
+            assert through(resolver.port, "www.roll.test.", "A")[1]
+            keys_cli("roll", "roll.test", "--dir", str(config), "--state-dir", str(state))
+            seen: list[tuple[str, bool, str]] = []
+            started = time.monotonic()
+            while time.monotonic() - started < 9.0:  # publish, switch after 3 s, removal at 6 s
+                rcode, ad, answer = through(resolver.port, "www.roll.test.", "A")
+                signer = next((a.split()[10] for a in answer if " RRSIG " in a), "-")
+                seen.append((rcode, ad, signer))
+                time.sleep(0.2)
+        finally:
+            resolver.stop()
+        new = zsk_tags(dnsd.port)
+    assert all(rcode == "NOERROR" and ad for rcode, ad, _ in seen), seen
+    assert len(old) == 1 and len(new) == 1 and old != new  # the old ZSK is gone at the end
+    signers = [signer for _, _, signer in seen]
+    assert str(next(iter(old))) in signers and str(next(iter(new))) in signers  # both signed
+    assert "DNSSEC keys of roll.test." in dnsd.output
