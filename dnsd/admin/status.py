@@ -89,6 +89,13 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
         "health_generation": view.generation,
         "ready": server.ready,
         "bus": server.bus_status(),
+        "dnssec": {
+            zone: [
+                {"tag": k.tag, "algorithm": k.algorithm, "role": k.role, "state": k.state(now)}
+                for k in keys.keys
+            ]
+            for zone, keys in snap.signing.items()
+        },
         "pools": pools,
         "load_balancers": lbs,
         "events": [e.to_json() for e in reversed(list(store.events)[-events:])],

@@ -276,6 +276,14 @@ def test_a_zsk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> No
         try:
             assert through(resolver.port, "www.roll.test.", "A")[1]
             keys_cli("roll", "roll.test", "--dir", str(config), "--state-dir", str(state))
+            states: list[str] = []
+            for _ in range(20):  # the status API shows the new ZSK published within a second
+                _, status = http(dnsd.admin_port, "GET", "/api/v1/status")
+                states = [f"{k['role']} {k['state']}" for k in status["dnssec"]["roll.test."]]
+                if "zsk published" in states:
+                    break
+                time.sleep(0.1)
+            assert sorted(states) == ["ksk active", "zsk active", "zsk published"], states
             seen: list[tuple[str, bool, str]] = []
             started = time.monotonic()
             while time.monotonic() - started < 9.0:  # publish, switch after 3 s, removal at 6 s
