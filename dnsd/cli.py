@@ -200,16 +200,18 @@ def run_export(args: argparse.Namespace) -> int:
     live answers come from an AXFR."""
     import time
 
+    from dnsd.dnssec.zone_signing import signed_zone
     from dnsd.errors import ConfigError
     from dnsd.explain import health_with_down
     from dnsd.health.store import HealthStore
     from dnsd.server import load_snapshot
     from dnsd.xfr.content import zone_content
     from dnsd.xfr.versions import ZoneVersions
-    from dnsd.xfr.zonetext import export_text
+    from dnsd.xfr.zonetext import export_text, signed_text
 
-    try:
-        snap = load_snapshot(Path(args.dir), 1)
+    state = Path(args.state_dir) if args.state_dir else None
+    try:  # with the state dir: its DNSSEC keys too (a signed zone exports signed)
+        snap = load_snapshot(Path(args.dir), 1, key_dir=state, create_keys=False)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -217,7 +219,6 @@ def run_export(args: argparse.Namespace) -> int:
     if zone not in snap.zones:
         print(f"{args.dir}: no zone {zone} (zones: {', '.join(snap.zones)})", file=sys.stderr)
         return 1
-    state = Path(args.state_dir) if args.state_dir else None
     if state is None:
         health = health_with_down(snap.config, [])
     else:  # the persisted overrides apply, as they do in the server
@@ -227,6 +228,12 @@ def run_export(args: argparse.Namespace) -> int:
     snap = ZoneVersions(state, persist=False).update(snap, health, time.time())
     content = zone_content(snap, health, zone, time.time())
     lbs = {owner: lb for z in snap.config.zones for owner, lb in z.lb_names.items()}
+    keys = snap.signing.get(zone)
+    if keys is not None:  # signed as AXFR sends it: NSEC chain and RRSIGs
+        soa, rrsets = signed_zone(zone, content.soa, content.rrsets(), content.digest, keys,
+                                  snap.zones[zone].config.ttl, time.time())  # fmt: skip
+        sys.stdout.write(signed_text(zone, soa, rrsets, str(args.dir)))
+        return 0
     sys.stdout.write(export_text(content, lbs, str(args.dir)))
     return 0
 

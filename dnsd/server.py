@@ -352,6 +352,8 @@ class DnsServer:
             snap = self.holder.current
             if not snap.signing:
                 continue
+            if self.versions is not None:  # a new day is a new signed version (fresh RRSIGs)
+                self._new_view(self.store.view)
             files = _key_files(key_dir, snap.signing)
             now = time.time()
             due = any((k.next_change() or now + 1) <= now for k in snap.signing.values())
@@ -366,6 +368,8 @@ class DnsServer:
             current = self.holder.current
             if current.config is snap.config:  # no reload came in between
                 self.holder.swap(with_keys(current, keys))
+                if self.versions is not None:  # new DNSKEY states: a new signed version
+                    self._new_view(self.store.view)
                 for zone, zk in keys.items():
                     states = ", ".join(f"{k.role} {k.tag} {k.state(zk.at)}" for k in zk.keys)
                     log.info("DNSSEC keys of %s: %s", zone, states)

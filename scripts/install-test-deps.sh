@@ -15,6 +15,7 @@ command -v knotd >/dev/null 2>&1 || debs+=(knot)  # a real secondary and the dif
 command -v kdig >/dev/null 2>&1 || debs+=(knot-dnsutils)  # kdig: AXFR/IXFR with TSIG
 command -v nsd >/dev/null 2>&1 || debs+=(nsd)  # a second real secondary
 command -v delv >/dev/null 2>&1 || debs+=(bind9-dnsutils)  # delv: DNSSEC validation
+command -v ldns-verify-zone >/dev/null 2>&1 || debs+=(ldnsutils)  # checks signed zones
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

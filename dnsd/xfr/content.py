@@ -22,6 +22,7 @@ import dns.rrset
 from dnslib import AAAA, CNAME, QTYPE, RR, A, DNSHeader, DNSRecord
 
 from dnsd.config.model import Zone
+from dnsd.dnssec.signer import window
 from dnsd.geo.locate import NOWHERE
 from dnsd.health.view import HealthView
 from dnsd.snapshot import CompiledZone, Snapshot
@@ -29,6 +30,9 @@ from dnsd.steering import ClientInfo, SteeringInputs, steer
 
 NO_LOCATION = ClientInfo(address=ipaddress.IPv4Address(0), location=NOWHERE)
 DRAW_SEED = 0  # the fixed random source of transferred answers
+# Not configured records: the SOA (a version's own), and the DNSSEC keys and signatures a
+# signed zone gets when it is signed for transfer (dnsd.dnssec.zone_signing).
+UNSIGNED_ONLY = frozenset({QTYPE.SOA, 46, 47, 48, 59, 60})  # SOA RRSIG NSEC DNSKEY CDS CDNSKEY
 _CHUNK = 200  # records per conversion message (dnslib → dnspython), well under 64 KiB
 
 
@@ -70,9 +74,20 @@ def zone_content(snap: Snapshot, view: HealthView, name: str, now: float) -> Zon
     f = soa[0]
     digest = hashlib.sha256(
         f"{static_digest}\n{f.mname} {f.rname} {f.refresh} {f.retry} {f.expire} {f.minimum} "
-        f"{soa.ttl}\n{_text(answers)}".encode()
+        f"{soa.ttl}\n{_text(answers)}\n{signing_marker(snap, name, now)}".encode()
     ).hexdigest()
     return ZoneContent(name, soa, static, tuple(answers), digest)
+
+
+def signing_marker(snap: Snapshot, name: str, now: float) -> str:
+    """For a signed zone, what else changes what it transfers: the signatures' day and the
+    keys' states. A new day is a new version, so secondaries fetch fresh signatures long
+    before the old ones expire."""
+    keys = snap.signing.get(name)
+    if keys is None:
+        return ""
+    states = " ".join(f"{k.tag}:{k.state(now)}" for k in keys.keys)
+    return f"signed {window(now)[0]} {states}"
 
 
 def lb_answers(
@@ -120,7 +135,7 @@ def _static(zone: CompiledZone) -> tuple[tuple[dns.rrset.RRset, ...], str]:
         rr
         for node in zone.nodes.values()
         for rtype, rrset in node.rrsets.items()
-        if rtype != QTYPE.SOA
+        if rtype not in UNSIGNED_ONLY
         for rr in _with_ttl(rrset.records, rrset.ttl)
     ]
     converted = tuple(sorted(_convert(rrs), key=_order))

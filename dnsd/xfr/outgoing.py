@@ -90,7 +90,14 @@ def refuse(query: dns.message.Message, rcode: int) -> dns.message.Message:
 
 
 def axfr(query: dns.message.Message, content: ZoneContent) -> list[dns.message.Message]:
-    return _messages(query, [content.soa, *content.rrsets(), content.soa])
+    return whole_zone(query, content.soa, content.rrsets())
+
+
+def whole_zone(
+    query: dns.message.Message, soa: dns.rrset.RRset, rrsets: list[dns.rrset.RRset]
+) -> list[dns.message.Message]:
+    """SOA, everything, SOA (RFC 5936 §2.2): AXFR, and IXFR's fallback."""
+    return _messages(query, [soa, *rrsets, soa])
 
 
 def ixfr(

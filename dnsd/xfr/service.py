@@ -15,12 +15,15 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 
+from dnsd.dnssec.keys import ZoneKeys
+from dnsd.dnssec.zone_signing import signed_zone
 from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client, header_only
 from dnsd.snapshot import Snapshot, SnapshotHolder
 from dnsd.xfr import outgoing, tsig
 from dnsd.xfr.content import ZoneContent, zone_content
+from dnsd.xfr.serials import serial_gt
 from dnsd.xfr.versions import ZoneVersions
 
 log = logging.getLogger("dnsd.xfr")
@@ -68,10 +71,12 @@ class TransferService:
         old = self._versions.version(name, asked) if self._versions and asked is not None else None
         kept = self._versions.current(name) if self._versions is not None else None
         view = self._view()
+        signing = snap.signing.get(name)
         async with self._building:  # content (a worker makes its own) and messages: a thread
             current, replies = await asyncio.to_thread(
-                _build, query, qtype, kept or (snap, view, name, now), old, asked
-            )
+                _build, query, qtype, kept or (snap, view, name, now), old, asked,
+                (signing, compiled.config.ttl, now) if signing is not None else None,
+            )  # fmt: skip
         self.transfers += 1
         kind = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
         key = tsig.key_name(query.keyring) if query.had_tsig else None
@@ -91,9 +96,22 @@ def _build(
     current: ZoneContent | tuple[Snapshot, HealthView, str, float],
     old: ZoneContent | None,
     asked: int | None,
+    signing: tuple[ZoneKeys, int, float] | None,
 ) -> tuple[ZoneContent, list[bytes]]:
     if not isinstance(current, ZoneContent):  # no kept version (a worker): make it here
         current = zone_content(*current)
+    if signing is not None:  # a signed zone goes whole, signed (IXFR too: RFC 1995 §4)
+        if (
+            qtype == dns.rdatatype.IXFR
+            and asked is not None
+            and not serial_gt(current.serial, asked)
+        ):
+            return current, outgoing.render(outgoing.ixfr(query, current, None, asked))
+        keys, dnskey_ttl, now = signing
+        soa, rrsets = signed_zone(
+            current.name, current.soa, current.rrsets(), current.digest, keys, dnskey_ttl, now
+        )
+        return current, outgoing.render(outgoing.whole_zone(query, soa, rrsets))
     if qtype == dns.rdatatype.IXFR:
         return current, outgoing.render(outgoing.ixfr(query, current, old, asked))
     return current, outgoing.render(outgoing.axfr(query, current))

@@ -22,7 +22,7 @@ from typing import Any, Final
 from dnsd.health.overrides import write_atomically
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot, with_serials
-from dnsd.xfr.content import ZoneContent, zone_content
+from dnsd.xfr.content import ZoneContent, signing_marker, zone_content
 from dnsd.xfr.serials import MASK, next_serial
 
 log = logging.getLogger("dnsd.xfr")
@@ -45,7 +45,7 @@ class ZoneVersions:
         self._served: dict[str, Served] = self._load()
         self._journal: dict[str, deque[ZoneContent]] = {}
         # zone → (its Zone config, the view generation) the last content was made from
-        self._inputs: dict[str, tuple[object, int]] = {}
+        self._inputs: dict[str, tuple[object, int, str]] = {}
         self.listeners: list[Callable[[str, int], None]] = []
 
     def update(self, snap: Snapshot, view: HealthView, now: float) -> Snapshot:
@@ -54,10 +54,10 @@ class ZoneVersions:
         for name, compiled in snap.zones.items():
             config = compiled.config
             has_lbs = bool(config.lb_names)  # only then does health change the content
-            key = (config, view.generation if has_lbs else 0)
+            key = (config, view.generation if has_lbs else 0, signing_marker(snap, name, now))
             last = self._journal.get(name)
             seen = self._inputs.get(name)
-            if seen is not None and seen[0] is config and seen[1] == key[1] and last:
+            if seen is not None and seen[0] is config and seen[1:] == key[1:] and last:
                 serials[name] = last[-1].serial
                 continue
             self._inputs[name] = key

@@ -43,6 +43,15 @@ def export_text(content: ZoneContent, lbs: dict[str, str], source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def signed_text(name: str, soa: dns.rrset.RRset, rrsets: list[dns.rrset.RRset], source: str) -> str:
+    """A signed zone as a master file (what AXFR sends for it)."""
+    origin = dns.name.from_text(name)
+    lines = [f"; {name} exported by dnsd from {source}, signed", f"$ORIGIN {name}",
+             _rrset_text(soa, origin)]  # fmt: skip
+    lines += [_rrset_text(rrset, origin) for rrset in rrsets]
+    return "\n".join(lines) + "\n"
+
+
 def _rrset_text(rrset: dns.rrset.RRset, origin: dns.name.Name) -> str:
     return rrset.to_text(origin=origin, relativize=True)
 

@@ -56,7 +56,8 @@ def signed_config(tmp: Path) -> Path:
         + "ab" * 32 + "']}\n  ns.secure: {A: 192.0.2.120}\n"
     )  # fmt: skip
     path.write_text(
-        path.read_text().replace("records:\n", secure, 1) + "\ndnssec: {algorithm: 13}\n"
+        path.read_text().replace("records:\n", secure, 1)
+        + "\ndnssec: {algorithm: 13}\ntransfer: {allow: [127.0.0.1/32]}\n"
     )
     return config
 
@@ -299,3 +300,25 @@ def test_a_zsk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> No
     signers = [signer for _, _, signer in seen]
     assert str(next(iter(old))) in signers and str(next(iter(new))) in signers  # both signed
     assert "DNSSEC keys of roll.test." in dnsd.output
+
+
+def test_transfers_and_export_of_a_signed_zone_pass_ldns_verify_zone(
+    signed: Signed, tmp_path: Path
+) -> None:
+    axfr = subprocess.run(
+        ["kdig", "@127.0.0.1", "-p", str(signed.dnsd.port), "AXFR", ZONE, "+noall", "+answer"],
+        capture_output=True, text=True, timeout=20,
+    ).stdout  # fmt: skip
+    lines = [line for line in axfr.splitlines() if line and not line.startswith(";")]
+    transferred = tmp_path / "axfr.zone"
+    transferred.write_text("\n".join(lines[:-1]) + "\n")  # the closing SOA repeats the first
+    assert any(" NSEC " in line for line in lines) and any(" RRSIG " in line for line in lines)
+    exported = subprocess.run(
+        [sys.executable, "-m", "dnsd", "export", "example.test", "--dir", str(signed.config),
+         "--state-dir", str(signed.state)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    (tmp_path / "export.zone").write_text(exported)
+    for path in (transferred, tmp_path / "export.zone"):
+        done = subprocess.run(["ldns-verify-zone", str(path)], capture_output=True, text=True)
+        assert done.returncode == 0 and "verified" in done.stdout, (path, done.stdout, done.stderr)
