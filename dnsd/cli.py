@@ -154,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--dir", default=DEFAULT_DIR, help="config directory (roll: the TTLs)")
     keys.add_argument("--algorithm", type=int, default=13, choices=[13, 15])
     keys.add_argument("--split", action="store_true", help="generate: a KSK and a ZSK")
+    keys.add_argument(
+        "--ksk",
+        action="store_true",
+        help="roll: the key the parent's DS points at (KSK or CSK), double-DS",
+    )
+    keys.add_argument("--ds-seen", action="store_true",
+                      help="roll --ksk: the parent serves the new DS; switch keys")  # fmt: skip
     imp = sub.add_parser("import", help="write the YAML zone for an RFC 1035 zone file")
     imp.add_argument("file")
     imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
@@ -244,7 +251,7 @@ def run_keys(args: argparse.Namespace) -> int:
     ZSK roll timed by the zone's TTLs (a running server follows it by itself)."""
     import time
 
-    from dnsd.dnssec.keys import generate, load, roll
+    from dnsd.dnssec.keys import generate, load, roll, roll_sep
     from dnsd.errors import ConfigError
 
     zone = args.zone.lower().rstrip(".") + "."
@@ -256,9 +263,18 @@ def run_keys(args: argparse.Namespace) -> int:
                 print(f"generated {role} {key.tag} (algorithm {key.algorithm}) for {zone}")
         elif args.action == "roll":
             dnskey_ttl, max_ttl = zone_ttls(Path(args.dir), zone)
-            new = roll(state, zone, dnskey_ttl, max_ttl, time.time())
-            print(f"rolling the ZSK of {zone}: {new.tag} published now, signing from "
-                  f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}")  # fmt: skip
+            if args.ksk:
+                new = roll_sep(state, zone, dnskey_ttl, max_ttl, time.time(), args.ds_seen)
+                if args.ds_seen:
+                    print(f"{zone}: {new.role} {new.tag} signs from "
+                          f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}")  # fmt: skip
+                else:
+                    print(f"{zone}: new {new.role} {new.tag} published; give the parent its DS "
+                          f"(below, and in CDS), then: dnsd keys roll {zone} --ksk --ds-seen")  # fmt: skip
+            else:
+                new = roll(state, zone, dnskey_ttl, max_ttl, time.time())
+                print(f"rolling the ZSK of {zone}: {new.tag} published now, signing from "
+                      f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}")  # fmt: skip
         keys = load(state, zone, time.time())
     except (OSError, ValueError, KeyError, ConfigError) as exc:
         print(f"{state}: {exc}", file=sys.stderr)

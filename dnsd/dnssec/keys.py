@@ -182,14 +182,46 @@ def roll(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float) 
     keys = load(state_dir, zone, now)
     old = [k for k in keys.keys if k.role == "zsk" and k.state(now) == "active"]
     if not old:
-        raise ValueError(f"zone {zone}: no active ZSK to roll (a CSK roll changes the DS: "
-                         "give the zone `dnssec: {split_keys: true}`)")  # fmt: skip
+        raise ValueError(f"zone {zone}: no active ZSK to roll (a CSK changes with the DS: "
+                         "roll --ksk)")  # fmt: skip
     if any(k.role == "zsk" and k.state(now) == "published" for k in keys.keys):
         raise ValueError(f"zone {zone}: a ZSK roll is already under way")
     switch = now + dnskey_ttl + MARGIN_S
     new = generate(state_dir, zone, old[0].algorithm, "zsk", publish=now, activate=switch)
     for key in old:
         _write(state_dir, replace(key, retire=switch, remove=switch + max_ttl + MARGIN_S))
+    return new
+
+
+PENDING: Final = 1e18  # "activate" of a key waiting for its DS at the parent
+
+
+def roll_sep(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float,
+             ds_seen: bool) -> ZoneKey:  # fmt: skip
+    """A double-DS roll of the key the parent's DS points at (KSK or CSK), RFC 6781 §4.1.2,
+    in two steps. First: a new key joins the DNSKEY set (signing nothing yet) and the CDS
+    set, so `dnsd keys list` and CDS show both DS records for the parent. Then, once the
+    parent serves both and its old DS TTL has passed (`ds_seen`): the new key signs from one
+    DNSKEY TTL after it was published, the old one retires then and leaves the DNSKEY set
+    after the zone's longest TTL — then the parent may drop the old DS."""
+    keys = load(state_dir, zone, now)
+    sep = [k for k in keys.keys if k.role in ("ksk", "csk")]
+    pending = [k for k in sep if k.activate >= PENDING]
+    if not ds_seen:
+        if pending:
+            raise ValueError(f"zone {zone}: a {pending[0].role.upper()} roll waits for its DS "
+                             "(roll --ksk --ds-seen once the parent serves it)")  # fmt: skip
+        old = keys.signer_for(dns.rdatatype.DNSKEY)
+        return generate(state_dir, zone, old.algorithm, old.role, publish=now, activate=PENDING)
+    if not pending:
+        raise ValueError(f"zone {zone}: no KSK/CSK roll under way (start one with roll --ksk)")
+    new = pending[0]
+    switch = max(now, new.publish + dnskey_ttl) + MARGIN_S
+    for old in sep:
+        if old is not new and old.state(now) == "active":
+            _write(state_dir, replace(old, retire=switch, remove=switch + max_ttl + MARGIN_S))
+    new = replace(new, activate=switch)
+    _write(state_dir, new)
     return new
 
 

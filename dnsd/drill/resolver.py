@@ -45,8 +45,10 @@ stub-zone:
 
 
 class Unbound:
-    def __init__(self, zone: str, dnsd_port: int, trust_anchor: str | None = None) -> None:
-        """`trust_anchor`: a DS or DNSKEY record of `zone`; unbound then validates."""
+    def __init__(
+        self, zone: str, dnsd_port: int, trust_anchor: str | list[str] | None = None
+    ) -> None:
+        """`trust_anchor`: DS or DNSKEY records of `zone`; unbound then validates."""
         binary = shutil.which("unbound") or "/usr/sbin/unbound"
         if not Path(binary).exists():
             raise RuntimeError("unbound is not installed (Debian package unbound)")
@@ -119,11 +121,13 @@ class Unbound:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _validation(trust_anchor: str | None) -> str:
-    """unbound validates the zone from this DS (or DNSKEY) when one is given."""
+def _validation(trust_anchor: str | list[str] | None) -> str:
+    """unbound validates the zone from these DS (or DNSKEY) records when given."""
     if trust_anchor is None:
         return ""
-    return f'server:\n    trust-anchor: "{trust_anchor}"\n    val-log-level: 2\n'
+    anchors = [trust_anchor] if isinstance(trust_anchor, str) else trust_anchor
+    lines = "".join(f'    trust-anchor: "{anchor}"\n' for anchor in anchors)
+    return f"server:\n{lines}    val-log-level: 2\n"
 
 
 class _BindFailed(Exception):

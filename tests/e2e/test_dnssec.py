@@ -322,3 +322,43 @@ def test_transfers_and_export_of_a_signed_zone_pass_ldns_verify_zone(
     for path in (transferred, tmp_path / "export.zone"):
         done = subprocess.run(["ldns-verify-zone", str(path)], capture_output=True, text=True)
         assert done.returncode == 0 and "verified" in done.stdout, (path, done.stdout, done.stderr)
+
+
+def sep_tags(port: int) -> set[int]:
+    reply = dns.query.udp(dns.message.make_query("roll.test.", "DNSKEY"), "127.0.0.1", port=port,
+                          timeout=5)  # fmt: skip
+    return {dns.dnssec.key_id(rd) for rrset in reply.answer for rd in rrset if rd.flags == 257}
+
+
+def test_a_double_ds_ksk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> None:
+    config, state = tmp_path / "zones", tmp_path / "state"
+    config.mkdir()
+    (config / "roll.test.yaml").write_text(ROLL_ZONE)
+    roll = ("roll", "roll.test", "--ksk", "--dir", str(config), "--state-dir", str(state))
+    with DnsdProcess(config, "--state-dir", str(state), "--rrl-rate", "0") as dnsd:
+        (old,) = sep_tags(dnsd.port)
+        keys_cli(*roll)  # step 1: the new KSK is published, and its DS shown for the parent
+        listed = keys_cli("list", "roll.test", "--state-dir", str(state))
+        both = [line for line in listed.splitlines() if " IN DS " in line]
+        assert len(both) == 2
+        deadline = time.monotonic() + 5
+        while len(sep_tags(dnsd.port)) != 2:  # the server picks the new key file up
+            assert time.monotonic() < deadline, dnsd.output
+            time.sleep(0.1)
+        resolver = asyncio.run(
+            Unbound("roll.test.", dnsd.port, both).start()
+        )  # the parent: both DS
+        try:
+            assert through(resolver.port, "www.roll.test.", "A")[1]
+            keys_cli(*roll, "--ds-seen")  # step 2: switch, then drop the old KSK
+            seen = []
+            started = time.monotonic()
+            while time.monotonic() - started < 9.0:
+                seen.append(through(resolver.port, "www.roll.test.", "A")[:2])
+                seen.append(through(resolver.port, "roll.test.", "DNSKEY")[:2])
+                time.sleep(0.2)
+        finally:
+            resolver.stop()
+        final = sep_tags(dnsd.port)
+    assert all(rcode == "NOERROR" and ad for rcode, ad in seen), seen
+    assert len(final) == 1 and old not in final  # only the new KSK is left
