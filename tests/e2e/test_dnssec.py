@@ -255,10 +255,11 @@ def keys_cli(*args: str) -> str:
     return done.stdout
 
 
-def zsk_tags(port: int) -> set[int]:
+def key_tags(port: int, flags: int) -> set[int]:
+    """Tags of roll.test's DNSKEYs with these flags (256 ZSK, 257 KSK)."""
     reply = dns.query.udp(dns.message.make_query("roll.test.", "DNSKEY"), "127.0.0.1", port=port,
                           timeout=5)  # fmt: skip
-    return {dns.dnssec.key_id(rd) for rrset in reply.answer for rd in rrset if rd.flags == 256}
+    return {dns.dnssec.key_id(rd) for rrset in reply.answer for rd in rrset if rd.flags == flags}
 
 
 def test_a_zsk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> None:
@@ -272,7 +273,7 @@ def test_a_zsk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> No
             "zsk",
         ] or [line.split()[5] for line in listed if line.startswith("key ")] == ["zsk", "ksk"]
         ds = next(line for line in listed if " IN DS " in line)
-        old = zsk_tags(dnsd.port)
+        old = key_tags(dnsd.port, 256)
         resolver = asyncio.run(Unbound("roll.test.", dnsd.port, ds).start())
         try:
             assert through(resolver.port, "www.roll.test.", "A")[1]
@@ -294,7 +295,7 @@ def test_a_zsk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> No
                 time.sleep(0.2)
         finally:
             resolver.stop()
-        new = zsk_tags(dnsd.port)
+        new = key_tags(dnsd.port, 256)
     assert all(rcode == "NOERROR" and ad for rcode, ad, _ in seen), seen
     assert len(old) == 1 and len(new) == 1 and old != new  # the old ZSK is gone at the end
     signers = [signer for _, _, signer in seen]
@@ -324,25 +325,19 @@ def test_transfers_and_export_of_a_signed_zone_pass_ldns_verify_zone(
         assert done.returncode == 0 and "verified" in done.stdout, (path, done.stdout, done.stderr)
 
 
-def sep_tags(port: int) -> set[int]:
-    reply = dns.query.udp(dns.message.make_query("roll.test.", "DNSKEY"), "127.0.0.1", port=port,
-                          timeout=5)  # fmt: skip
-    return {dns.dnssec.key_id(rd) for rrset in reply.answer for rd in rrset if rd.flags == 257}
-
-
 def test_a_double_ds_ksk_roll_keeps_a_validating_resolver_validating(tmp_path: Path) -> None:
     config, state = tmp_path / "zones", tmp_path / "state"
     config.mkdir()
     (config / "roll.test.yaml").write_text(ROLL_ZONE)
     roll = ("roll", "roll.test", "--ksk", "--dir", str(config), "--state-dir", str(state))
     with DnsdProcess(config, "--state-dir", str(state), "--rrl-rate", "0") as dnsd:
-        (old,) = sep_tags(dnsd.port)
+        (old,) = key_tags(dnsd.port, 257)
         keys_cli(*roll)  # step 1: the new KSK is published, and its DS shown for the parent
         listed = keys_cli("list", "roll.test", "--state-dir", str(state))
         both = [line for line in listed.splitlines() if " IN DS " in line]
         assert len(both) == 2
         deadline = time.monotonic() + 5
-        while len(sep_tags(dnsd.port)) != 2:  # the server picks the new key file up
+        while len(key_tags(dnsd.port, 257)) != 2:  # the server picks the new key file up
             assert time.monotonic() < deadline, dnsd.output
             time.sleep(0.1)
         resolver = asyncio.run(
@@ -359,6 +354,6 @@ def test_a_double_ds_ksk_roll_keeps_a_validating_resolver_validating(tmp_path: P
                 time.sleep(0.2)
         finally:
             resolver.stop()
-        final = sep_tags(dnsd.port)
+        final = key_tags(dnsd.port, 257)
     assert all(rcode == "NOERROR" and ad for rcode, ad in seen), seen
     assert len(final) == 1 and old not in final  # only the new KSK is left
