@@ -46,9 +46,15 @@ stub-zone:
 
 class Unbound:
     def __init__(
-        self, zone: str, dnsd_port: int, trust_anchor: str | list[str] | None = None
+        self,
+        zone: str,
+        dnsd_port: int,
+        trust_anchor: str | list[str] | None = None,
+        client_subnet: bool = False,
     ) -> None:
-        """`trust_anchor`: DS or DNSKEY records of `zone`; unbound then validates."""
+        """`trust_anchor`: DS or DNSKEY records of `zone`; unbound then validates.
+        `client_subnet`: pass the client's ECS option on to dnsd (unbound's subnetcache)."""
+        self.client_subnet = client_subnet
         binary = shutil.which("unbound") or "/usr/sbin/unbound"
         if not Path(binary).exists():
             raise RuntimeError("unbound is not installed (Debian package unbound)")
@@ -85,8 +91,9 @@ class Unbound:
                 zone=self.zone,
                 dnsd_port=self.dnsd_port,
                 tld=tld,
-                modules="validator iterator" if self.trust_anchor else "iterator",
-                validation=_validation(self.trust_anchor),
+                modules=("subnetcache " if self.client_subnet else "")
+                + ("validator iterator" if self.trust_anchor else "iterator"),
+                validation=_validation(self.trust_anchor) + (SUBNET if self.client_subnet else ""),
             )
         )
         self.proc = subprocess.Popen(
@@ -119,6 +126,13 @@ class Unbound:
     def stop(self) -> None:
         self.stop_process()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+SUBNET = """server:
+    send-client-subnet: 127.0.0.1
+    client-subnet-always-forward: yes
+    max-client-subnet-ipv4: 24
+"""
 
 
 def _validation(trust_anchor: str | list[str] | None) -> str:
