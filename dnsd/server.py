@@ -36,6 +36,7 @@ from dnsd.net import UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
+from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, UdpThread
@@ -174,6 +175,9 @@ class DnsServer:
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
         self._reporting: asyncio.Task[None] | None = None
         self._key_watch: asyncio.Task[None] | None = None
+        # systemd (Type=notify): the main process speaks for the service; workers stay quiet.
+        self.systemd = SystemdNotifier({} if options.follow_fd is not None else None)
+        self._systemd_tasks: list[asyncio.Task[None]] = []
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
@@ -296,6 +300,10 @@ class DnsServer:
             await self._start_admin(*self.options.admin)
         if self.options.key_dir is not None:
             self._key_watch = asyncio.create_task(self._follow_keys(self.options.key_dir))
+        if self.systemd.enabled:
+            self._systemd_tasks.append(asyncio.create_task(self._tell_systemd_ready()))
+            if self.systemd.watchdog_s:
+                self._systemd_tasks.append(asyncio.create_task(self._watchdog()))
         if self.options.workers > 1 and self.options.follow_fd is None:
             listen = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.bound]
             argv = [*self.options.worker_argv, *(a for x in listen for a in ("--listen", x))]
@@ -374,6 +382,21 @@ class DnsServer:
                     states = ", ".join(f"{k.role} {k.tag} {k.state(zk.at)}" for k in zk.keys)
                     log.info("DNSSEC keys of %s: %s", zone, states)
 
+    async def _tell_systemd_ready(self) -> None:
+        """READY=1 when /readyz turns 200 (the first probe round may end after binding)."""
+        while not self.ready:
+            await asyncio.sleep(0.05)
+        zones = len(self.holder.current.zones)
+        listen = " ".join(f"{h}:{p}" for h, p in self.bound)
+        self.systemd.ready(f"serving {zones} zone(s) on {listen}")
+
+    async def _watchdog(self) -> None:
+        """WATCHDOG=1 from the event loop itself: if the loop stalls, the pings stop."""
+        assert self.systemd.watchdog_s is not None
+        while True:
+            self.systemd.send("WATCHDOG=1")
+            await asyncio.sleep(self.systemd.watchdog_s)
+
     async def _report_counts(self) -> None:
         """A worker's query counts go to the main process's /metrics, every second."""
         assert self.follower is not None
@@ -451,7 +474,10 @@ class DnsServer:
         waiting = self._next_reload = asyncio.get_running_loop().create_future()
         async with self._reload_lock:
             self._next_reload = None  # requests from now on wait for the reload after this
+            self.systemd.reloading()
             result = await self._reload_now()
+            status = "reloaded" if result.ok else "reload failed, serving the old config"
+            self.systemd.ready(f"{status}: generation {result.generation}")
         waiting.set_result(result)
         return result
 
@@ -493,6 +519,9 @@ class DnsServer:
         return ReloadResult(False, current.generation, reasons)
 
     async def stop(self) -> None:
+        self.systemd.stopping()
+        for task in self._systemd_tasks:
+            task.cancel()
         if self._key_watch is not None:
             self._key_watch.cancel()
         if self._reporting is not None:
