@@ -27,7 +27,7 @@ from dnsd.dnssec.keys import ZoneKeys, ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
-from dnsd.geo.database import GeoDatabase
+from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
@@ -481,19 +481,19 @@ class DnsServer:
         waiting.set_result(result)
         return result
 
+    def _load_again(self, generation: int, geo: GeoDatabase | None) -> Snapshot:
+        """A reload's loading, in a worker thread: the GeoIP database reopened when its file
+        changed on disk (the location caches start afresh with it), then the config."""
+        geo = reopened(geo) if geo is not None else None
+        node = self.holder.current.node
+        return load_snapshot(self.options.config_dir, generation, geo, node,
+                             self.options.key_dir, self.options.create_keys)  # fmt: skip
+
     async def _reload_now(self) -> ReloadResult:
         current = self.holder.current
         generation = current.generation + 1
         try:
-            snapshot = await asyncio.to_thread(
-                load_snapshot,
-                self.options.config_dir,
-                generation,
-                current.geo,
-                current.node,
-                self.options.key_dir,
-                self.options.create_keys,
-            )
+            snapshot = await asyncio.to_thread(self._load_again, generation, current.geo)
         except ConfigError as exc:
             reasons = [str(r) for r in exc.reasons]
         except Exception as exc:

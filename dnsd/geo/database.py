@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import resources
@@ -49,6 +50,7 @@ class GeoDatabase:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else embedded_database_path()
+        self.file_id = file_id(self.path)  # which file was opened (a reload compares)
         self._reader = maxminddb.open_database(str(self.path))
         meta = self._reader.metadata()
         self.database_type: str = meta.database_type
@@ -95,6 +97,30 @@ class GeoDatabase:
 
     def close(self) -> None:
         self._reader.close()
+
+
+def file_id(path: Path) -> tuple[int, int, int]:
+    """(inode, modification time, size): geoipupdate writes a new file and renames it
+    over the old one, which changes all three."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def reopened(current: GeoDatabase) -> GeoDatabase:
+    """The database to reload with: `current`, or a new reader when its file changed on
+    disk. A file that cannot be read as a MaxMind DB is refused (logged) and `current`
+    stays. Safe in a worker thread."""
+    try:
+        if file_id(current.path) == current.file_id:
+            return current
+        fresh = GeoDatabase(current.path)
+    except (OSError, ValueError, maxminddb.InvalidDatabaseError) as exc:
+        log.error("GeoIP database %s: cannot reopen (%s); still using the one built %s",
+                  current.path, exc, time.strftime("%Y-%m-%d", time.gmtime(current.build_epoch)))  # fmt: skip
+        return current
+    log.info("GeoIP database %s reopened (%s, built %s)", fresh.path, fresh.database_type,
+             time.strftime("%Y-%m-%d", time.gmtime(fresh.build_epoch)))  # fmt: skip
+    return fresh
 
 
 def _code(record: dict[str, Any], key: str) -> str | None:
