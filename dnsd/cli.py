@@ -28,14 +28,8 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dnsd", description="Authoritative DNS server for failover and geo-steering."
-    )
-    parser.add_argument("--version", action="version", version=f"dnsd {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    serve = sub.add_parser("serve", help="serve the zones in DIR over UDP and TCP")
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """`dnsd serve`'s flags (also `dnsd config show`'s: the same settings)."""
     serve.add_argument("dir", nargs="?", default=DEFAULT_DIR, help="config directory (zones/)")
     serve.add_argument(
         "--listen",
@@ -113,9 +107,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RATE",
         help="log this share of queries (0..1, default 0)",
     )
+    serve.add_argument(
+        "--config", metavar="FILE", help="the server file (YAML): one key per flag; flags win"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dnsd", description="Authoritative DNS server for failover and geo-steering."
+    )
+    parser.add_argument("--version", action="version", version=f"dnsd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve the zones in DIR over UDP and TCP")
+    add_serve_arguments(serve)
+    config = sub.add_parser("config", help="config show: the effective server settings")
+    config.add_argument("action", choices=["show"])
+    add_serve_arguments(config)
 
     check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
     check.add_argument("dir", nargs="?", default=DEFAULT_DIR)
+    check.add_argument("--config", metavar="FILE", help="also check this server file")
 
     explain = sub.add_parser("explain", help="show every decision step for one query")
     explain.add_argument("name")
@@ -172,8 +184,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if args.command in ("serve", "config"):
+        sources = apply_server_file(parser, args, argv)
+        if sources is None:
+            return 2
+        if args.command == "config":
+            return show_config(args, sources)
     if args.command == "check":
+        if args.config:  # the server file too, with file:line errors
+            from dnsd.serverfile import read
+
+            _, reasons = read(Path(args.config), subparser(parser, "serve"))
+            for reason in reasons:
+                print(reason, file=sys.stderr)
+            if reasons:
+                return 1
         return run_check(Path(args.dir))
     if args.command == "serve":
         return run_serve(args)
@@ -328,6 +356,49 @@ def run_import(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")
+    return 0
+
+
+def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = action.choices[command]
+    return found
+
+
+def apply_server_file(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]
+) -> dict[str, str] | None:
+    """`--config FILE` under the flags given (dnsd.serverfile); where each setting came
+    from, or None after printing the file's problems."""
+    from dnsd.serverfile import explicit_flags, merge, read
+
+    command = subparser(parser, args.command)
+    rest = argv[argv.index(args.command) + 1 :]
+    values: dict[str, object] = {}
+    if args.config:
+        values, reasons = read(Path(args.config), command)
+        if reasons:
+            for reason in reasons:
+                print(reason, file=sys.stderr)
+            return None
+    return merge(args, explicit_flags(command, rest), values)
+
+
+def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
+    """`dnsd config show`: every serve setting, its effective value and where it came from."""
+    import os
+
+    for key in sorted(sources):
+        if key in ("command", "action", "config", "follow_fd"):
+            continue
+        value = getattr(args, key)
+        if key == "listen" and value:
+            value = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in value]
+        print(f"{key} = {value!r}  ({sources[key]})")
+    token = "set" if os.environ.get("DNSD_ADMIN_TOKEN") else "not set"
+    print(f"admin_token = {token}  (environment DNSD_ADMIN_TOKEN)")
+    if args.config:
+        print(f"# server file: {args.config}")
     return 0
 
 
