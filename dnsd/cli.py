@@ -392,6 +392,8 @@ def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
         if key in ("command", "action", "config", "follow_fd"):
             continue
         value = getattr(args, key)
+        if key == "tokens":  # names and scopes; the hashes stay out of sight
+            value = [f"{token.name} ({token.scope})" for token in value]
         if key == "listen" and value:
             value = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in value]
         print(f"{key} = {value!r}  ({sources[key]})")
@@ -576,6 +578,7 @@ def run_serve(args: argparse.Namespace) -> int:
         create_keys=not worker,
         admin=None if worker else admin,
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
+        tokens=tuple(getattr(args, "tokens", ())),
         query_log_sample=args.query_log_sample,
         reuse_port=args.reuse_port or args.workers > 1 or worker,
         rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),

@@ -18,7 +18,9 @@ from typing import Any
 from aiohttp import web
 
 from dnsd.admin.app import build_app
+from dnsd.admin.audit import AuditLog
 from dnsd.admin.control import ReloadResult
+from dnsd.admin.gate import Token
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.config.loader import load_config
@@ -71,6 +73,7 @@ class ServerOptions:
     state_dir: Path | None = None  # persisted overrides; None keeps them in memory only
     admin: tuple[str, int] | None = None  # the admin HTTP server; None: not started
     admin_token: str | None = None  # bearer token for admin writes; None: writes refused
+    tokens: tuple[Token, ...] = ()  # the server file's scoped tokens (dnsd.admin.gate)
     query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
     reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
     rrl: RrlSettings = field(default_factory=RrlSettings)  # on, as `dnsd serve` runs it
@@ -405,9 +408,15 @@ class DnsServer:
             counts = self.metrics.serving_counts()
             await asyncio.to_thread(self.follower.report, counts)
 
+    def admin_tokens(self) -> tuple[Token, ...]:
+        """The server file's tokens, and DNSD_ADMIN_TOKEN as one more `admin` token."""
+        env = self.options.admin_token
+        extra = (Token.from_secret("DNSD_ADMIN_TOKEN", "admin", env),) if env else ()
+        return (*self.options.tokens, *extra)
+
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
-            build_app(self, self.options.admin_token, host),
+            build_app(self, self.admin_tokens(), host, AuditLog(self.options.state_dir)),
             access_log=None,
             keepalive_timeout=ADMIN_KEEPALIVE_S,
         )
@@ -419,7 +428,8 @@ class DnsServer:
         self._admin_server = await loop.create_server(guard, host, port, reuse_address=True)
         bound = self._admin_server.sockets[0].getsockname()
         self.admin_bound = (host, bound[1])
-        writes = "enabled" if self.options.admin_token else "refused (no DNSD_ADMIN_TOKEN)"
+        tokens = self.admin_tokens()
+        writes = f"{len(tokens)} token(s)" if tokens else "refused (no DNSD_ADMIN_TOKEN)"
         log.info("admin API on http://%s:%d/ (writes %s)", _url_host(host), bound[1], writes)
 
     async def _bind(self, host: str, port: int) -> tuple[str, int]:

@@ -9,9 +9,11 @@ defaults. Values are checked by the flags' own parsers, and every problem is rep
 from __future__ import annotations
 
 import argparse
+import hashlib
 from pathlib import Path
 from typing import Any
 
+from dnsd.admin.gate import SCOPES, Token
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile
 from dnsd.config.yamlio import LineDict, LineList, YamlSyntaxError, load_yaml
@@ -22,8 +24,11 @@ NOT_SETTINGS = frozenset({"help", "config", "follow_fd", "action"})
 
 
 def settings(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """The settings a server file may hold: every serve flag (and `dir`), by key."""
+    """The flag settings a server file may hold: every serve flag (and `dir`), by key."""
     return {a.dest: a for a in parser._actions if a.dest not in NOT_SETTINGS}
+
+
+FILE_ONLY = ("tokens",)  # settings with no flag
 
 
 def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], list[Reason]]:
@@ -47,8 +52,10 @@ def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], l
     if d is None:
         return {}, ck.reasons
     known = settings(parser)
-    ck.keys(d, "", known)
+    ck.keys(d, "", [*known, *FILE_ONLY])
     values: dict[str, Any] = {}
+    if "tokens" in d:
+        values["tokens"] = _tokens(ck, d, path.parent)
     for key, raw in d.items():
         action = known.get(str(key))
         if action is None:
@@ -58,6 +65,57 @@ def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], l
         except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
             ck.error(d.line_of(key), str(key), str(exc) or "invalid value")
     return values, ck.reasons
+
+
+def _tokens(ck: Checker, d: LineDict, directory: Path) -> tuple[Token, ...]:
+    """`tokens: [{name, scope: read|override|admin, sha256: HEX}]` (or `secret_file:`,
+    relative to the server file): only a hash of each secret is ever kept."""
+    out: list[Token] = []
+    entries = d["tokens"]
+    if not isinstance(entries, LineList):
+        ck.error(d.line_of("tokens"), "tokens", "expected a list of {name, scope, sha256}")
+        return ()
+    for i, entry in enumerate(entries):
+        path = f"tokens[{i}]"
+        item = ck.mapping(entry, entries.line_of(i), path)
+        if item is None:
+            continue
+        ck.keys(item, path, ("name", "scope", "sha256", "secret_file"), required=("name", "scope"))
+        name = ck.get_str(item, "name", path, default=None)
+        scope = ck.get_enum(item, "scope", path, SCOPES, default=None)
+        if ("sha256" in item) == ("secret_file" in item):
+            ck.error(item.line, path, 'give exactly one of "sha256" and "secret_file"')
+            continue
+        digest = _token_digest(ck, item, path, directory)
+        if name in {t.name for t in out}:
+            ck.error(item.line, f"{path}.name", f"token name {name!r} is used twice")
+        elif name and scope and digest is not None:
+            out.append(Token(str(name), str(scope), digest))
+    return tuple(out)
+
+
+def _token_digest(ck: Checker, item: LineDict, path: str, directory: Path) -> bytes | None:
+    if "sha256" in item:
+        text = str(item["sha256"]).strip().lower()
+        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+            ck.error(item.line_of("sha256"), f"{path}.sha256", "expected 64 hex digits")
+            return None
+        return bytes.fromhex(text)
+    where = directory / str(item["secret_file"])
+    try:
+        if where.stat().st_size > 4096:
+            raise ValueError("larger than 4 KiB")
+        secret = where.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        ck.error(item.line_of("secret_file"), f"{path}.secret_file", f"cannot read: {reason}")
+        return None
+    if len(secret) < 16:
+        ck.error(
+            item.line_of("secret_file"), f"{path}.secret_file", "a secret of at least 16 characters"
+        )
+        return None
+    return hashlib.sha256(secret.encode()).digest()
 
 
 def _convert(action: argparse.Action, raw: Any) -> Any:
@@ -92,6 +150,8 @@ def merge(args: argparse.Namespace, explicit: set[str], values: dict[str, Any]) 
     """Apply the file's values under the flags given; returns where each setting came
     from: "flag", "file" or "default"."""
     sources = {}
+    if "tokens" in values:
+        args.tokens = values["tokens"]
     for dest in vars(args):
         if dest in explicit:
             sources[dest] = "flag"

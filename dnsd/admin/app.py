@@ -9,17 +9,28 @@ and does no work on the DNS path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
+from dnsd.admin.audit import AuditLog, now_iso
 from dnsd.admin.control import ServerControl
-from dnsd.admin.gate import BadRequest, TokenGate, allowed_hosts, error, host_allowed, json_object
+from dnsd.admin.gate import (
+    BadRequest,
+    Token,
+    TokenGate,
+    allowed_hosts,
+    error,
+    host_allowed,
+    json_object,
+)
 from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
 from dnsd.admin.status import status_document
@@ -29,6 +40,7 @@ from dnsd.ratelog import RateLimitedLog
 
 SERVER: web.AppKey[ServerControl] = web.AppKey("server")
 GATE: web.AppKey[TokenGate] = web.AppKey("gate")
+AUDIT: web.AppKey[AuditLog] = web.AppKey("audit")
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 ERROR_LOG = RateLimitedLog(logging.getLogger("dnsd.admin"))
 MAX_BODY = 64 * 1024
@@ -54,11 +66,15 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 
 
 def build_app(
-    server: ServerControl, token: str | None, bind_host: str | None = None
+    server: ServerControl,
+    tokens: tuple[Token, ...],
+    bind_host: str | None = None,
+    audit: AuditLog | None = None,
 ) -> web.Application:
     app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY)
     app[SERVER] = server
-    app[GATE] = TokenGate(token)
+    app[GATE] = TokenGate(tokens)
+    app[AUDIT] = audit or AuditLog(None)
     app[HOSTS] = allowed_hosts(bind_host)
     r = app.router
     r.add_get("/", status_page)
@@ -69,6 +85,7 @@ def build_app(
     r.add_get("/api/v1/explain", explain)
     r.add_get("/api/v1/openapi.json", openapi)
     r.add_post("/api/v1/reload", reload)
+    r.add_get("/api/v1/audit", audit_entries)
     r.add_put("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
     r.add_delete("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
     r.add_put("/api/v1/overrides/pools/{pool}", pool_override)
@@ -131,21 +148,55 @@ async def status_page(request: web.Request) -> web.Response:
 
 
 # -- writes --------------------------------------------------------------------------------
-def authorize(request: web.Request) -> web.Response | None:
-    """None when the request may write; else the error response to send."""
-    return request.app[GATE].check(request, time.monotonic())
+def authorize(request: web.Request, scope: str) -> Token | web.Response:
+    """The token that allows `scope`, or the error response to send."""
+    return request.app[GATE].check(request, time.monotonic(), scope)
+
+
+async def audited(
+    request: web.Request, token: Token, before: Any, after: Any, response: web.Response
+) -> web.Response:
+    """Append the write to the audit trail (durably, off the event loop), then answer."""
+    entry = {
+        "time": now_iso(), "token": token.name, "source": request.remote or "-",
+        "method": request.method, "route": request.path[:300], "before": before,
+        "after": after, "status": response.status,
+    }  # fmt: skip
+    await asyncio.to_thread(request.app[AUDIT].append, entry)
+    return response
+
+
+async def audit_entries(request: web.Request) -> web.Response:
+    """GET /api/v1/audit?since=ISO8601 — needs a token (it names tokens and sources)."""
+    token = authorize(request, "read")
+    if isinstance(token, web.Response):
+        return token
+    since = request.query.get("since")
+    try:
+        when = datetime.fromisoformat(since) if since else None
+    except ValueError:
+        return error(400, "since: an ISO 8601 time, e.g. 2026-12-01T10:00:00+00:00")
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    entries = await asyncio.to_thread(request.app[AUDIT].since, when)
+    return web.json_response({"entries": entries})
 
 
 async def reload(request: web.Request) -> web.Response:
-    if (denied := authorize(request)) is not None:
-        return denied
+    token = authorize(request, "admin")
+    if isinstance(token, web.Response):
+        return token
+    before = request.app[SERVER].holder.current.generation
     result = await request.app[SERVER].reload()
     if not result.ok:
-        return web.json_response(
+        response = web.json_response(
             {"error": "reload failed: the old config keeps serving", "errors": result.errors},
             status=400,
         )
-    return web.json_response({"generation": result.generation, "warnings": result.errors})
+    else:
+        response = web.json_response({"generation": result.generation, "warnings": result.errors})
+    return await audited(request, token, {"generation": before},
+                         {"generation": result.generation}, response)  # fmt: skip
 
 
 async def backend_override(request: web.Request) -> web.Response:
@@ -175,8 +226,9 @@ async def lb_override(request: web.Request) -> web.Response:
 async def _override(
     request: web.Request, allowed: set[str], apply: Callable[[Any, Any], None], field: str
 ) -> web.Response:
-    if (denied := authorize(request)) is not None:
-        return denied
+    token = authorize(request, "override")
+    if isinstance(token, web.Response):
+        return token
     value = None
     if request.method == "PUT":
         body = await json_object(request, allowed)
@@ -192,12 +244,17 @@ async def _override(
         if field == "trickle_ratio":
             value = float(value)
     store = request.app[SERVER].store
+    before = store.overrides_document()
     try:
         apply(store, value)
     except KeyError as exc:
-        return error(404, str(exc.args[0]))
+        response = error(404, str(exc.args[0]))
     except OverrideError as exc:
-        return error(400, str(exc))
+        response = error(400, str(exc))
     except PersistError as exc:
-        return error(503, str(exc))
-    return web.json_response({"ok": True, field: value, "health_generation": store.view.generation})
+        response = error(503, str(exc))
+    else:
+        response = web.json_response(
+            {"ok": True, field: value, "health_generation": store.view.generation}
+        )
+    return await audited(request, token, before, store.overrides_document(), response)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -66,14 +67,31 @@ class _Failures:
     locked_until: float = 0.0
 
 
+SCOPES = ("read", "override", "admin")  # each includes the ones before it
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """An admin API token: a name (in the audit log), a scope, and the SHA-256 of its
+    secret — the secret itself is never kept."""
+
+    name: str
+    scope: str
+    sha256: bytes
+
+    @staticmethod
+    def from_secret(name: str, scope: str, secret: str) -> Token:
+        return Token(name, scope, hashlib.sha256(secret.encode()).digest())
+
+
 class TokenGate:
-    def __init__(self, token: str | None) -> None:
-        self.token = token or None
+    def __init__(self, tokens: tuple[Token, ...]) -> None:
+        self.tokens = tokens
         self._failures: OrderedDict[str, _Failures] = OrderedDict()
 
-    def check(self, request: web.Request, now: float) -> web.Response | None:
-        """None when the request may write; else the error response to send."""
-        if not self.token:
+    def check(self, request: web.Request, now: float, scope: str) -> Token | web.Response:
+        """The token that allows `scope`, or the error response to send."""
+        if not self.tokens:
             return error(
                 403, "writes are disabled: no admin token is configured (DNSD_ADMIN_TOKEN)"
             )
@@ -85,10 +103,17 @@ class TokenGate:
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
             return error(401, "missing bearer token")
-        if hmac.compare_digest(credentials.strip().encode(), self.token.encode()):
-            return None
-        self._failed(source, now)
-        return error(403, "wrong token")
+        digest = hashlib.sha256(credentials.strip().encode()).digest()
+        found = None
+        for token in self.tokens:  # every one compared, in constant time each
+            if hmac.compare_digest(digest, token.sha256):
+                found = token
+        if found is None:
+            self._failed(source, now)
+            return error(403, "wrong token")
+        if SCOPES.index(found.scope) < SCOPES.index(scope):
+            return error(403, f"token {found.name!r} has scope {found.scope}: this needs {scope}")
+        return found
 
     def _failed(self, source: str, now: float) -> None:
         seen = self._failures.pop(source, None)

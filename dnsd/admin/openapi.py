@@ -99,6 +99,18 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": {"description": "status", "content": JSON}},
                 }
             },
+            "/api/v1/audit": {
+                "get": {
+                    "summary": "Admin writes since a time (STATE_DIR/audit.jsonl); a token of "
+                    "any scope",
+                    "parameters": [query("since")],
+                    "responses": {
+                        "200": {"description": "{entries: [...]}", "content": JSON},
+                        "400": {"description": "since is not ISO 8601", "content": JSON},
+                        "401": {"description": "no token", "content": JSON},
+                    },
+                }
+            },
             "/api/v1/explain": {
                 "get": {
                     "summary": "Explain one query with live health (as dnsd explain --json)",

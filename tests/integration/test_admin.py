@@ -124,7 +124,7 @@ def test_openapi_lists_every_route(admin) -> None:
     status, doc = http(admin.admin_port, "GET", "/api/v1/openapi.json")
     assert status == 200 and doc == json.loads(json.dumps(openapi_document()))
     served = set()
-    for route in build_app(admin.server, None).router.routes():
+    for route in build_app(admin.server, ()).router.routes():
         if route.method != "HEAD":
             served.add((route.method.lower(), route.resource.canonical))
     documented = {(m, path) for path, ops in doc["paths"].items() for m in ops}
