@@ -394,6 +394,8 @@ def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
         value = getattr(args, key)
         if key == "tokens":  # names and scopes; the hashes stay out of sight
             value = [f"{token.name} ({token.scope})" for token in value]
+        if key == "webhooks":  # the secrets stay out of sight
+            value = [f"{hook.url} {sorted(hook.events)}" for hook in value]
         if key == "listen" and value:
             value = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in value]
         print(f"{key} = {value!r}  ({sources[key]})")
@@ -579,6 +581,7 @@ def run_serve(args: argparse.Namespace) -> int:
         admin=None if worker else admin,
         admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
         tokens=tuple(getattr(args, "tokens", ())),
+        webhooks=tuple(getattr(args, "webhooks", ())),
         query_log_sample=args.query_log_sample,
         reuse_port=args.reuse_port or args.workers > 1 or worker,
         rrl=RrlSettings(rate=max(0.0, args.rrl_rate), slip=max(0, args.rrl_slip)),

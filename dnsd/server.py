@@ -23,6 +23,8 @@ from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
+from dnsd.admin.status import active_per_region
+from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
 from dnsd.config.loader import load_config
 from dnsd.config.model import Zone
 from dnsd.dnssec.keys import ZoneKeys, ensure_keys
@@ -32,7 +34,7 @@ from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
-from dnsd.health.store import HealthStore
+from dnsd.health.store import HealthEvent, HealthStore
 from dnsd.health.view import HealthView
 from dnsd.net import UDP_LOOPS
 from dnsd.net.counters import NetCounters
@@ -74,6 +76,7 @@ class ServerOptions:
     admin: tuple[str, int] | None = None  # the admin HTTP server; None: not started
     admin_token: str | None = None  # bearer token for admin writes; None: writes refused
     tokens: tuple[Token, ...] = ()  # the server file's scoped tokens (dnsd.admin.gate)
+    webhooks: tuple[Webhook, ...] = ()  # alerts (dnsd.admin.webhooks)
     query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
     reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
     rrl: RrlSettings = field(default_factory=RrlSettings)  # on, as `dnsd serve` runs it
@@ -180,6 +183,15 @@ class DnsServer:
         self._key_watch: asyncio.Task[None] | None = None
         # systemd (Type=notify): the main process speaks for the service; workers stay quiet.
         self.systemd = SystemdNotifier({} if options.follow_fd is not None else None)
+        # Alerts come from the main process only (workers see no events): one per change.
+        hooks = options.webhooks if options.follow_fd is None else ()
+        self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
+        self._failovers = FailoverWatch(self._active_pools, self.alerts)
+        self._alerted_states = -1
+        if hooks:
+            self.store.listeners.append(self._alert_event)
+            self.store.view_listeners.append(self._alert_failovers)
+            self.metrics.register(self.alerts)
         self._systemd_tasks: list[asyncio.Task[None]] = []
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
@@ -261,6 +273,27 @@ class DnsServer:
 
         return answer_batch
 
+    def _alert_event(self, event: HealthEvent) -> None:
+        if event.kind == "backend":
+            self.alerts.emit("backend_health", backend=event.subject, old=event.old,
+                             new=event.new, reason=event.reason)  # fmt: skip
+        elif event.kind == "override":
+            self.alerts.emit("override", subject=event.subject, old=event.old, new=event.new)
+
+    def _alert_failovers(self, view: HealthView) -> None:
+        """A `failover` alert when an LB's active pool changed for a region (only when the
+        health *states* changed: RTT-only views cannot move a failover order)."""
+        if view.states_generation != self._alerted_states:
+            self._alerted_states = view.states_generation
+            self._failovers.check()
+
+    def _active_pools(self) -> dict[str, dict[str, str]]:
+        now = time.time()
+        return {
+            name: active_per_region(self, lb, now)
+            for name, lb in self.holder.current.config.load_balancers.items()
+        }
+
     def _serve_serials(self, serials: dict[str, int]) -> None:
         """A worker: serve the SOA serials the main process decided."""
         self.holder.swap(with_serials(self.holder.current, serials))
@@ -303,6 +336,9 @@ class DnsServer:
             await self._start_admin(*self.options.admin)
         if self.options.key_dir is not None:
             self._key_watch = asyncio.create_task(self._follow_keys(self.options.key_dir))
+        if self.alerts.hooks:
+            self.alerts.start()
+            self._failovers.check()  # the starting point failovers are measured from
         if self.systemd.enabled:
             self._systemd_tasks.append(asyncio.create_task(self._tell_systemd_ready()))
             if self.systemd.watchdog_s:
@@ -523,6 +559,7 @@ class DnsServer:
                 self.pool.reloaded(generation)
             return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
         self.metrics.reloads.labels("failed").inc()
+        self.alerts.emit("reload_failed", generation=current.generation, errors=reasons[:20])
         log.error("reload failed, still serving generation %d:", current.generation)
         for reason in reasons:
             log.error("  %s", reason)
@@ -546,6 +583,7 @@ class DnsServer:
             await self._admin_runner.cleanup()
         await self.scheduler.stop()
         await self.notifier.stop()
+        await self.alerts.stop()
         if self.bus is not None:
             await self.bus.stop()
         for udp in self._udp:

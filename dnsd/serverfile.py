@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dnsd.admin.gate import SCOPES, Token
+from dnsd.admin.webhooks import EVENTS, Webhook
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile
 from dnsd.config.yamlio import LineDict, LineList, YamlSyntaxError, load_yaml
@@ -28,7 +29,7 @@ def settings(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {a.dest: a for a in parser._actions if a.dest not in NOT_SETTINGS}
 
 
-FILE_ONLY = ("tokens",)  # settings with no flag
+FILE_ONLY = ("tokens", "webhooks")  # settings with no flag
 
 
 def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], list[Reason]]:
@@ -56,6 +57,8 @@ def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], l
     values: dict[str, Any] = {}
     if "tokens" in d:
         values["tokens"] = _tokens(ck, d, path.parent)
+    if "webhooks" in d:
+        values["webhooks"] = _webhooks(ck, d, path.parent)
     for key, raw in d.items():
         action = known.get(str(key))
         if action is None:
@@ -94,13 +97,52 @@ def _tokens(ck: Checker, d: LineDict, directory: Path) -> tuple[Token, ...]:
     return tuple(out)
 
 
-def _token_digest(ck: Checker, item: LineDict, path: str, directory: Path) -> bytes | None:
-    if "sha256" in item:
-        text = str(item["sha256"]).strip().lower()
-        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-            ck.error(item.line_of("sha256"), f"{path}.sha256", "expected 64 hex digits")
-            return None
-        return bytes.fromhex(text)
+def _webhooks(ck: Checker, d: LineDict, directory: Path) -> tuple[Webhook, ...]:
+    """`webhooks: [{url, events: [...], secret | secret_file, format: json|slack}]`."""
+    out: list[Webhook] = []
+    entries = d["webhooks"]
+    if not isinstance(entries, LineList):
+        ck.error(d.line_of("webhooks"), "webhooks", "expected a list of {url, events, secret}")
+        return ()
+    for i, entry in enumerate(entries):
+        path = f"webhooks[{i}]"
+        item = ck.mapping(entry, entries.line_of(i), path)
+        if item is None:
+            continue
+        ck.keys(item, path, ("url", "events", "secret", "secret_file", "format"),
+                required=("url", "events"))  # fmt: skip
+        url = ck.get_str(item, "url", path, default=None)
+        if url and not str(url).startswith(("http://", "https://")):
+            ck.error(item.line_of("url"), f"{path}.url", "an http:// or https:// URL")
+            url = None
+        events = [
+            e
+            for e, _ in ck.str_list(
+                item.get("events", LineList()), item.line_of("events"), f"{path}.events"
+            )
+        ]
+        for event in events:
+            if event not in EVENTS:
+                ck.error(
+                    item.line_of("events"),
+                    f"{path}.events",
+                    f"{event!r} is not one of {', '.join(EVENTS)}",
+                )
+        fmt = ck.get_enum(item, "format", path, ("json", "slack"), default="json")
+        if ("secret" in item) == ("secret_file" in item):
+            ck.error(item.line, path, 'give exactly one of "secret" and "secret_file"')
+            continue
+        secret = (
+            str(item["secret"]).encode()
+            if "secret" in item
+            else _read_secret(ck, item, f"{path}.secret_file", directory)
+        )
+        if url and secret and fmt and all(e in EVENTS for e in events):
+            out.append(Webhook(str(url), frozenset(events), secret, str(fmt)))
+    return tuple(out)
+
+
+def _read_secret(ck: Checker, item: LineDict, path: str, directory: Path) -> bytes | None:
     where = directory / str(item["secret_file"])
     try:
         if where.stat().st_size > 4096:
@@ -108,14 +150,23 @@ def _token_digest(ck: Checker, item: LineDict, path: str, directory: Path) -> by
         secret = where.read_text(encoding="utf-8").strip()
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        ck.error(item.line_of("secret_file"), f"{path}.secret_file", f"cannot read: {reason}")
+        ck.error(item.line_of("secret_file"), path, f"cannot read: {reason}")
         return None
     if len(secret) < 16:
-        ck.error(
-            item.line_of("secret_file"), f"{path}.secret_file", "a secret of at least 16 characters"
-        )
+        ck.error(item.line_of("secret_file"), path, "a secret of at least 16 characters")
         return None
-    return hashlib.sha256(secret.encode()).digest()
+    return secret.encode()
+
+
+def _token_digest(ck: Checker, item: LineDict, path: str, directory: Path) -> bytes | None:
+    if "sha256" in item:
+        text = str(item["sha256"]).strip().lower()
+        if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+            ck.error(item.line_of("sha256"), f"{path}.sha256", "expected 64 hex digits")
+            return None
+        return bytes.fromhex(text)
+    secret = _read_secret(ck, item, f"{path}.secret_file", directory)
+    return None if secret is None else hashlib.sha256(secret).digest()
 
 
 def _convert(action: argparse.Action, raw: Any) -> Any:
@@ -150,8 +201,9 @@ def merge(args: argparse.Namespace, explicit: set[str], values: dict[str, Any]) 
     """Apply the file's values under the flags given; returns where each setting came
     from: "flag", "file" or "default"."""
     sources = {}
-    if "tokens" in values:
-        args.tokens = values["tokens"]
+    for key in FILE_ONLY:
+        if key in values:
+            setattr(args, key, values[key])
     for dest in vars(args):
         if dest in explicit:
             sources[dest] = "flag"

@@ -75,7 +75,7 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
                 "trickle_override": view.trickle_overrides.get(lb.name),
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
-                "active": _active_per_region(server, lb, now),
+                "active": active_per_region(server, lb, now),
             }
         )
     return {
@@ -107,8 +107,9 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
     }
 
 
-def _active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
-    """The pool a client from each region gets (before the trickle draw)."""
+def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
+    """The pool a client from each region gets (before the trickle draw); also what
+    `failover` alerts compare (dnsd.admin.webhooks)."""
     snap = server.holder.current
     # Trickle is left out (every LB's ratio overridden to 0): the ratio is shown beside.
     no_trickle = MappingProxyType(dict.fromkeys(snap.config.load_balancers, 0.0))

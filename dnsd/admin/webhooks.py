@@ -1,0 +1,165 @@
+"""Alerts (`webhooks:` in the server file, interfaces.md "Additions"): events are POSTed as
+JSON to each webhook that asked for them, with `X-Dnsd-Signature: sha256=HEX`, the
+HMAC-SHA256 of the body under the webhook's secret; `format: slack` sends `{"text": ...}`
+for Slack-compatible incoming webhooks.
+
+Events: `backend_health` (a backend's verdict changed), `override`, `failover` (a load
+balancer's active pool changed for one or more regions: one event listing them),
+`fail_open` (regions of a load balancer now answered with nothing healthy: the fallback,
+or every backend), `reload_failed`. Each webhook has its own bounded queue and one sender task: a receiver
+that fails is retried after 0.5, 1, 2, 4 s (5 tries), then the event is dropped and
+counted; a full queue drops the newest event and counts it. Nothing here waits on a
+receiver but the sender task, so a dead receiver never slows answers or probes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+from prometheus_client.core import CounterMetricFamily
+
+from dnsd.ratelog import RateLimitedLog
+
+log = logging.getLogger("dnsd.webhooks")
+FAILURE_LOG = RateLimitedLog(log)
+EVENTS: Final = ("backend_health", "override", "failover", "fail_open", "reload_failed")
+QUEUE_SIZE: Final = 256
+TRIES: Final = 5
+FIRST_WAIT_S: Final = 0.5
+TIMEOUT_S: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    url: str
+    events: frozenset[str]
+    secret: bytes
+    format: str = "json"  # json | slack
+
+
+def signature(secret: bytes, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+class Alerts:
+    """The webhooks of one server, their queues and sender tasks."""
+
+    def __init__(self, hooks: tuple[Webhook, ...], node: str) -> None:
+        self.hooks = hooks
+        self.node = node
+        self._queues = [asyncio.Queue[dict[str, Any]](QUEUE_SIZE) for _ in hooks]
+        self._tasks: list[asyncio.Task[None]] = []
+        self.sent = 0
+        self.dropped = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        for hook, queue in zip(self.hooks, self._queues, strict=True):
+            self._tasks.append(asyncio.get_running_loop().create_task(self._send_all(hook, queue)))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Queue an event for every webhook that wants it (never waits)."""
+        body = {"event": event, "node": self.node, "time": time.time(), **fields}
+        for hook, queue in zip(self.hooks, self._queues, strict=True):
+            if event not in hook.events:
+                continue
+            try:
+                queue.put_nowait(body)
+            except asyncio.QueueFull:
+                self.dropped += 1
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("dnsd_webhook", "Webhook events", labels=["result"])
+        for result, value in (("sent", self.sent), ("dropped", self.dropped),
+                              ("failed", self.failed)):  # fmt: skip
+            family.add_metric([result], value)
+        yield family
+
+    async def _send_all(self, hook: Webhook, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                event = await queue.get()
+                await self._send(session, hook, event)
+
+    async def _send(
+        self, session: aiohttp.ClientSession, hook: Webhook, event: dict[str, Any]
+    ) -> None:
+        payload = {"text": describe(event)} if hook.format == "slack" else event
+        body = json.dumps(payload, sort_keys=True).encode()
+        headers = {"Content-Type": "application/json",
+                   "X-Dnsd-Signature": signature(hook.secret, body)}  # fmt: skip
+        wait = FIRST_WAIT_S
+        for attempt in range(1, TRIES + 1):
+            try:
+                async with session.post(hook.url, data=body, headers=headers) as response:
+                    if response.status < 300:
+                        self.sent += 1
+                        return
+                    problem = f"HTTP {response.status}"
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                problem = type(exc).__name__
+            if attempt < TRIES:
+                await asyncio.sleep(wait)
+                wait *= 2
+        self.failed += 1
+        FAILURE_LOG.log(time.time(), logging.WARNING, "webhook %s: %s event dropped after %d "
+                        "tries (%s)", hook.url, event["event"], TRIES, problem)  # fmt: skip
+
+
+def describe(event: dict[str, Any]) -> str:
+    """One line for people (the Slack format)."""
+    kind = event["event"]
+    if kind == "failover":
+        moves = ", ".join(
+            f"{region}: {c['from']} -> {c['to']}" for region, c in event["changes"].items()
+        )
+        return f"dnsd {event['node']}: failover of {event['lb']} ({moves})"
+    rest = {k: v for k, v in event.items() if k not in ("event", "node", "time")}
+    return f"dnsd {event['node']}: {kind} {json.dumps(rest, sort_keys=True)}"
+
+
+ActiveRegions = Callable[[], dict[str, dict[str, str]]]
+FAIL_OPEN: Final = "(fail open)"  # how active_per_region marks it
+
+
+class FailoverWatch:
+    """Turns health views into `failover` events: the active pool of every load balancer
+    per region (as the status page computes it), compared with the last one seen."""
+
+    def __init__(self, active: ActiveRegions, alerts: Alerts) -> None:
+        self._active = active
+        self._alerts = alerts
+        self._last: dict[str, dict[str, str]] | None = None
+
+    def check(self) -> None:
+        now = self._active()
+        last, self._last = self._last, now
+        if last is None:
+            return
+        for lb, regions in now.items():
+            before = last.get(lb, {})
+            changes = {r: {"from": before[r], "to": pool} for r, pool in regions.items()
+                       if r in before and before[r] != pool}  # fmt: skip
+            if changes:
+                self._alerts.emit("failover", lb=lb, changes=changes)
+            opened = sorted(r for r, c in changes.items() if c["to"].endswith(FAIL_OPEN))
+            if opened:
+                self._alerts.emit("fail_open", lb=lb, regions=opened)

@@ -1,0 +1,140 @@
+"""Alerts (issue 19): a local HTTP receiver gets one signed `failover` webhook per failover
+within 2 s and the signature verifies; a receiver that answers 500 three times, then 200,
+gets the event once; a receiver that never answers does not slow DNS answers and its
+queue stays bounded (the overflow is counted)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from tests.admin_client import http
+from tests.dnsclient import ask
+from tests.loop_thread import LoopThread
+from tests.processes import DnsdProcess
+
+SECRET = "webhook-secret-0123456789"
+TOKEN = "webhook-test-admin-token"
+
+
+class Receiver:
+    """An aiohttp server recording every POST; the first `fail` answers are 500."""
+
+    def __init__(self, loop: LoopThread, fail: int = 0) -> None:
+        self.loop, self.fail = loop, fail
+        self.received: list[tuple[float, bytes, str]] = []  # (time, body, signature)
+        self.attempts = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.attempts += 1
+        if self.attempts <= self.fail:
+            return web.Response(status=500)
+        self.received.append((time.monotonic(), await request.read(),
+                              request.headers.get("X-Dnsd-Signature", "")))  # fmt: skip
+        return web.Response(text="ok")
+
+    async def start(self) -> int:
+        app = web.Application()
+        app.router.add_post("/hook", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+
+def server_file(tmp_path: Path, port: int, events: str) -> Path:
+    path = tmp_path / "dnsd.yaml"
+    path.write_text(
+        f"webhooks:\n  - {{url: 'http://127.0.0.1:{port}/hook', events: [{events}], "
+        f"secret: {SECRET}}}\n"
+    )
+    return path
+
+
+def failover(dnsd: DnsdProcess, state: str = "down") -> None:
+    method = "PUT" if state == "down" else "DELETE"
+    body = {"state": "down"} if state == "down" else None
+    assert (
+        http(dnsd.admin_port, method, "/api/v1/overrides/pools/us-east", body, token=TOKEN)[0]
+        == 200
+    )
+
+
+def test_one_signed_failover_webhook_and_retries_until_delivered(
+    config_copy: Path, tmp_path: Path
+) -> None:
+    loop = LoopThread()
+    try:
+        receiver = Receiver(loop, fail=3)
+        port = loop.call(receiver.start())
+        config = server_file(tmp_path, port, "failover")
+        with DnsdProcess(
+            config_copy, "--config", str(config), env={"DNSD_ADMIN_TOKEN": TOKEN}
+        ) as dnsd:
+            started = time.monotonic()
+            failover(dnsd)  # us-east down: both load balancers (web, api) fail over
+            deadline = started + 8  # the first event's three 500s: retried after 0.5, 1, 2 s
+            while len(receiver.received) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # nothing more arrives
+        assert receiver.attempts == 3 + 2 and len(receiver.received) == 2  # each event once
+        for _, body, sig in receiver.received:
+            expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+            assert hmac.compare_digest(sig, expected)
+            event = json.loads(body)
+            assert event["event"] == "failover" and event["lb"] in ("web", "api")
+            assert all(change["from"].startswith("us-east") for change in event["changes"].values())
+        # A second failover with a receiver that answers at once: within 2 s.
+        receiver.fail, receiver.received, receiver.attempts = 0, [], 0
+        with DnsdProcess(
+            config_copy, "--config", str(config), env={"DNSD_ADMIN_TOKEN": TOKEN}
+        ) as dnsd:
+            started = time.monotonic()
+            failover(dnsd)
+            while len(receiver.received) < 2 and time.monotonic() < started + 3:
+                time.sleep(0.02)
+        lbs = sorted(json.loads(body)["lb"] for _, body, _ in receiver.received)
+        assert lbs == ["api", "web"]  # one event per load balancer that failed over
+        assert all(at - started < 2.0 for at, _, _ in receiver.received)
+    finally:
+        loop.close()
+
+
+def test_a_receiver_that_never_answers_slows_nothing_and_stays_bounded(
+    config_copy: Path, tmp_path: Path
+) -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1000)  # accepts connections, never answers
+    config = server_file(tmp_path, silent.getsockname()[1], "override")
+    try:
+        with DnsdProcess(config_copy, "--config", str(config), "--rrl-rate", "0",
+                         env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:  # fmt: skip
+
+            def p99() -> float:
+                times = []
+                for _ in range(300):
+                    started = time.perf_counter()
+                    assert ask(dnsd.port, "mail.example.test").rr
+                    times.append(time.perf_counter() - started)
+                return sorted(times)[int(len(times) * 0.99)]
+
+            before = p99()
+            for _ in range(150):  # 300 override events for a queue of 256
+                failover(dnsd, "down")
+                failover(dnsd, "up")
+            after = p99()
+            _, metrics = http(dnsd.admin_port, "GET", "/metrics")
+    finally:
+        silent.close()
+    dropped = next(float(line.split()[-1]) for line in metrics.splitlines()
+                   if line.startswith('dnsd_webhook_total{result="dropped"}'))  # fmt: skip
+    assert dropped >= 300 - 256 - 1  # the queue stayed bounded: the overflow was dropped
+    assert after < max(0.02, before * 5), (before, after)
