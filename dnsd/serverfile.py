@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,19 +71,23 @@ def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], l
     return values, ck.reasons
 
 
+def _entries(ck: Checker, d: LineDict, key: str, shape: str) -> Iterator[tuple[str, LineDict]]:
+    """The mappings of a list setting (`tokens`, `webhooks`), each with its path."""
+    entries = d[key]
+    if not isinstance(entries, LineList):
+        ck.error(d.line_of(key), key, f"expected a list of {shape}")
+        return
+    for i, entry in enumerate(entries):
+        item = ck.mapping(entry, entries.line_of(i), f"{key}[{i}]")
+        if item is not None:
+            yield f"{key}[{i}]", item
+
+
 def _tokens(ck: Checker, d: LineDict, directory: Path) -> tuple[Token, ...]:
     """`tokens: [{name, scope: read|override|admin, sha256: HEX}]` (or `secret_file:`,
     relative to the server file): only a hash of each secret is ever kept."""
     out: list[Token] = []
-    entries = d["tokens"]
-    if not isinstance(entries, LineList):
-        ck.error(d.line_of("tokens"), "tokens", "expected a list of {name, scope, sha256}")
-        return ()
-    for i, entry in enumerate(entries):
-        path = f"tokens[{i}]"
-        item = ck.mapping(entry, entries.line_of(i), path)
-        if item is None:
-            continue
+    for path, item in _entries(ck, d, "tokens", "{name, scope, sha256}"):
         ck.keys(item, path, ("name", "scope", "sha256", "secret_file"), required=("name", "scope"))
         name = ck.get_str(item, "name", path, default=None)
         scope = ck.get_enum(item, "scope", path, SCOPES, default=None)
@@ -100,15 +105,7 @@ def _tokens(ck: Checker, d: LineDict, directory: Path) -> tuple[Token, ...]:
 def _webhooks(ck: Checker, d: LineDict, directory: Path) -> tuple[Webhook, ...]:
     """`webhooks: [{url, events: [...], secret | secret_file, format: json|slack}]`."""
     out: list[Webhook] = []
-    entries = d["webhooks"]
-    if not isinstance(entries, LineList):
-        ck.error(d.line_of("webhooks"), "webhooks", "expected a list of {url, events, secret}")
-        return ()
-    for i, entry in enumerate(entries):
-        path = f"webhooks[{i}]"
-        item = ck.mapping(entry, entries.line_of(i), path)
-        if item is None:
-            continue
+    for path, item in _entries(ck, d, "webhooks", "{url, events, secret}"):
         ck.keys(item, path, ("url", "events", "secret", "secret_file", "format"),
                 required=("url", "events"))  # fmt: skip
         url = ck.get_str(item, "url", path, default=None)
