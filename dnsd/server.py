@@ -186,8 +186,12 @@ class DnsServer:
         # Alerts come from the main process only (workers see no events): one per change.
         hooks = options.webhooks if options.follow_fd is None else ()
         self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
-        self._failovers = FailoverWatch(self._active_pools, self.alerts)
+        self._failovers = FailoverWatch(self._active_pools, self._pool_health, self.alerts)
         self._alerted_states = -1
+        if hooks and self.bus is not None:
+            self.bus.connection_listeners.append(
+                lambda up: self.alerts.emit("redis", connected=up, url=self.bus_status_url())
+            )
         if hooks:
             self.store.listeners.append(self._alert_event)
             self.store.view_listeners.append(self._alert_failovers)
@@ -286,6 +290,14 @@ class DnsServer:
         if view.states_generation != self._alerted_states:
             self._alerted_states = view.states_generation
             self._failovers.check()
+
+    def bus_status_url(self) -> str:
+        status = self.bus_status()
+        return str(status["url"]) if status else ""
+
+    def _pool_health(self) -> dict[str, bool]:
+        view, pools = self.store.view, self.holder.current.config.pools
+        return {name: view.pool_healthy(pool) for name, pool in pools.items()}
 
     def _active_pools(self) -> dict[str, dict[str, str]]:
         now = time.time()

@@ -6,7 +6,8 @@ for Slack-compatible incoming webhooks.
 Events: `backend_health` (a backend's verdict changed), `override`, `failover` (a load
 balancer's active pool changed for one or more regions: one event listing them),
 `fail_open` (regions of a load balancer now answered with nothing healthy: the fallback,
-or every backend), `reload_failed`. Each webhook has its own bounded queue and one sender task: a receiver
+or every backend), `pool_health` (a pool became healthy or unhealthy), `reload_failed`,
+`redis` (the health bus lost or regained Redis). Each webhook has its own bounded queue and one sender task: a receiver
 that fails is retried after 0.5, 1, 2, 4 s (5 tries), then the event is dropped and
 counted; a full queue drops the newest event and counts it. Nothing here waits on a
 receiver but the sender task, so a dead receiver never slows answers or probes.
@@ -32,7 +33,9 @@ from dnsd.ratelog import RateLimitedLog
 
 log = logging.getLogger("dnsd.webhooks")
 FAILURE_LOG = RateLimitedLog(log)
-EVENTS: Final = ("backend_health", "override", "failover", "fail_open", "reload_failed")
+EVENTS: Final = (
+    "backend_health", "pool_health", "failover", "fail_open", "override", "reload_failed", "redis",
+)  # fmt: skip
 QUEUE_SIZE: Final = 256
 TRIES: Final = 5
 FIRST_WAIT_S: Final = 0.5
@@ -141,15 +144,25 @@ FAIL_OPEN: Final = "(fail open)"  # how active_per_region marks it
 
 
 class FailoverWatch:
-    """Turns health views into `failover` events: the active pool of every load balancer
-    per region (as the status page computes it), compared with the last one seen."""
+    """Turns health views into `pool_health`, `failover` and `fail_open` events: each
+    pool's health and the active pool of every load balancer per region (as the status
+    page computes it), compared with the last ones seen."""
 
-    def __init__(self, active: ActiveRegions, alerts: Alerts) -> None:
+    def __init__(
+        self, active: ActiveRegions, pools: Callable[[], dict[str, bool]], alerts: Alerts
+    ) -> None:
         self._active = active
+        self._pools = pools
         self._alerts = alerts
         self._last: dict[str, dict[str, str]] | None = None
+        self._last_pools: dict[str, bool] | None = None
 
     def check(self) -> None:
+        pools = self._pools()
+        last_pools, self._last_pools = self._last_pools, pools
+        for pool, healthy in pools.items():
+            if last_pools is not None and last_pools.get(pool, healthy) != healthy:
+                self._alerts.emit("pool_health", pool=pool, healthy=healthy)
         now = self._active()
         last, self._last = self._last, now
         if last is None:

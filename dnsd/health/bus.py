@@ -21,7 +21,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, get_args
 
@@ -124,6 +124,8 @@ class RedisBus:
         self.sealer = Sealer(key)
         self.nodes = nodes
         self.connected = False
+        self.connection_listeners: list[Callable[[bool], None]] = []  # lost / regained
+        self._ever_connected = False
         self.errors_total = 0
         self.published_total = 0
         self.received_total = 0
@@ -209,6 +211,10 @@ class RedisBus:
     def _set_connected(self, up: bool) -> None:
         if up and not self.connected:
             log.warning("redis %s connected: sharing health as node %s", self.url, self.node)
+        if up != self.connected and (not up or self._ever_connected):  # lost, or regained
+            for listener in self.connection_listeners:
+                listener(up)
+        self._ever_connected = self._ever_connected or up
         self.connected = up
         self.store.remote.frozen = not up  # while Redis is down, remote state does not expire
 

@@ -138,3 +138,32 @@ def test_a_receiver_that_never_answers_slows_nothing_and_stays_bounded(
                    if line.startswith('dnsd_webhook_total{result="dropped"}'))  # fmt: skip
     assert dropped >= 300 - 256 - 1  # the queue stayed bounded: the overflow was dropped
     assert after < max(0.02, before * 5), (before, after)
+
+
+def test_pool_health_and_redis_events(config_copy: Path, tmp_path: Path) -> None:
+    from tests.processes import Redis
+
+    loop = LoopThread()
+    redis = Redis().start()
+    try:
+        receiver = Receiver(loop)
+        port = loop.call(receiver.start())
+        config = server_file(tmp_path, port, "pool_health, redis")
+        args = ("--config", str(config), "--redis", f"redis://127.0.0.1:{redis.port}/0",
+                "--redis-insecure", "--node", "n1", "--pop-region", "WEU")  # fmt: skip
+        with DnsdProcess(config_copy, *args, env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:
+            dnsd.wait_for_log("connected: sharing health")
+            failover(dnsd)  # the us-east pool is forced down
+            redis.kill()  # the bus loses Redis
+            deadline = time.monotonic() + 10
+            while len(receiver.received) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        events = [json.loads(body) for _, body, _ in receiver.received]
+        assert {"event": "pool_health", "pool": "us-east", "healthy": False}.items() <= next(
+            e for e in events if e["event"] == "pool_health"
+        ).items()
+        lost = next(e for e in events if e["event"] == "redis")
+        assert lost["connected"] is False and str(redis.port) in lost["url"]
+    finally:
+        redis.kill()
+        loop.close()
