@@ -16,6 +16,7 @@ command -v kdig >/dev/null 2>&1 || debs+=(knot-dnsutils)  # kdig: AXFR/IXFR with
 command -v nsd >/dev/null 2>&1 || debs+=(nsd)  # a second real secondary
 command -v delv >/dev/null 2>&1 || debs+=(bind9-dnsutils)  # delv: DNSSEC validation
 command -v ldns-verify-zone >/dev/null 2>&1 || debs+=(ldnsutils)  # checks signed zones
+command -v systemd-analyze >/dev/null 2>&1 || debs+=(systemd)  # verifies docs/dnsd.service
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
