@@ -44,6 +44,7 @@ from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, UdpThread
+from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.resolve import resolve
@@ -209,6 +210,10 @@ class DnsServer:
             self.holder.swap(self.versions.update(snapshot, self.store.view, time.time()))
             self.store.view_listeners.append(self._new_view)
             self.versions.listeners.append(self.notifier.changed)
+        # Config API writes happen in the main process, which reloads its workers.
+        self._config_writer = (
+            ConfigWriter(options.config_dir, self.reload) if options.follow_fd is None else None
+        )
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
         self._tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer
@@ -330,6 +335,10 @@ class DnsServer:
         if self.follower is not None:
             return self.follower.first_view.is_set()
         return self.scheduler.first_round.is_set()
+
+    @property
+    def config_writer(self) -> ConfigWriter | None:
+        return self._config_writer
 
     def bus_status(self) -> dict[str, Any] | None:
         return self.bus.status() if self.bus is not None else None

@@ -20,7 +20,9 @@ from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin.audit import AuditLog, now_iso
+from dnsd.admin import config_api
+from dnsd.admin.audit import AuditLog
+from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audited, authorize
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import (
     BadRequest,
@@ -38,10 +40,6 @@ from dnsd.explain import ExplainError, explain_query
 from dnsd.health.store import OverrideError, PersistError
 from dnsd.ratelog import RateLimitedLog
 
-SERVER: web.AppKey[ServerControl] = web.AppKey("server")
-GATE: web.AppKey[TokenGate] = web.AppKey("gate")
-AUDIT: web.AppKey[AuditLog] = web.AppKey("audit")
-HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 ERROR_LOG = RateLimitedLog(logging.getLogger("dnsd.admin"))
 MAX_BODY = 64 * 1024
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -92,6 +90,7 @@ def build_app(
     r.add_delete("/api/v1/overrides/pools/{pool}", pool_override)
     r.add_put("/api/v1/overrides/load_balancers/{lb}", lb_override)
     r.add_delete("/api/v1/overrides/load_balancers/{lb}", lb_override)
+    config_api.add_routes(r)
     return app
 
 
@@ -148,24 +147,6 @@ async def status_page(request: web.Request) -> web.Response:
 
 
 # -- writes --------------------------------------------------------------------------------
-def authorize(request: web.Request, scope: str) -> Token | web.Response:
-    """The token that allows `scope`, or the error response to send."""
-    return request.app[GATE].check(request, time.monotonic(), scope)
-
-
-async def audited(
-    request: web.Request, token: Token, before: Any, after: Any, response: web.Response
-) -> web.Response:
-    """Append the write to the audit trail (durably, off the event loop), then answer."""
-    entry = {
-        "time": now_iso(), "token": token.name, "source": request.remote or "-",
-        "method": request.method, "route": request.path[:300], "before": before,
-        "after": after, "status": response.status,
-    }  # fmt: skip
-    await asyncio.to_thread(request.app[AUDIT].append, entry)
-    return response
-
-
 async def audit_entries(request: web.Request) -> web.Response:
     """GET /api/v1/audit?since=ISO8601 — needs a token (it names tokens and sources)."""
     token = authorize(request, "read")

@@ -7,11 +7,14 @@ the admin app and passes itself in), so there is no import cycle, not even for t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dnsd.admin.metrics import Metrics
 from dnsd.health.store import HealthStore
 from dnsd.snapshot import SnapshotHolder
+
+if TYPE_CHECKING:
+    from dnsd.provision.writer import ConfigWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,10 @@ class ServerControl(Protocol):
     @property
     def ready(self) -> bool:
         """Config loaded and the first probe round done."""
+
+    @property
+    def config_writer(self) -> ConfigWriter | None:
+        """Config API writes (the main process only; None in a `--workers` process)."""
 
     def bus_status(self) -> dict[str, Any] | None:
         """The Redis health bus (url, node, connected), None without one."""

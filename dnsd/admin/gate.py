@@ -136,7 +136,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def json_object(request: web.Request, allowed: set[str]) -> dict[str, Any]:
+async def json_object(request: web.Request, allowed: set[str] | None) -> dict[str, Any]:
+    """The body as one JSON object; `allowed`: its only permitted keys (None: any)."""
     if request.content_type != "application/json":
         raise BadRequest("the body must be JSON (Content-Type: application/json)")
     if (request.charset or "utf-8").lower() not in ("utf-8", "utf8"):
@@ -148,7 +149,7 @@ async def json_object(request: web.Request, allowed: set[str]) -> dict[str, Any]
         raise BadRequest("the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
-    unknown = set(body) - allowed
+    unknown = set(body) - allowed if allowed is not None else set()
     if unknown:
         raise BadRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
     return body

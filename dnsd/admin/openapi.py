@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from dnsd import __version__
+from dnsd.admin.config_api import CONFIG_ROUTES
+from dnsd.config import fields
 
 JSON = {"application/json": {"schema": {"type": "object"}}}
 ERR = {
@@ -55,6 +57,91 @@ TRICKLE = {
     "properties": {"trickle_ratio": {"type": "number", "minimum": 0, "maximum": 1}},
     "additionalProperties": False,
 }
+
+
+ETAG = {"ETag": {"schema": {"type": "string"}, "description": "content hash of the entry"}}
+IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+CONFIG_ERRORS = {**WRITE_ERRORS, "412": {**ERR, "description": "If-Match is stale"}}
+
+
+def _config_entry(what: str, body: dict[str, Any], params: list[str]) -> dict[str, Any]:
+    """One config API route; the body schema comes from the checker's own field table."""
+    parameters = [
+        {"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params
+    ]
+    entry = {"content": {"application/json": {"schema": body}}, "headers": ETAG}
+    return {
+        "get": {
+            "summary": f"Read {what} (the YAML entry as JSON)",
+            "security": BEARER,
+            "parameters": parameters,
+            "responses": {"200": {"description": "the entry", **entry}, "404": ERR},
+        },
+        "put": {
+            "summary": f"Create or replace {what}; the whole config is checked, written, reloaded",
+            "security": BEARER,
+            "parameters": [*parameters, IF_MATCH],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {
+                "200": {"description": "replaced", "content": JSON, "headers": ETAG},
+                "201": {"description": "created", "content": JSON, "headers": ETAG},
+                **CONFIG_ERRORS,
+            },
+        },
+        "delete": {
+            "summary": f"Delete {what}",
+            "security": BEARER,
+            "parameters": [*parameters, IF_MATCH],
+            "responses": {"200": {"description": "deleted", "content": JSON}, **CONFIG_ERRORS},
+        },
+    }
+
+
+CHANGE_SET = {
+    "type": "object",
+    "required": ["changes"],
+    "properties": {
+        "changes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["route"],
+                "properties": {
+                    "method": {"type": "string", "enum": ["PUT", "DELETE"]},
+                    "route": {"type": "string", "description": "e.g. pools/web"},
+                    "body": {"type": "object"},
+                    "if_match": {"type": "string"},
+                },
+            },
+        }
+    },
+}
+
+
+def config_paths() -> dict[str, Any]:
+    paths: dict[str, Any] = {
+        f"/api/v1/config/{route}": _config_entry(what, fields.schema(table), params)
+        for route, what, table, params in CONFIG_ROUTES
+    }
+    paths["/api/v1/config"] = {
+        "get": {
+            "summary": "Every zone's records, pools, monitors and load balancers",
+            "security": BEARER,
+            "responses": {"200": {"description": "the entries", "content": JSON}},
+        }
+    }
+    paths["/api/v1/config/changes"] = {
+        "post": {
+            "summary": "Apply several changes together: all of them or none",
+            "security": BEARER,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": CHANGE_SET}},
+            },
+            "responses": {"200": {"description": "applied", "content": JSON}, **CONFIG_ERRORS},
+        }
+    }
+    return paths
 
 
 def openapi_document() -> dict[str, Any]:
@@ -151,5 +238,6 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/overrides/load_balancers/{lb}": _override(
                 "load balancer trickle", TRICKLE, ["lb"]
             ),
+            **config_paths(),
         },
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 from dnslib import QTYPE, RCODE
 
+from dnsd.config import fields
 from dnsd.config.checker import Checker, join
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.model import (
@@ -185,13 +186,7 @@ def parse_expected_codes(value: Any) -> tuple[tuple[int, int], ...] | None:
 
 
 def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Monitor:
-    keys = (
-        "type", "interval", "timeout", "retries", "healthy_threshold", "unhealthy_threshold",
-        "port", "method", "path", "host", "headers", "expected_codes", "expected_body",
-        "follow_redirects", "allow_insecure", "sources", "quorum", "initial", "rtt_ewma_alpha",
-        "ca_file", "expected_rcodes", "query_name", "query_type",
-    )  # fmt: skip
-    ck.keys(d, path, keys, required=("type",))
+    ck.keys(d, path, fields.names(fields.MONITOR), fields.required(fields.MONITOR))
     mtype = ck.get_enum(d, "type", path, MONITOR_TYPES, default="tcp")
     interval = ck.get_duration(d, "interval", path, default=15.0, lo=0.05)
     timeout = ck.get_duration(d, "timeout", path, default=5.0, lo=0.01)
@@ -306,11 +301,7 @@ def _query_type(ck: Checker, d: LineDict, path: str) -> int:
 
 # -- pools ---------------------------------------------------------------------------------
 def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Pool:
-    keys = (
-        "monitor", "minimum_origins", "region", "latitude", "longitude", "weight", "enabled",
-        "zonal_affinity", "failover_policy", "backends",
-    )  # fmt: skip
-    ck.keys(d, path, keys, required=("backends",))
+    ck.keys(d, path, fields.names(fields.POOL), fields.required(fields.POOL))
     monitor = ck.get_str(d, "monitor", path, default=None)
     if monitor:
         refs.append(Ref("monitor", monitor, ck.file, d.line_of("monitor"), join(path, "monitor")))
@@ -401,7 +392,6 @@ def _backends(ck: Checker, d: LineDict, path: str, refs: list[Ref]) -> list[Back
     if not isinstance(raw, list) or not raw:
         ck.error(d.line_of("backends"), sub, "expected a non-empty list of backends")
         return []
-    keys = ("name", "address", "port", "zone", "role", "weight", "enabled", "monitor")
     out: list[Backend] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
@@ -409,7 +399,7 @@ def _backends(ck: Checker, d: LineDict, path: str, refs: list[Ref]) -> list[Back
         b = ck.mapping(item, raw.line_of(i), bpath)  # type: ignore[attr-defined]
         if b is None:
             continue
-        ck.keys(b, bpath, keys, required=("name", "address"))
+        ck.keys(b, bpath, fields.names(fields.BACKEND), fields.required(fields.BACKEND))
         name = ck.get_str(b, "name", bpath, default=None)
         if name in seen:
             ck.error(
@@ -469,12 +459,7 @@ def _backend_address(
 
 # -- load balancers ------------------------------------------------------------------------
 def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> LoadBalancer:
-    keys = (
-        "ttl", "steering", "default_pools", "fallback_pool", "region_pools", "country_pools",
-        "pop_pools", "trickle_ratio", "max_answers", "selection", "min_samples", "rtt_max_age",
-        "client_region",
-    )  # fmt: skip
-    ck.keys(d, path, keys, required=("default_pools",))
+    ck.keys(d, path, fields.names(fields.LOAD_BALANCER), fields.required(fields.LOAD_BALANCER))
     default_pools = _pool_list(ck, d, "default_pools", path, refs)
     if "default_pools" in d and not default_pools:
         ck.error(d.line_of("default_pools"), join(path, "default_pools"), "needs at least one pool")
@@ -517,6 +502,9 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         country_pools=_pool_table(
             ck, d, "country_pools", path, refs, set(table.countries), "country code"
         ),
+        subdivision_pools=_pool_table(
+            ck, d, "subdivision_pools", path, refs, set(table.subdivisions), "subdivision"
+        ),
         pop_pools=_pool_table(ck, d, "pop_pools", path, refs, None, "PoP"),
         trickle_ratio=trickle,
         max_answers=ck.get_int(d, "max_answers", path, default=1, lo=1, hi=64),
@@ -554,7 +542,10 @@ def _pool_table(
         loc_s = str(loc)
         line = m.line_of(loc)  # type: ignore[union-attr]
         if valid_keys is not None and loc_s not in valid_keys:
-            hint = _regions_hint(loc_s) if what == "region" else "ISO 3166-1 alpha-2, upper case"
+            hint = {
+                "region": _regions_hint(loc_s),
+                "subdivision": "a US or CA subdivision, ISO 3166-2 such as US-CA",
+            }.get(what, "ISO 3166-1 alpha-2, upper case")
             ck.error(line, join(sub, loc_s), f"unknown {what} {loc_s!r} ({hint})")
             continue
         names = []

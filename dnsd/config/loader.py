@@ -26,11 +26,18 @@ GLOBAL_KEYS = (
 T = TypeVar("T")
 
 
-def load_config(directory: str | Path) -> tuple[Config, list[Reason]]:
+def load_config(
+    directory: str | Path, overlay: Mapping[str, str | None] | None = None
+) -> tuple[Config, list[Reason]]:
+    """`overlay`: file name → the text to use instead of the file's (None: as if the file
+    were gone), so a proposed change is checked as the whole directory it would make
+    before anything is written (the config API, dnsd.provision)."""
     directory = Path(directory)
+    overlay = overlay or {}
     if not directory.is_dir():
         raise ConfigError([Reason(str(directory), 0, "", "not a directory")])
-    files = sorted(directory.glob("*.yaml"))
+    present = {p.name for p in directory.glob("*.yaml")} | set(overlay)
+    files = sorted(directory / n for n in present if overlay.get(n, "") is not None)
     if not files:
         raise ConfigError([Reason(str(directory), 0, "", "no *.yaml files in the directory")])
     reasons: list[Reason] = []
@@ -40,7 +47,8 @@ def load_config(directory: str | Path) -> tuple[Config, list[Reason]]:
     for path in files:
         ck = Checker(str(path))
         try:
-            doc = load_yaml(read_config_file(directory, path))
+            text = overlay.get(path.name)
+            doc = load_yaml(text if text is not None else read_config_file(directory, path))
         except YamlSyntaxError as exc:
             ck.error(exc.line, "", exc.message)
         except UnsafeFile as exc:

@@ -167,19 +167,31 @@ class LoadBalancer:
     min_samples: int
     rtt_max_age_s: float
     client_region: Literal["client", "pop"] = "client"  # steering.md §4
+    # "US-CA" → pools: more specific than a country (docs/steering.md, an addition to §2.4)
+    subdivision_pools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""
         return ref in self.default_pools or any(
             ref in pools
-            for table in (self.pop_pools, self.country_pools, self.region_pools)
+            for table in (
+                self.pop_pools,
+                self.subdivision_pools,
+                self.country_pools,
+                self.region_pools,
+            )
             for pools in table.values()
         )
 
     def pool_refs(self) -> tuple[str, ...]:
         """Every pool reference of this LB, in configuration order, without repeats."""
         refs: list[str] = list(self.default_pools)
-        for table in (self.pop_pools, self.country_pools, self.region_pools):
+        for table in (
+            self.pop_pools,
+            self.subdivision_pools,
+            self.country_pools,
+            self.region_pools,
+        ):
             for pools in table.values():
                 refs.extend(pools)
         if self.fallback_pool:

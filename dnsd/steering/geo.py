@@ -1,6 +1,7 @@
-"""`geo`: pools mapped to the client's PoP, country or region (steering.md §2.4).
+"""`geo`: pools mapped to the client's PoP, subdivision, country or region (steering.md §2.4).
 
-The most specific mapping that exists wins (PoP, then country, then region); its pools are
+The most specific mapping that exists wins (PoP, then US/CA subdivision — an addition to
+§2.4, docs/steering.md — then country, then region); its pools are
 used in failover order, then the default pools, then the fallback pool when healthy.
 """
 
@@ -17,6 +18,9 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     where = "no mapping"
     if client.pop and client.pop in lb.pop_pools:
         mapped, where = lb.pop_pools[client.pop], f"PoP {client.pop}"
+    elif loc.subdivision and f"{loc.country}-{loc.subdivision}" in lb.subdivision_pools:
+        where = f"subdivision {loc.country}-{loc.subdivision}"
+        mapped = lb.subdivision_pools[where.split()[1]]
     elif loc.country and loc.country in lb.country_pools:
         mapped, where = lb.country_pools[loc.country], f"country {loc.country}"
     elif loc.region and loc.region in lb.region_pools:

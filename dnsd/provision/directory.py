@@ -1,0 +1,169 @@
+"""Read entries of a configuration directory, and change it safely.
+
+A change set is checked as a whole before anything is written: ETags first (412), then the
+new texts are read back by dnsd's own loader (what was asked is what will be read), then
+the whole resulting directory is validated by the same loader `dnsd check` runs (400 with
+every reason). Only then is each touched file replaced atomically (temp file, fsync,
+rename, fsync of the directory). No server is needed: the octoDNS provider's
+`directory:` mode uses this module as it is; a running server adds a reload (writer.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dnsd.config.files import UnsafeFile, read_config_file
+from dnsd.config.loader import load_config
+from dnsd.config.yamlio import YamlSyntaxError, load_yaml
+from dnsd.errors import ConfigError
+from dnsd.provision.edit import ChangeRefused, Editor, find, plain
+from dnsd.provision.targets import SECTIONS, Change, Target, etag, matches
+
+MAX_FILES = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A checked change set: the texts to write, and what each entry was and becomes."""
+
+    old_texts: dict[str, str | None]  # file → its text now (None: the file is new)
+    new_texts: dict[str, str]
+    before: dict[str, Any]  # route → entry (None: absent)
+    after: dict[str, Any]
+    etags: dict[str, str | None]  # route → the new ETag (None: deleted)
+    created: tuple[str, ...]  # routes that did not exist
+
+
+def read_texts(directory: Path) -> dict[str, str]:
+    texts = {}
+    for path in sorted(directory.glob("*.yaml"))[:MAX_FILES]:
+        try:
+            texts[path.name] = read_config_file(directory, path)
+        except (OSError, UnsafeFile, UnicodeDecodeError) as exc:
+            raise ChangeRefused(400, f"{path}: cannot read: {exc}") from None
+    return texts
+
+
+def parsed(texts: Mapping[str, str]) -> dict[str, Any]:
+    """Every file as dnsd's loader reads it; a file that does not parse is refused."""
+    docs = {}
+    for file, text in texts.items():
+        try:
+            docs[file] = load_yaml(text)
+        except YamlSyntaxError as exc:
+            raise ChangeRefused(400, f"{file}:{exc.line}: {exc.message}") from None
+    return docs
+
+
+def entry(docs: Mapping[str, Any], target: Target) -> Any:
+    """The entry as JSON data, or None."""
+    place = find(docs, target)
+    return None if place is None else plain(place.container[place.key])
+
+
+def read_entry(directory: Path, target: Target) -> Any:
+    return entry(parsed(read_texts(directory)), target)
+
+
+def read_all(directory: Path) -> dict[str, Any]:
+    """Every entry the config API can change, as one JSON document (for octoDNS):
+    {"zones": {ZONE: {"file": F, "records": {...}}}, "pools": ..., "monitors": ...,
+    "load_balancers": ...}."""
+    out: dict[str, Any] = {"zones": {}, **{s: {} for s in SECTIONS.values()}}
+    for file, doc in parsed(read_texts(directory)).items():
+        if not isinstance(doc, dict):
+            continue
+        if "zone" in doc:
+            zone = str(doc["zone"]).lower().rstrip(".")
+            records = doc.get("records") if isinstance(doc.get("records"), dict) else {}
+            out["zones"][zone] = {"file": file, "records": plain(records)}
+        for section in SECTIONS.values():
+            if isinstance(doc.get(section), dict):
+                out[section].update(plain(doc[section]))
+    return out
+
+
+def prepare(directory: Path, changes: Sequence[Change]) -> Prepared:
+    """Check a change set against the directory as it is now; ChangeRefused if any part
+    fails (404 missing, 412 stale ETag, 400 invalid), in which case nothing is written."""
+    texts = read_texts(directory)
+    docs = parsed(texts)
+    before = {c.target.route: entry(docs, c.target) for c in changes}
+    for change in changes:
+        current = etag(before[change.target.route])
+        if change.if_match is not None and not matches(change.if_match, current):
+            raise ChangeRefused(412, f"{change.target.route}: If-Match {change.if_match[:80]} "
+                                f"is stale (the entry's ETag is {current or 'none: it does not exist'})")  # fmt: skip
+    editor = Editor(texts)
+    for change in changes:
+        editor.apply(change)
+    new_texts = editor.result()
+    new_docs = parsed({**texts, **new_texts})
+    last = {c.target.route: c for c in changes}  # the last change to an entry decides it
+    after = {route: entry(new_docs, c.target) for route, c in last.items()}
+    for route, change in last.items():
+        if after[route] != (None if change.body is None else _expected(change)):
+            raise ChangeRefused(400, f"{route}: the entry would not read back as sent "
+                                "(a value YAML reads as another type?)")  # fmt: skip
+    try:
+        load_config(directory, overlay=new_texts)
+    except ConfigError as exc:
+        errors = [str(r) for r in exc.reasons if not r.warning]
+        raise ChangeRefused(400, "the change makes the configuration invalid: nothing changed", errors) from None  # fmt: skip
+    return Prepared(
+        old_texts={f: texts.get(f) for f in new_texts},
+        new_texts=new_texts,
+        before=before,
+        after=after,
+        etags={route: etag(value) for route, value in after.items()},
+        created=tuple(r for r, v in before.items() if v is None and after[r] is not None),
+    )
+
+
+def _expected(change: Change) -> Any:
+    body = plain(change.body)
+    if change.target.kind == "backend" and isinstance(body, dict):
+        body = {"name": change.target.name, **body}
+    return body
+
+
+def write_texts(directory: Path, texts: Mapping[str, str | None]) -> None:
+    """Replace each file atomically (None removes it): a reader sees the old file or the
+    new one, never a mix, and a crash leaves one of the two on disk."""
+    for file, text in texts.items():
+        path = directory / file
+        if text is None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            continue
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        fd, tmp = tempfile.mkstemp(prefix=f".{file}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def apply_to_directory(directory: Path, changes: Sequence[Change]) -> Prepared:
+    """Check and write a change set (no server involved)."""
+    prepared = prepare(directory, changes)
+    write_texts(directory, prepared.new_texts)
+    return prepared

@@ -1,0 +1,229 @@
+"""Turn config changes into new YAML texts, keeping everything they do not touch.
+
+The loader (`dnsd.config.yamlio`) stays the one reader of the configuration; writing goes
+through ruamel.yaml's round-trip mode, the standard Python library for editing YAML while
+keeping comments, key order and quoting of the entries a change does not touch. Where a
+new entry goes: into the file that already holds its section (the first such file in name
+order), else into `provisioned.yaml`; a backend into its pool; a record into the file
+whose `zone:` it belongs to.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from dnsd.config.names import absolute
+from dnsd.provision.targets import SECTIONS, Change, Target
+
+NEW_FILE = "provisioned.yaml"
+FLOW_WIDTH = 100  # a record or backend this short stays on one line: {A: [192.0.2.1]}
+
+
+class ChangeRefused(Exception):
+    """A change that is not made: HTTP-like status, a message and every reason."""
+
+    def __init__(self, status: int, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.errors = errors or [message]
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where an entry lives: the file, its container (mapping or list) and its key."""
+
+    file: str
+    container: Any
+    key: Any
+
+
+def find(docs: Mapping[str, Any], target: Target) -> Place | None:
+    """The entry `target` names in documents loaded by either YAML reader (both give
+    dicts and lists), or None."""
+    if target.kind in SECTIONS:
+        section = SECTIONS[target.kind]
+        for file, doc in docs.items():
+            table = doc.get(section) if isinstance(doc, dict) else None
+            if isinstance(table, dict):
+                for key in table:
+                    if str(key) == target.name:
+                        return Place(file, table, key)
+        return None
+    if target.kind == "backend":
+        pool = find(docs, Target("pool", target.names[:1]))
+        entry = pool.container[pool.key] if pool else None
+        backends = entry.get("backends") if isinstance(entry, dict) else None
+        for i, item in enumerate(backends if isinstance(backends, list) else ()):
+            if isinstance(item, dict) and str(item.get("name")) == target.name:
+                return Place(pool.file, backends, i)  # type: ignore[union-attr]
+        return None
+    zone = zone_file(docs, target.names[0])
+    records = docs[zone].get("records") if zone else None
+    if isinstance(records, dict):
+        origin = target.names[0] + "."
+        wanted = absolute(target.name, origin)
+        for key in records:
+            if absolute(str(key), origin) == wanted:
+                return Place(zone, records, key)  # type: ignore[arg-type]
+    return None
+
+
+def zone_file(docs: Mapping[str, Any], zone: str) -> str | None:
+    for file, doc in docs.items():
+        if isinstance(doc, dict) and str(doc.get("zone", "")).lower().rstrip(".") == zone:
+            return file
+    return None
+
+
+def plain(value: Any) -> Any:
+    """An entry as JSON data (dict subclasses and YAML scalars to plain JSON types)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round-trip
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never fold a long value onto a second line
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+class Editor:
+    """The directory's texts and the round-trip documents of the files changes touch."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self.texts = dict(texts)
+        self._docs: dict[str, Any] = {}
+        self.changed: set[str] = set()
+
+    def docs(self) -> dict[str, Any]:
+        for file in sorted(self.texts):
+            self._doc(file)
+        return self._docs
+
+    def _doc(self, file: str) -> Any:
+        if file not in self._docs:
+            try:
+                doc = _yaml().load(self.texts.get(file, ""))
+            except YAMLError as exc:
+                raise ChangeRefused(400, f"{file}: not valid YAML: {str(exc)[:300]}") from None
+            if doc is None:
+                doc = CommentedMap()
+            if not isinstance(doc, dict):
+                raise ChangeRefused(400, f"{file}: the file is not a mapping")
+            self._docs[file] = doc
+        return self._docs[file]
+
+    def apply(self, change: Change) -> None:
+        target, body = change.target, change.body
+        place = find(self.docs(), target)
+        if body is None:
+            if place is None:
+                raise ChangeRefused(404, f"{target.route}: no such entry")
+            del place.container[place.key]
+            self._tidy(place.file, target)
+            self.changed.add(place.file)
+            return
+        if target.kind == "backend":
+            body = {"name": target.name, **body}
+            if str(body["name"]) != target.name:
+                raise ChangeRefused(400, f'the body names backend {body["name"]!r}, the route {target.name!r}')  # fmt: skip
+        node = _node(body, top=target.kind in SECTIONS)
+        if place is not None:
+            place.container[place.key] = node
+            self.changed.add(place.file)
+            return
+        file, container, key = self._new_place(target)
+        if isinstance(container, list):
+            container.append(node)
+        else:
+            container[key] = node
+        self.changed.add(file)
+
+    def _new_place(self, target: Target) -> tuple[str, Any, Any]:
+        docs = self.docs()
+        if target.kind in SECTIONS:
+            section = SECTIONS[target.kind]
+            file = next((f for f, d in docs.items() if isinstance(d.get(section), dict)), NEW_FILE)
+            doc = self._doc(file)
+            if not isinstance(doc.get(section), dict):
+                doc[section] = CommentedMap()
+            return file, doc[section], target.name
+        if target.kind == "backend":
+            pool = find(docs, Target("pool", target.names[:1]))
+            if pool is None:
+                raise ChangeRefused(404, f"pools/{target.names[0]}: no such pool")
+            entry = pool.container[pool.key]
+            if not isinstance(entry, dict):
+                raise ChangeRefused(400, f"pools/{target.names[0]}: the pool is not a mapping")
+            if not isinstance(entry.get("backends"), list):
+                entry["backends"] = CommentedSeq()
+            return pool.file, entry["backends"], None
+        zone = target.names[0]
+        found = zone_file(docs, zone)
+        if found is None:
+            raise ChangeRefused(404, f"zones/{zone}: no YAML file of the directory defines this zone")  # fmt: skip
+        doc = self._doc(found)
+        if not isinstance(doc.get("records"), dict):
+            doc["records"] = CommentedMap()
+        return found, doc["records"], relative(target.name, zone + ".")
+
+    def _tidy(self, file: str, target: Target) -> None:
+        """A section left empty by a delete goes too (`pools: {}` says nothing)."""
+        if target.kind in SECTIONS:
+            doc = self._doc(file)
+            if doc.get(SECTIONS[target.kind]) == {}:
+                del doc[SECTIONS[target.kind]]
+
+    def result(self) -> dict[str, str]:
+        """The new text of every file a change touched."""
+        out = {}
+        for file in sorted(self.changed):
+            stream = io.StringIO()
+            _yaml().dump(self._docs[file], stream)
+            out[file] = stream.getvalue()
+        return out
+
+
+def relative(name: str, origin: str) -> str:
+    """A record name as the YAML writes it: `@` for the apex, else relative to the zone."""
+    full = absolute(name, origin)
+    if full == origin:
+        return "@"
+    return full[: -len(origin) - 1] if full.endswith("." + origin) else full
+
+
+def _node(value: Any, top: bool = False) -> Any:
+    """JSON data as round-trip YAML nodes: short mappings and lists of scalars in flow
+    style (`{name: a, address: 192.0.2.1}`, `[a, b]`), like the bundled samples."""
+    if isinstance(value, dict):
+        node = CommentedMap((k, _node(v)) for k, v in value.items())
+        if not top and _short(value):
+            node.fa.set_flow_style()
+        return node
+    if isinstance(value, list):
+        seq = CommentedSeq(_node(v) for v in value)
+        if all(not isinstance(v, dict | list) for v in value):
+            seq.fa.set_flow_style()
+        return seq
+    return value
+
+
+def _short(value: dict[str, Any]) -> bool:
+    flat = all(
+        not isinstance(v, dict | list) or (isinstance(v, list) and _scalars(v))
+        for v in value.values()
+    )
+    return flat and len(json.dumps(value)) <= FLOW_WIDTH
+
+
+def _scalars(items: list[Any]) -> bool:
+    return all(not isinstance(v, dict | list) for v in items)

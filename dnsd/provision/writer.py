@@ -1,0 +1,66 @@
+"""Config writes in a running server: one at a time, checked, written, reloaded.
+
+The lock makes "compare the ETag, write" one step, so of two writers racing on one entry
+with the same If-Match exactly one wins and the other gets 412. When the reload fails
+after all (a DNSSEC key that cannot be read, say), the files are put back as they were
+and reloaded again, so a refused change leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dnsd.admin.control import ReloadResult
+from dnsd.provision.directory import Prepared, prepare, read_all, read_entry, write_texts
+from dnsd.provision.edit import ChangeRefused
+from dnsd.provision.targets import Change, Target
+
+log = logging.getLogger("dnsd.provision")
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    prepared: Prepared
+    generation: int
+
+
+class ConfigWriter:
+    def __init__(self, directory: Path, reload: Callable[[], Awaitable[ReloadResult]]) -> None:
+        self.directory = directory
+        self._reload = reload
+        self._lock = asyncio.Lock()
+        # Called with each change set this node applied for its own clients (not with
+        # sets that came from other nodes): the Redis sync publishes them.
+        self.listeners: list[Callable[[Sequence[Change]], None]] = []
+
+    async def read(self, target: Target) -> Any:
+        return await asyncio.to_thread(read_entry, self.directory, target)
+
+    async def read_all(self) -> dict[str, Any]:
+        return await asyncio.to_thread(read_all, self.directory)
+
+    async def apply(self, changes: Sequence[Change], local: bool = True) -> Applied:
+        """Check, write and reload; ChangeRefused (nothing changed) otherwise."""
+        if not changes:
+            raise ChangeRefused(400, "no changes")
+        async with self._lock:
+            prepared = await asyncio.to_thread(prepare, self.directory, changes)
+            await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
+            result = await self._reload()
+            if not result.ok:
+                await asyncio.to_thread(write_texts, self.directory, prepared.old_texts)
+                await self._reload()
+                raise ChangeRefused(400, "the server could not load the change: nothing changed",
+                                    result.errors)  # fmt: skip
+            routes = ", ".join(c.target.route for c in changes[:5])
+            log.info("config changed (%s%s): generation %d", routes,
+                     ", …" if len(changes) > 5 else "", result.generation)  # fmt: skip
+        if local:
+            for listener in self.listeners:
+                listener(changes)
+        return Applied(prepared, result.generation)
