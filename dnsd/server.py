@@ -44,6 +44,7 @@ from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, UdpThread
+from dnsd.provision.sync import ConfigSync
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
@@ -214,6 +215,11 @@ class DnsServer:
         self._config_writer = (
             ConfigWriter(options.config_dir, self.reload) if options.follow_fd is None else None
         )
+        self.config_sync: ConfigSync | None = None
+        if self.bus is not None and self._config_writer is not None:
+            self.config_sync = ConfigSync(
+                self.bus, self._config_writer, options.state_dir, self._config_refused
+            )
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
         self._tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer
@@ -377,7 +383,13 @@ class DnsServer:
             )
             self.pool.start()
 
+    def _config_refused(self, errors: list[str]) -> None:
+        generation = self.holder.current.generation
+        self.alerts.emit("reload_failed", generation=generation, errors=errors[:20])
+
     async def _start_probing(self) -> None:
+        if self.config_sync is not None:
+            self.config_sync.start()
         if self.bus is not None:
             await self.bus.start()
         await self.scheduler.start()
@@ -605,6 +617,8 @@ class DnsServer:
         await self.scheduler.stop()
         await self.notifier.stop()
         await self.alerts.stop()
+        if self.config_sync is not None:
+            await self.config_sync.stop()
         if self.bus is not None:
             await self.bus.stop()
         for udp in self._udp:

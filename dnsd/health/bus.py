@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 
 import redis.asyncio as aioredis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -105,6 +105,21 @@ def observation_of(
 
 
 MAX_SKEW_S = 5.0  # a message's times may be this far ahead of our clock, no further
+MAX_MESSAGE = 4 * 1024 * 1024  # bytes; a larger message is refused before it is opened
+
+
+class BusChannel(Protocol):
+    """One more kind of message on the bus's connection (the config sync, dnsd.provision):
+    the bus subscribes to `channel`, hands it every message, and lets it catch up after
+    each (re)connect."""
+
+    channel: str
+
+    async def catch_up(self, client: aioredis.Redis) -> None: ...
+
+    def receive(self, raw: str | bytes) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
 
 
 class RedisBus:
@@ -134,6 +149,7 @@ class RedisBus:
         self._client: aioredis.Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.channels: list[BusChannel] = []
         store.remote.max_age_s = max_age_s
         store.observation_listeners.append(self._on_local)
         store.override_listeners.append(self._on_overrides)
@@ -160,8 +176,12 @@ class RedisBus:
                 )
                 await self._client.ping()
                 pubsub = self._client.pubsub()
-                await pubsub.subscribe(OBS_CHANNEL, OVERRIDES_CHANNEL)
+                await pubsub.subscribe(
+                    OBS_CHANNEL, OVERRIDES_CHANNEL, *(c.channel for c in self.channels)
+                )
                 await self._catch_up()
+                for extra in self.channels:
+                    await extra.catch_up(self._client)
                 self._set_connected(True)
                 backoff = 0.2
                 while True:
@@ -184,8 +204,11 @@ class RedisBus:
                 backoff = min(backoff * 2, 2.0)
 
     def status(self) -> dict[str, Any]:
-        return {"url": _redacted(self.url), "node": self.node, "connected": self.connected,
-                "authenticated": self.sealer.authenticated, "rejected": dict(self.rejected)}  # fmt: skip
+        out = {"url": _redacted(self.url), "node": self.node, "connected": self.connected,
+               "authenticated": self.sealer.authenticated, "rejected": dict(self.rejected)}  # fmt: skip
+        for extra in self.channels:
+            out.update(extra.status())
+        return out
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
@@ -239,6 +262,27 @@ class RedisBus:
             self._receive_observation(message["data"])
         elif channel == OVERRIDES_CHANNEL:
             self._receive_overrides(message["data"])
+        else:
+            for extra in self.channels:
+                if channel == extra.channel:
+                    extra.receive(message["data"])
+
+    @property
+    def client(self) -> aioredis.Redis | None:
+        """The connection while Redis is reachable."""
+        return self._client if self.connected else None
+
+    def open_message(self, raw: str | bytes, newest: str = "at") -> dict[str, Any]:
+        """A sealed message from a node of this cluster, opened: Rejected otherwise (a
+        bad seal, a node outside --cluster-nodes, a time in the future, too large)."""
+        if len(raw) > MAX_MESSAGE:
+            raise Rejected("malformed", f"a message of {len(raw)} bytes")
+        body = self.sealer.open(raw)
+        sender = body.get("node")
+        if not isinstance(sender, str):
+            raise Rejected("malformed", "a message that names no node")
+        self._check_sender(sender, float(body.get(newest, 0.0)))
+        return body
 
     def _opened(self, raw: str | bytes) -> dict[str, Any] | None:
         try:
@@ -247,7 +291,7 @@ class RedisBus:
             return None
 
     def _receive_observation(self, raw: str | bytes) -> None:
-        with self._rejections():
+        with self.rejections():
             obs = Observation.from_body(self.sealer.open(raw))
             self._check_sender(obs.node, max(obs.published_at, obs.last_at))
             if obs.node == self.node:
@@ -259,7 +303,7 @@ class RedisBus:
                 raise Rejected("unknown_target", f"{obs.host}:{obs.port} is not probed here")
 
     def _receive_overrides(self, raw: str | bytes) -> None:
-        with self._rejections():
+        with self.rejections():
             body = self.sealer.open(raw)
             sender = body.get("node")
             if not isinstance(sender, str):
@@ -281,7 +325,7 @@ class RedisBus:
         return {**self.store.overrides_document(), "node": self.node}
 
     @contextlib.contextmanager
-    def _rejections(self) -> Iterator[None]:
+    def rejections(self) -> Iterator[None]:
         """A message this cluster did not send, or cannot use, is counted by reason and
         skipped — never applied, never the end of the subscriber — and logged at a bounded
         rate."""

@@ -126,6 +126,8 @@ class Editor:
         target, body = change.target, change.body
         place = find(self.docs(), target)
         if body is None:
+            if place is None and change.missing_ok:
+                return
             if place is None:
                 raise ChangeRefused(404, f"{target.route}: no such entry")
             del place.container[place.key]

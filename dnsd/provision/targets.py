@@ -48,6 +48,7 @@ class Change:
     target: Target
     body: Any  # the entry as JSON; None deletes it
     if_match: str | None = None  # an ETag, "*" (must exist) or None (unconditional)
+    missing_ok: bool = False  # deleting what is not there is done, not 404 (the Redis sync)
 
 
 def parse_route(route: str) -> Target:

@@ -1,0 +1,123 @@
+"""Config API writes reach every node through a real redis-server (issue 20): a write on
+node a is served by b and c within 2 s, a node started later catches up, a node whose
+directory cannot take a change reports it and keeps serving, and a message without the
+cluster's seal changes nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from dnslib import DNSRecord
+
+from dnsd.provision.sync import CHANNEL
+from tests.admin_client import http
+from tests.dnsclient import udp_raw
+from tests.processes import DnsdProcess, Redis
+
+TOKEN = "sync-token"
+KEY = "config-sync-cluster-key-0123456789"
+CONFIG = """\
+zone: sync.test
+soa: {mname: ns1.sync.test., rname: h.sync.test., minimum: 1}
+records:
+  "@": {NS: ns1.sync.test.}
+  ns1: {A: 127.0.0.1}
+  www: {lb: www}
+pools:
+  p1: {backends: [{name: b1, address: 192.0.2.1}]}
+load_balancers:
+  www: {ttl: 1, default_pools: [p1]}
+"""
+
+
+def answers(port: int, name: str) -> list[str]:
+    raw = udp_raw(port, DNSRecord.question(name).pack())
+    assert raw is not None
+    return sorted(str(rr.rdata) for rr in DNSRecord.parse(raw).rr)
+
+
+def wait_for(port: int, name: str, want: list[str], timeout: float) -> float:
+    started = time.monotonic()
+    while answers(port, name) != want:
+        assert time.monotonic() - started < timeout, (name, answers(port, name))
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def node(tmp: Path, name: str, redis: Redis) -> DnsdProcess:
+    zones = tmp / name / "zones"
+    zones.mkdir(parents=True)
+    (zones / "sync.yaml").write_text(CONFIG)
+    (tmp / "cluster.key").write_text(KEY)
+    return DnsdProcess(
+        zones, "--redis", f"redis://127.0.0.1:{redis.port}/0", "--node", name, "--pop-region",
+        {"a": "WNAM", "b": "ENAM", "c": "WEU"}.get(name, "WEU"),
+        "--redis-key-file", str(tmp / "cluster.key"), "--state-dir", str(tmp / name / "state"),
+        env={"DNSD_ADMIN_TOKEN": TOKEN},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def redis():
+    server = Redis().start()
+    yield server
+    server.kill()
+
+
+def test_a_write_on_one_node_is_served_by_every_node(tmp_path: Path, redis: Redis) -> None:
+    nodes = {n: node(tmp_path, n, redis).__enter__() for n in "abc"}
+    try:
+        for proc in nodes.values():
+            proc.wait_for_log("sharing health as node")
+        record = {"A": ["192.0.2.50"], "ttl": 5}
+        route = "/api/v1/config/zones/sync.test/records/new"
+        assert http(nodes["a"].admin_port, "PUT", route, record, token=TOKEN)[0] == 201
+        assert answers(nodes["a"].port, "new.sync.test") == ["192.0.2.50"]
+        took = max(wait_for(nodes[n].port, "new.sync.test", ["192.0.2.50"], 2.0) for n in "bc")
+        print(f"write on a served by b and c after {took:.2f} s")
+        assert "new: {A: [192.0.2.50], ttl: 5}" in (tmp_path / "b" / "zones" / "sync.yaml").read_text()
+        # a pool and its backend, then a deletion, travel the same way
+        pool = "/api/v1/config/pools/p1/backends/b2"
+        assert http(nodes["b"].admin_port, "PUT", pool, {"address": "192.0.2.2"}, token=TOKEN)[0] == 201
+        for n in "ac":
+            wait_for(nodes[n].port, "www.sync.test", ["192.0.2.1"], 2.0)  # max_answers 1: either
+            wait_for_pool(nodes[n].admin_port, ["b1", "b2"])
+        assert http(nodes["c"].admin_port, "DELETE", route, token=TOKEN)[0] == 200
+        for n in "ab":
+            wait_for(nodes[n].port, "new.sync.test", [], 2.0)
+        # a node started later (its directory as it was at the start) catches up
+        late = node(tmp_path, "d", redis).__enter__()
+        nodes["d"] = late
+        wait_for_pool(late.admin_port, ["b1", "b2"], timeout=10.0)
+        assert answers(late.port, "new.sync.test") == []
+        # a change one node's directory cannot take: that node says so and keeps serving
+        (tmp_path / "c" / "zones" / "sync.yaml").write_text(CONFIG.replace("p1", "p9"))
+        assert http(nodes["c"].admin_port, "POST", "/api/v1/reload", token=TOKEN)[0] == 200
+        lb = {"default_pools": ["p1"], "ttl": 2}
+        assert http(nodes["a"].admin_port, "PUT", "/api/v1/config/load_balancers/www", lb, token=TOKEN)[0] == 200  # fmt: skip
+        deadline = time.monotonic() + 3
+        while not (error := http(nodes["c"].admin_port, "GET", "/api/v1/status")[1]["bus"]["config_sync"]["error"]):  # fmt: skip
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "undefined pool 'p1'" in error
+        assert answers(nodes["c"].port, "www.sync.test") == ["192.0.2.1"]
+        # a message without the cluster's seal is refused and counted
+        redis.cli("publish", CHANNEL, '{"node": "a", "entries": []}')
+        time.sleep(0.3)
+        rejected = http(nodes["b"].admin_port, "GET", "/api/v1/status")[1]["bus"]["rejected"]
+        assert sum(rejected.values()) >= 1
+    finally:
+        for proc in nodes.values():
+            proc.stop()
+
+
+def wait_for_pool(admin: int, backends: list[str], timeout: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, pool = http(admin, "GET", "/api/v1/config/pools/p1", token=TOKEN)
+        if status == 200 and [b["name"] for b in pool["backends"]] == backends:
+            return
+        assert time.monotonic() < deadline, pool
+        time.sleep(0.05)
