@@ -73,7 +73,7 @@ def read_entry(directory: Path, target: Target) -> Any:
 
 def read_all(directory: Path) -> dict[str, Any]:
     """Every entry the config API can change, as one JSON document (for octoDNS):
-    {"zones": {ZONE: {"file": F, "records": {...}}}, "pools": ..., "monitors": ...,
+    {"zones": {ZONE: {"file": F, "ttl": T, "records": {...}}}, "pools": ..., "monitors": ...,
     "load_balancers": ...}."""
     out: dict[str, Any] = {"zones": {}, **{s: {} for s in SECTIONS.values()}}
     for file, doc in parsed(read_texts(directory)).items():
@@ -82,7 +82,8 @@ def read_all(directory: Path) -> dict[str, Any]:
         if "zone" in doc:
             zone = str(doc["zone"]).lower().rstrip(".")
             records = doc.get("records") if isinstance(doc.get("records"), dict) else {}
-            out["zones"][zone] = {"file": file, "records": plain(records)}
+            ttl = doc.get("ttl", 3600)
+            out["zones"][zone] = {"file": file, "ttl": ttl, "records": plain(records)}
         for section in SECTIONS.values():
             if isinstance(doc.get(section), dict):
                 out[section].update(plain(doc[section]))

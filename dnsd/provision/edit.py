@@ -134,6 +134,7 @@ class Editor:
             self._tidy(place.file, target)
             self.changed.add(place.file)
             return
+        body = plain(body)  # JSON types only: str subclasses and the like cannot be written
         if target.kind == "backend":
             body = {"name": target.name, **body}
             if str(body["name"]) != target.name:

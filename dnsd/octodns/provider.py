@@ -1,0 +1,300 @@
+"""`dnsd.octodns.DnsdProvider`: dnsd as an octoDNS source and target.
+
+    providers:
+      dnsd:
+        class: dnsd.octodns.DnsdProvider
+        url: http://127.0.0.1:8053      # the admin API (changes go through the config API)
+        token: env/DNSD_ADMIN_TOKEN     # a token with the admin scope
+        # or, without a server: directory: /etc/dnsd/zones
+
+A sync is one change set (`POST /api/v1/config/changes`, or dnsd.provision straight into
+the directory): checked as a whole, applied together or not at all. How records map onto
+dnsd entries is in mapping.py and docs/octodns.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, ClassVar
+
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+from octodns.provider import ProviderException, SupportsException
+from octodns.provider.base import BaseProvider
+from octodns.record import Record, Update
+from octodns.record.rr import Rrset
+
+from dnsd.octodns.mapping import (
+    PREFIX,
+    Entries,
+    Unmappable,
+    base_name,
+    dynamic_entries,
+    dynamic_record,
+)
+from dnsd.provision.directory import apply_to_directory, read_all
+from dnsd.provision.edit import ChangeRefused, relative
+from dnsd.provision.targets import SECTIONS, Change, parse_route
+
+TYPES = ("A", "AAAA", "CAA", "CNAME", "DS", "MX", "NS", "PTR", "SRV", "TXT")
+
+
+class DnsdProvider(BaseProvider):
+    SUPPORTS_GEO = False
+    SUPPORTS_DYNAMIC = True
+    SUPPORTS_POOL_VALUE_STATUS = False
+    SUPPORTS_DYNAMIC_SUBNETS = False
+    SUPPORTS_MULTIVALUE_PTR = True
+    SUPPORTS_ROOT_NS = False  # the zone's own NS set stays as the YAML has it
+    SUPPORTS: ClassVar[set[str]] = set(TYPES)
+
+    def __init__(
+        self,
+        id: str,
+        url: str | None = None,
+        token: str | None = None,
+        directory: str | None = None,
+        timeout: float = 30.0,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.log = logging.getLogger(f"DnsdProvider[{id}]")
+        super().__init__(id, *args, **kwargs)
+        if (url is None) == (directory is None):
+            raise ProviderException(f"{id}: give url (with token) or directory, not both")
+        if url is not None and not token:
+            raise ProviderException(f"{id}: url needs a token (a dnsd token with the admin scope)")
+        self.url = url.rstrip("/") if url else None
+        self.token = token
+        self.directory = Path(directory) if directory else None
+        self.timeout = timeout
+        self._foreign: dict[str, dict[str, str]] = {}  # zone → name → a hand-written LB
+
+    # -- talking to dnsd -------------------------------------------------------------------------
+    def _config(self) -> dict[str, Any]:
+        if self.directory is not None:
+            try:
+                return read_all(self.directory)
+            except ChangeRefused as exc:
+                raise ProviderException(f"{self.id}: {exc}") from None
+        return self._request("GET", "/api/v1/config")
+
+    def _send(self, changes: list[Change]) -> None:
+        if self.directory is not None:
+            try:
+                apply_to_directory(self.directory, changes)
+            except ChangeRefused as exc:
+                raise ProviderException(
+                    f"{self.id}: {exc}: " + "; ".join(exc.errors[:20])
+                ) from None
+            return
+        body = {"changes": [
+            {"method": "DELETE" if c.body is None else "PUT", "route": c.target.route,
+             **({} if c.body is None else {"body": c.body})}
+            for c in changes
+        ]}  # fmt: skip
+        self._request("POST", "/api/v1/config/changes", body)
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode())
+        except urllib.error.HTTPError as exc:
+            try:
+                detail = json.loads(exc.read().decode())
+            except ValueError:
+                detail = {}
+            errors = "; ".join(detail.get("errors", [])[:20])
+            message = detail.get("error", exc.reason)
+            raise ProviderException(
+                f"{self.id}: {method} {path}: {exc.code} {message}. {errors}"
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ProviderException(f"{self.id}: {self.url} unreachable: {exc}") from None
+
+    # -- source: dnsd → octoDNS ----------------------------------------------------------------
+    def populate(self, zone: Any, target: bool = False, lenient: bool = False) -> bool:
+        """Add dnsd's records of `zone` (False when dnsd has no such zone)."""
+        config = self._config()
+        name = zone.name.rstrip(".").lower()
+        info = config["zones"].get(name)
+        self._foreign[name] = {}
+        if info is None:
+            return False
+        origin = name + "."
+        for key, entry in info["records"].items():
+            owner = relative(str(key), origin)
+            rname = "" if owner == "@" else owner
+            fqdn = f"{rname}.{origin}" if rname else origin
+            if "lb" in entry:
+                lb = str(entry["lb"])
+                if not lb.startswith(PREFIX):
+                    self._foreign[name][rname] = lb
+                    self.log.warning("populate: %s is load balancer %r, not managed by octoDNS: left out", fqdn, lb)  # fmt: skip
+                    continue
+                rtype = lb.rsplit("~", 1)[1]
+                data = dynamic_record(lb, config)
+                if data is None:
+                    self.log.warning("populate: %s: the entries of %r are incomplete: left out", fqdn, lb)  # fmt: skip
+                    continue
+                zone.add_record(Record.new(zone, rname, {"type": rtype, **data}, source=self, lenient=lenient), lenient=lenient)  # fmt: skip
+                continue
+            ttl = int(entry.get("ttl", info.get("ttl", 3600)))
+            for rtype in TYPES:
+                if rtype not in entry or (rtype == "NS" and not rname):
+                    continue
+                values = entry[rtype] if isinstance(entry[rtype], list) else [entry[rtype]]
+                zone.add_record(_static_record(zone, rname, fqdn, rtype, ttl, values, lenient), lenient=lenient)  # fmt: skip
+        return True
+
+    # -- target: plan ----------------------------------------------------------------------------
+    def _process_desired_zone(self, desired: Any) -> Any:
+        desired = super()._process_desired_zone(desired)
+        by_name: dict[str, list[Any]] = defaultdict(list)
+        for record in desired.records:
+            by_name[record.name].append(record)
+        for rname, records in by_name.items():
+            fqdn = records[0].fqdn
+            dynamic = [r for r in records if getattr(r, "dynamic", None)]
+            if dynamic and len(records) > 1:
+                types = ", ".join(sorted(r._type for r in records))
+                raise SupportsException(f"{self.id}: {fqdn}: a dynamic record must be the only record of its name in dnsd (one load balancer answers the name); found {types}")  # fmt: skip
+            for record in dynamic:
+                if record._type not in ("A", "AAAA"):
+                    raise SupportsException(f"{self.id}: {fqdn}: dynamic {record._type} records are not supported (A and AAAA are)")  # fmt: skip
+                try:
+                    self._dynamic(record)
+                except Unmappable as exc:
+                    raise SupportsException(f"{self.id}: {exc}") from None
+            ttls = {r.ttl for r in records if not (r._type == "NS" and not rname)}
+            if len(ttls) > 1:
+                raise SupportsException(f"{self.id}: {fqdn}: dnsd keeps one TTL per name; the records here have {sorted(ttls)}")  # fmt: skip
+        return desired
+
+    def _process_existing_zone(self, existing: Any, desired: Any, **kwargs: Any) -> Any:
+        foreign = self._foreign.get(desired.name.rstrip(".").lower(), {})
+        for record in desired.records:
+            if record.name in foreign:
+                raise SupportsException(f"{self.id}: {record.fqdn} is served by load balancer {foreign[record.name]!r}, which octoDNS does not manage: remove the record from one side")  # fmt: skip
+        return super()._process_existing_zone(existing, desired, **kwargs)
+
+    def _extra_changes(self, existing: Any, desired: Any, changes: list[Any]) -> list[Any]:
+        """A changed health check is a change too (octoDNS compares values, not checks)."""
+        changed = {(c.record.name, c.record._type) for c in changes}
+        current = {(r.name, r._type): r for r in existing.records}
+        extra = []
+        for record in desired.records:
+            key = (record.name, record._type)
+            was = current.get(key)
+            dynamic = getattr(record, "dynamic", None)
+            if dynamic and was is not None and key not in changed and _check_of(record) != _check_of(was):  # fmt: skip
+                extra.append(Update(was, record))
+        return extra
+
+    def _dynamic(self, record: Any) -> Entries:
+        dynamic = record.dynamic
+        pools = {pid: pool.data for pid, pool in dynamic.pools.items()}
+        rules = [rule.data for rule in dynamic.rules]
+        timing = dict(record.octodns.get("dnsd", {}).get("healthcheck", {}))
+        return dynamic_entries(
+            record.fqdn, record._type, record.ttl, [str(v) for v in record.values], pools,
+            rules, _check_of(record)[0], timing,
+        )  # fmt: skip
+
+    # -- target: apply ---------------------------------------------------------------------------
+    def _apply(self, plan: Any) -> None:
+        desired = plan.desired
+        zone = desired.name.rstrip(".").lower()
+        config = self._config()
+        info = config["zones"].get(zone)
+        if info is None:
+            raise ProviderException(f"{self.id}: zone {zone} is not in dnsd's configuration (create its YAML file first)")  # fmt: skip
+        by_name: dict[str, list[Any]] = defaultdict(list)
+        for record in desired.records:
+            by_name[record.name].append(record)
+        existing = {relative(str(k), zone + "."): v for k, v in info["records"].items()}
+        changes: list[Change] = []
+        keep: set[str] = set()  # entries the new state needs
+        touched = {c.record.name for c in plan.changes}
+        for rname in sorted(touched):
+            key = rname or "@"
+            old = existing.get(key, {})
+            entry: dict[str, Any] = {}
+            if not rname and "NS" in old:  # the zone's own NS set (SUPPORTS_ROOT_NS = False)
+                entry["NS"] = old["NS"]
+                if "ttl" in old:
+                    entry["ttl"] = old["ttl"]
+            for record in by_name.get(rname, []):
+                if getattr(record, "dynamic", None):
+                    entries = self._dynamic(record)
+                    entry = {"lb": base_name(record.fqdn, record._type)}
+                    for section in SECTIONS.values():
+                        for name, body in getattr(entries, section).items():
+                            keep.add(f"{section}/{name}")
+                            changes.append(Change(parse_route(f"{section}/{name}"), body))
+                    continue
+                entry[record._type] = _dnsd_values(record)
+                entry["ttl"] = record.ttl
+            route = parse_route(f"zones/{zone}/records/{key}")
+            changes.append(Change(route, entry or None, missing_ok=True))
+        # entries of dynamic records that are gone or changed shape
+        for rname in touched:
+            fqdn = f"{rname}.{zone}." if rname else f"{zone}."
+            stems = tuple(base_name(fqdn, t) for t in ("A", "AAAA"))
+            for section in SECTIONS.values():
+                for name in config[section]:
+                    if name.startswith(stems) and f"{section}/{name}" not in keep:
+                        changes.append(Change(parse_route(f"{section}/{name}"), None, missing_ok=True))  # fmt: skip
+        self._send(changes)
+
+
+def _check_of(record: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A dynamic record's health check as octoDNS resolves it, and dnsd's timing."""
+    check = {
+        "protocol": record.healthcheck_protocol,
+        "host": record.healthcheck_host(),
+        "path": record.healthcheck_path,
+        "port": record.healthcheck_port,
+    }
+    return check, dict(record.octodns.get("dnsd", {}).get("healthcheck", {}))
+
+
+def _dnsd_values(record: Any) -> list[str]:
+    values = record.values if hasattr(record, "values") else [record.value]
+    if record._type == "TXT":
+        return [str(v).replace("\\;", ";") for v in values]
+    return [v.to_rdata_text() if hasattr(v, "to_rdata_text") else str(v) for v in values]
+
+
+def _static_record(
+    zone: Any, rname: str, fqdn: str, rtype: str, ttl: int, values: list[Any], lenient: bool
+) -> Any:
+    if rtype == "TXT":
+        texts = []
+        for value in values:
+            text = str(value)
+            if text.lstrip().startswith('"'):  # zone-file style: "a" "b" → one value
+                rdata = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.TXT, text)
+                text = b"".join(rdata.strings).decode()  # type: ignore[attr-defined]
+            texts.append(text.replace(";", "\\;"))
+        return Record.new(zone, rname, {"type": "TXT", "ttl": ttl, "values": texts}, lenient=lenient)  # fmt: skip
+    rdatas = []
+    for value in values:
+        rdata = dns.rdata.from_text(
+            dns.rdataclass.IN, dns.rdatatype.from_text(rtype), str(value),
+            origin=dns.name.from_text(zone.name), relativize=False,
+        )  # fmt: skip
+        rdatas.append(rdata.to_text())
+    return Record.from_rrsets(zone, [Rrset(fqdn, rtype, ttl, rdatas)], lenient=lenient)[0]

@@ -1,0 +1,192 @@
+"""octoDNS (the real package from PyPI, its own command-line tools) syncs into dnsd through
+the config API (issue 20): static records and a dynamic record — two pools, a rule for
+EU, a fallback — served with ECS from an EU and a US subnet as octoDNS means them,
+failing over along the pool's fallback chain and then to the record's values; a second
+sync plans nothing; octodns-dump reads the same records back; what dnsd cannot serve is
+refused at plan time with a reason."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from octodns.provider.yaml import YamlProvider
+from octodns.zone import Zone
+
+from dnsd.drill.backend import DemoBackend
+from dnsd.drill.ports import free_port_pair
+from tests.loop_thread import LoopThread
+from tests.processes import DnsdProcess
+
+TOKEN = "octodns-sync-token"
+EU, US = "81.2.69.0/24", "9.9.9.0/24"  # GB and US in the embedded GeoIP database
+BACKENDS = {"eu1": "127.0.0.11", "eu2": "127.0.0.12", "us1": "127.0.0.21", "values": "127.0.0.41"}
+DNSD_ZONE = """\
+zone: oc.test
+ttl: 300
+soa: {mname: ns1.oc.test., rname: h.oc.test., minimum: 1}   # kept by every write
+records:
+  "@": {NS: [ns1.oc.test.]}   # the zone's own NS set: octoDNS leaves it alone
+  ns1: {A: 127.0.0.1}
+"""
+
+
+def octodns_zone(port: int) -> dict:
+    return {
+        "": [
+            {"type": "MX", "ttl": 300, "value": {"preference": 10, "exchange": "mail.oc.test."}},
+            {"type": "TXT", "ttl": 300, "values": ["v=spf1 -all", "k=v\\; more"]},
+        ],
+        "ns1": {"type": "A", "ttl": 300, "value": "127.0.0.1"},
+        "mail": {"type": "A", "ttl": 300, "value": "192.0.2.25"},
+        "docs": {"type": "CNAME", "ttl": 300, "value": "www.oc.test."},
+        "_sip._tcp": {"type": "SRV", "ttl": 300, "value": {"priority": 10, "weight": 5, "port": 5060, "target": "sip.oc.test."}},  # fmt: skip
+        "www": {
+            "type": "A",
+            "ttl": 5,
+            "values": [BACKENDS["values"]],
+            "dynamic": {
+                "pools": {
+                    "eu": {"values": [{"value": BACKENDS["eu1"], "weight": 2}, {"value": BACKENDS["eu2"]}], "fallback": "us"},  # fmt: skip
+                    "us": {"values": [{"value": BACKENDS["us1"]}]},
+                },
+                "rules": [{"pool": "eu", "geos": ["EU"]}, {"pool": "us"}],
+            },
+            "octodns": {
+                "healthcheck": {"protocol": "HTTP", "port": port, "path": "/healthz"},
+                "dnsd": {"healthcheck": {"interval": "0.3s", "timeout": "0.25s", "unhealthy_threshold": 2}},  # fmt: skip
+            },
+        },
+    }
+
+
+def write_octodns(tmp: Path, target: dict, zone: dict) -> Path:
+    (tmp / "config").mkdir(exist_ok=True)
+    (tmp / "config" / "oc.test.yaml").write_text(yaml.safe_dump(zone))
+    config = {
+        "providers": {
+            "config": {"class": "octodns.provider.yaml.YamlProvider", "directory": str(tmp / "config")},
+            "dnsd": {"class": "dnsd.octodns.DnsdProvider", **target},
+        },
+        "zones": {"oc.test.": {"sources": ["config"], "targets": ["dnsd"]}},
+    }  # fmt: skip
+    path = tmp / "octodns.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def octodns(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which(tool) or str(Path(sys.executable).parent / tool)
+    env = dict(os.environ, DNSD_TOKEN=TOKEN)
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def dig(port: int, name: str, *extra: str) -> list[str]:
+    out = subprocess.run(
+        ["dig", "@127.0.0.1", "-p", str(port), name, "+short", "+tries=1", "+time=2", *extra],
+        capture_output=True, text=True, timeout=10, check=True,
+    )  # fmt: skip
+    return out.stdout.splitlines()
+
+
+def wait_answer(port: int, subnet: str, wanted: set[str], timeout: float) -> float:
+    started = time.monotonic()
+    while True:
+        got = set(dig(port, "www.oc.test", f"+subnet={subnet}"))
+        if got and got <= wanted:
+            return time.monotonic() - started
+        assert time.monotonic() - started < timeout, (subnet, got, wanted)
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def backends():
+    loop = LoopThread()
+    port = free_port_pair()
+    started = {n: loop.call(DemoBackend(n, host=a, port=port, control_port=None).start()) for n, a in BACKENDS.items()}  # fmt: skip
+    yield loop, started, port
+    for backend in started.values():
+        loop.call(backend.stop())
+    loop.close()
+
+
+def test_octodns_sync_into_dnsd_serves_dynamic_records_as_octodns_means(tmp_path: Path, backends) -> None:  # fmt: skip
+    loop, started, check_port = backends
+    zones = tmp_path / "zones"
+    zones.mkdir()
+    (zones / "oc.yaml").write_text(DNSD_ZONE)
+    with DnsdProcess(zones, "--rrl-rate", "0", env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:
+        target = {"url": f"http://127.0.0.1:{dnsd.admin_port}", "token": "env/DNSD_TOKEN"}
+        config = write_octodns(tmp_path, target, octodns_zone(check_port))
+        done = octodns("octodns-sync", "--config-file", str(config), "--doit")
+        assert done.returncode == 0, done.stderr[-3000:]
+        # static records as any authoritative server answers them
+        assert dig(dnsd.port, "mail.oc.test") == ["192.0.2.25"]
+        assert dig(dnsd.port, "oc.test", "MX") == ["10 mail.oc.test."]
+        assert sorted(dig(dnsd.port, "oc.test", "TXT")) == ['"k=v; more"', '"v=spf1 -all"']
+        assert dig(dnsd.port, "oc.test", "NS") == ["ns1.oc.test."]  # kept
+        # the dynamic record: EU clients → the eu pool, others → the catch-all rule's pool
+        wait_answer(dnsd.port, EU, {BACKENDS["eu1"], BACKENDS["eu2"]}, 5)
+        wait_answer(dnsd.port, US, {BACKENDS["us1"]}, 5)
+        # eu down: EU follows the pool's fallback (us); everything down: the record's values
+        for name in ("eu1", "eu2"):
+            loop.call(started[name].set_mode("503"))
+        took = wait_answer(dnsd.port, EU, {BACKENDS["us1"]}, 5)
+        loop.call(started["us1"].set_mode("503"))
+        wait_answer(dnsd.port, EU, {BACKENDS["values"]}, 5)
+        wait_answer(dnsd.port, US, {BACKENDS["values"]}, 5)
+        print(f"EU moved to the fallback pool after {took:.2f} s")
+        # a second sync plans nothing
+        again = octodns("octodns-sync", "--config-file", str(config))
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "No changes were planned" in again.stdout + again.stderr, again.stdout + again.stderr
+        # dnsd as a source: octodns-dump reads back the records that were synced
+        dump = tmp_path / "dump"
+        done = octodns("octodns-dump", "--config-file", str(config), "--output-dir", str(dump), "oc.test.", "dnsd")  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert _records(tmp_path / "config") == _records(dump)
+    # what was written is a configuration `dnsd check` accepts, names octoDNS's
+    result = subprocess.run([sys.executable, "-m", "dnsd", "check", str(zones)], capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "octodns~www.oc.test~A" in (zones / "oc.yaml").read_text()
+
+
+def test_directory_target_and_refusals_at_plan_time(tmp_path: Path) -> None:
+    zones = tmp_path / "zones"
+    zones.mkdir()
+    (zones / "oc.yaml").write_text(DNSD_ZONE)
+    config = write_octodns(tmp_path, {"directory": str(zones)}, octodns_zone(8080))
+    done = octodns("octodns-sync", "--config-file", str(config), "--doit")
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (zones / "oc.yaml").read_text()
+    assert "# kept by every write" in text and "www: {lb: octodns~www.oc.test~A}" in text
+    assert "octodns~www.oc.test~A~eu:" in (zones / "provisioned.yaml").read_text()
+    assert subprocess.run([sys.executable, "-m", "dnsd", "check", str(zones)]).returncode == 0
+    before = text
+    # subnet rules, value status and ICMP checks have no dnsd meaning: refused, nothing written
+    refusals = {
+        "subnet": ({"rules": [{"pool": "eu", "subnets": ["10.0.0.0/8"]}, {"pool": "us"}]}, "subnet"),
+        "status": ({"pools": {"eu": {"values": [{"value": "127.0.0.11", "status": "down"}]}, "us": {"values": [{"value": "127.0.0.21"}]}}}, "status"),  # fmt: skip
+        "icmp": ({}, "ICMP"),
+    }
+    for case, (dynamic, reason) in refusals.items():
+        zone = octodns_zone(8080)
+        zone["www"]["dynamic"].update(dynamic)
+        if case == "icmp":
+            zone["www"]["octodns"]["healthcheck"] = {"protocol": "ICMP"}
+        config = write_octodns(tmp_path, {"directory": str(zones)}, zone)
+        done = octodns("octodns-sync", "--config-file", str(config), "--doit")
+        assert done.returncode != 0 and reason in done.stderr, (case, done.stderr[-2000:])
+        assert (zones / "oc.yaml").read_text() == before
+
+
+def _records(directory: Path) -> dict:
+    zone = Zone("oc.test.", [])
+    YamlProvider("x", str(directory)).populate(zone)
+    return {(r.name, r._type): r.data for r in zone.records}
