@@ -77,10 +77,15 @@ def test_a_write_on_one_node_is_served_by_every_node(tmp_path: Path, redis: Redi
         assert answers(nodes["a"].port, "new.sync.test") == ["192.0.2.50"]
         took = max(wait_for(nodes[n].port, "new.sync.test", ["192.0.2.50"], 2.0) for n in "bc")
         print(f"write on a served by b and c after {took:.2f} s")
-        assert "new: {A: [192.0.2.50], ttl: 5}" in (tmp_path / "b" / "zones" / "sync.yaml").read_text()
+        assert (
+            "new: {A: [192.0.2.50], ttl: 5}" in (tmp_path / "b" / "zones" / "sync.yaml").read_text()
+        )
         # a pool and its backend, then a deletion, travel the same way
         pool = "/api/v1/config/pools/p1/backends/b2"
-        assert http(nodes["b"].admin_port, "PUT", pool, {"address": "192.0.2.2"}, token=TOKEN)[0] == 201
+        assert (
+            http(nodes["b"].admin_port, "PUT", pool, {"address": "192.0.2.2"}, token=TOKEN)[0]
+            == 201
+        )
         for n in "ac":
             wait_for(nodes[n].port, "www.sync.test", ["192.0.2.1"], 2.0)  # max_answers 1: either
             wait_for_pool(nodes[n].admin_port, ["b1", "b2"])

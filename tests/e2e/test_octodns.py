@@ -46,21 +46,37 @@ def octodns_zone(port: int) -> dict:
         "ns1": {"type": "A", "ttl": 300, "value": "127.0.0.1"},
         "mail": {"type": "A", "ttl": 300, "value": "192.0.2.25"},
         "docs": {"type": "CNAME", "ttl": 300, "value": "www.oc.test."},
-        "_sip._tcp": {"type": "SRV", "ttl": 300, "value": {"priority": 10, "weight": 5, "port": 5060, "target": "sip.oc.test."}},  # fmt: skip
+        "_sip._tcp": {
+            "type": "SRV",
+            "ttl": 300,
+            "value": {"priority": 10, "weight": 5, "port": 5060, "target": "sip.oc.test."},
+        },
         "www": {
             "type": "A",
             "ttl": 5,
             "values": [BACKENDS["values"]],
             "dynamic": {
                 "pools": {
-                    "eu": {"values": [{"value": BACKENDS["eu1"], "weight": 2}, {"value": BACKENDS["eu2"]}], "fallback": "us"},  # fmt: skip
+                    "eu": {
+                        "values": [
+                            {"value": BACKENDS["eu1"], "weight": 2},
+                            {"value": BACKENDS["eu2"]},
+                        ],
+                        "fallback": "us",
+                    },
                     "us": {"values": [{"value": BACKENDS["us1"]}]},
                 },
                 "rules": [{"pool": "eu", "geos": ["EU"]}, {"pool": "us"}],
             },
             "octodns": {
                 "healthcheck": {"protocol": "HTTP", "port": port, "path": "/healthz"},
-                "dnsd": {"healthcheck": {"interval": "0.3s", "timeout": "0.25s", "unhealthy_threshold": 2}},  # fmt: skip
+                "dnsd": {
+                    "healthcheck": {
+                        "interval": "0.3s",
+                        "timeout": "0.25s",
+                        "unhealthy_threshold": 2,
+                    }
+                },
             },
         },
     }
@@ -171,8 +187,19 @@ def test_directory_target_and_refusals_at_plan_time(tmp_path: Path) -> None:
     before = text
     # subnet rules, value status and ICMP checks have no dnsd meaning: refused, nothing written
     refusals = {
-        "subnet": ({"rules": [{"pool": "eu", "subnets": ["10.0.0.0/8"]}, {"pool": "us"}]}, "subnet"),
-        "status": ({"pools": {"eu": {"values": [{"value": "127.0.0.11", "status": "down"}]}, "us": {"values": [{"value": "127.0.0.21"}]}}}, "status"),  # fmt: skip
+        "subnet": (
+            {"rules": [{"pool": "eu", "subnets": ["10.0.0.0/8"]}, {"pool": "us"}]},
+            "subnet",
+        ),
+        "status": (
+            {
+                "pools": {
+                    "eu": {"values": [{"value": "127.0.0.11", "status": "down"}]},
+                    "us": {"values": [{"value": "127.0.0.21"}]},
+                }
+            },
+            "status",
+        ),
         "icmp": ({}, "ICMP"),
     }
     for case, (dynamic, reason) in refusals.items():

@@ -31,7 +31,9 @@ def check(directory: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_create_pool_lb_and_name_then_dig_answers_and_the_yaml_holds_them(config_copy: Path) -> None:
+def test_create_pool_lb_and_name_then_dig_answers_and_the_yaml_holds_them(
+    config_copy: Path,
+) -> None:
     before = (config_copy / "example.test.yaml").read_text()
     with DnsdProcess(config_copy, env=ENV) as dnsd:
         port, admin = dnsd.port, dnsd.admin_port
@@ -76,7 +78,9 @@ def test_create_pool_lb_and_name_then_dig_answers_and_the_yaml_holds_them(config
     assert result.returncode == 0, result.stderr
 
 
-def test_stale_if_match_gets_412_and_invalid_change_gets_400_with_reasons(config_copy: Path) -> None:
+def test_stale_if_match_gets_412_and_invalid_change_gets_400_with_reasons(
+    config_copy: Path,
+) -> None:
     with DnsdProcess(config_copy, env=ENV) as dnsd:
         admin = dnsd.admin_port
         route = "/api/v1/config/pools/us-east"
@@ -117,7 +121,9 @@ def test_two_writers_racing_on_one_pool_exactly_one_wins(config_copy: Path) -> N
         def writer(weight: int) -> None:
             start.wait()
             body = {**pool, "weight": weight}
-            results.append(http(admin, "PUT", route, body, token=TOKEN, headers={"If-Match": tag})[0])
+            results.append(
+                http(admin, "PUT", route, body, token=TOKEN, headers={"If-Match": tag})[0]
+            )
 
         threads = [threading.Thread(target=writer, args=(w,)) for w in (7, 9)]
         for t in threads:
@@ -132,7 +138,11 @@ def test_two_writers_racing_on_one_pool_exactly_one_wins(config_copy: Path) -> N
 def test_change_set_is_all_or_nothing(config_copy: Path) -> None:
     with DnsdProcess(config_copy, env=ENV) as dnsd:
         admin = dnsd.admin_port
-        good = {"method": "PUT", "route": "zones/example.test/records/x1", "body": {"A": "192.0.2.91"}}
+        good = {
+            "method": "PUT",
+            "route": "zones/example.test/records/x1",
+            "body": {"A": "192.0.2.91"},
+        }
         bad = {"method": "PUT", "route": "zones/example.test/records/x2", "body": {"lb": "missing"}}
         status, body = http(admin, "POST", "/api/v1/config/changes", {"changes": [good, bad]}, token=TOKEN)  # fmt: skip
         assert status == 400 and any("missing" in e for e in body["errors"])
