@@ -70,6 +70,7 @@ def lb(
     region_pools: dict | None = None,
     country_pools: dict | None = None,
     pop_pools: dict | None = None,
+    subdivision_pools: dict | None = None,
     trickle: float = 0.0,
     max_answers: int = 1,
     selection: str = "random",
@@ -87,6 +88,7 @@ def lb(
         ttl=ttl,
         steering=steering,  # type: ignore[arg-type]
         default_pools=tuple(default_pools),
+        subdivision_pools=table(subdivision_pools),
         fallback_pool=fallback,
         region_pools=table(region_pools),
         country_pools=table(country_pools),

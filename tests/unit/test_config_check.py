@@ -146,6 +146,16 @@ def write(tmp_path: Path, **files: str) -> Path:
             },
             "pools.p.zonal_affinity.mode: 'STAY' is not one of",
         ),
+        # ensure subdivision_pools keys are US/CA subdivisions
+        (
+            {
+                "z": HEADER
+                + "  www: {lb: w}\n"
+                + POOL
+                + "load_balancers:\n  w: {steering: geo, default_pools: [p], subdivision_pools: {US-XX: [p]}}\n"
+            },
+            "load_balancers.w.subdivision_pools.US-XX: unknown subdivision 'US-XX'",
+        ),
         # ensure an empty directory is an error, not an empty server
         ({}, "no *.yaml files"),
     ],

@@ -60,9 +60,12 @@ def pool_of(decision) -> str:
     return inner.pool
 
 
-def located(country=None, region=None, lat=None, lon=None, prefix=24) -> ClientInfo:
+def located(
+    country=None, region=None, lat=None, lon=None, prefix=24, subdivision=None
+) -> ClientInfo:
     loc = Location(
         country=country,
+        subdivision=subdivision,
         region=region,
         latitude=lat,
         longitude=lon,
@@ -156,7 +159,8 @@ GEO = lb(
     steering="geo",
     fallback="fb",
     region_pools={"WEU": ["p2", "p1"], "NEAS": ["p3"]},
-    country_pools={"DE": ["p2"], "JP": ["p3", "p2"]},
+    country_pools={"DE": ["p2"], "JP": ["p3", "p2"], "US": ["p1"]},
+    subdivision_pools={"US-CA": ["p3"]},
     pop_pools={"fra": ["p2"]},
 )
 GEO_CASES = [
@@ -167,6 +171,8 @@ GEO_CASES = [
     ("unmapped region: default pools", located("BR", "SSAM"), set(), "p1"),
     ("no location: default pools", CLIENT, set(), "p1"),
     ("mapped and defaults down: fallback", located("DE", "WEU"), {"p1", "p2"}, "fb"),
+    ("subdivision beats country", located("US", "WNAM", subdivision="CA"), set(), "p3"),
+    ("unmapped subdivision: its country", located("US", "WNAM", subdivision="OR"), set(), "p1"),
 ]
 
 
