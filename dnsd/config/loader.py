@@ -19,6 +19,7 @@ from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, Load
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
 from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
 from dnsd.errors import ConfigError, Reason
+from dnsd.process_tools import gc_paused
 
 GLOBAL_KEYS = (
     "monitors", "pools", "load_balancers", "client_zones", "client_networks", "tsig_keys",
@@ -32,7 +33,13 @@ def load_config(
     """`overlay`: file name → the text to use instead of the file's (None: as if the file
     were gone), so a proposed change is checked as the whole directory it would make
     before anything is written (the config API, dnsd.provision)."""
-    directory = Path(directory)
+    with gc_paused():
+        return _load_config(Path(directory), overlay)
+
+
+def _load_config(
+    directory: Path, overlay: Mapping[str, str | None] | None
+) -> tuple[Config, list[Reason]]:
     overlay = overlay or {}
     if not directory.is_dir():
         raise ConfigError([Reason(str(directory), 0, "", "not a directory")])

@@ -54,6 +54,9 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
     lb_names: dict[str, str] = {}
     lb_uses: list[LbUse] = []
     from_file = {(s.owner, s.rtype) for s in rrsets}
+    types_at: dict[str, set[int]] = {}  # owner → its record types so far (no rescans)
+    for rrset in rrsets:
+        types_at.setdefault(rrset.owner, set()).add(rrset.rtype)
     rmap = ck.mapping(records, doc.line_of("records"), "records")
     if rmap is not None:
         for owner_raw, spec in rmap.items():
@@ -71,14 +74,14 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             if node is None:
                 continue
             sets, lb = _parse_owner(ck, node, path, owner, origin, ttl)
-            clash = [s for s in sets if (s.owner, s.rtype) in from_file]
+            clash = [s.rtype for s in sets if (s.owner, s.rtype) in from_file]
             if lb is not None:
-                clash += [s for s in rrsets if s.owner == owner and s.rtype in ADDRESS_RTYPES]
-            for rrset in clash:
-                ck.error(
-                    line, path, f"{QTYPE.get(rrset.rtype)} at {owner} is also in the zone file"
-                )
+                clash += [t for t in types_at.get(owner, ()) if t in ADDRESS_RTYPES]
+            for rtype in clash:
+                ck.error(line, path, f"{QTYPE.get(rtype)} at {owner} is also in the zone file")
             rrsets.extend(sets)
+            for rrset in sets:
+                types_at.setdefault(rrset.owner, set()).add(rrset.rtype)
             if lb is not None:
                 lb_names[owner] = lb
                 lb_uses.append(LbUse(lb, ck.file, node.line_of("lb"), join(path, "lb")))

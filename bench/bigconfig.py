@@ -1,0 +1,131 @@
+"""Big configurations: load time against libyaml alone, serving memory, incremental reload.
+
+    python3 bench/bigconfig.py [--lbs 10000] [--records 100000] [--files 20]
+
+Writes one directory: a zone file with the static records and the load-balanced names, and
+FILES-1 files sharing 2 pools per load balancer and the load balancers. Prints:
+* `yaml.load(..., CSafeLoader)` of every file alone (the floor a YAML loader can reach);
+* `dnsd check DIR` (a fresh process: load, validate, cross-check) and the ratio to it;
+* load + compile of a snapshot, and the RSS of `dnsd serve DIR` once it answers;
+* a reload after a one-line change in one pools file, against a full load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).parent.parent
+sys.path.insert(0, str(ROOT))
+ZONE = "big.test"
+
+
+def write_config(d: Path, lbs: int, records: int, files: int) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    lines = [f"zone: {ZONE}", f"soa: {{mname: ns1.{ZONE}., rname: h.{ZONE}.}}", "records:",
+             f'  "@": {{NS: ns1.{ZONE}.}}', "  ns1: {A: 127.0.0.1}"]  # fmt: skip
+    lines += [f"  s{i}: {{A: 10.{i // 65536}.{i // 256 % 256}.{i % 256}}}" for i in range(records)]
+    lines += [f"  lb{i}: {{lb: w{i}}}" for i in range(lbs)]
+    (d / "00-zone.yaml").write_text("\n".join(lines) + "\n")
+    per_file = -(-lbs // (files - 1))
+    for f in range(files - 1):
+        chunk = range(f * per_file, min(lbs, (f + 1) * per_file))
+        text = ["pools:"]
+        for i in chunk:
+            text.append(f"  p{i}a: {{region: ENAM, backends: [{{name: a, address: 10.200.{i // 250 % 250}.{i % 250 + 1}}}]}}")  # fmt: skip
+            text.append(f"  p{i}b: {{region: WEU, backends: [{{name: b, address: 10.201.{i // 250 % 250}.{i % 250 + 1}}}]}}")  # fmt: skip
+        text.append("load_balancers:")
+        text += [f"  w{i}: {{ttl: 30, steering: geo, default_pools: [p{i}a, p{i}b], region_pools: {{WEU: [p{i}b]}}}}" for i in chunk]  # fmt: skip
+        (d / f"{f + 1:02d}-pools.yaml").write_text("\n".join(text) + "\n")
+
+
+def timed(fn, *args):  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - started, result
+
+
+def libyaml_floor(d: Path) -> float:
+    started = time.perf_counter()
+    for path in sorted(d.glob("*.yaml")):
+        yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+    return time.perf_counter() - started
+
+
+def check_process(d: Path) -> tuple[float, int]:
+    """`dnsd check DIR` in a fresh process: seconds and peak RSS (MiB)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "dnsd", "check", str(d)], capture_output=True, text=True)  # fmt: skip
+    took = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    return took, peak
+
+
+def serving_rss(d: Path) -> int:
+    """RSS (MiB) of `dnsd serve DIR` once it listens."""
+    from dnsd.drill.process import DnsdProcess
+
+    with DnsdProcess(d, "--admin", "off", "--rrl-rate", "0") as proc:
+        assert proc.proc is not None
+        status = Path(f"/proc/{proc.proc.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024  # type: ignore[union-attr]
+
+
+def incremental(d: Path) -> tuple[float, float]:
+    """A full load, then a reload after one line of one pools file changed (seconds each)."""
+    from dnsd.server import load_snapshot
+
+    full, snap = timed(load_snapshot, d, 1)
+    path = d / "05-pools.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("region: ENAM,", "region: WNAM,", 1))
+    try:
+        again, _ = timed(reload_snapshot, d, snap)
+    finally:
+        path.write_text(text)
+    return full, again
+
+
+def reload_snapshot(d: Path, previous):  # type: ignore[no-untyped-def]
+    from dnsd.server import load_snapshot
+
+    return load_snapshot(d, previous.generation + 1, previous=previous)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lbs", type=int, default=10_000)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=20)
+    args = parser.parse_args()
+    d = Path(tempfile.mkdtemp(prefix="dnsd-big-")) / "zones"
+    try:
+        write_config(d, args.lbs, args.records, args.files)
+        size = sum(p.stat().st_size for p in d.glob("*.yaml")) / 1e6
+        print(f"config: {args.lbs} LB names, {2 * args.lbs} pools, {args.records} static records, {args.files} files, {size:.1f} MB")  # fmt: skip
+        floor = min(libyaml_floor(d) for _ in range(3))
+        print(f"yaml.load(CSafeLoader) of every file: {floor:.2f} s")
+        check, peak = min(check_process(d) for _ in range(2))
+        print(f"dnsd check: {check:.2f} s = {check / floor:.2f}x the libyaml floor (target <= 1.5x); peak RSS of the check processes {peak} MiB")  # fmt: skip
+        rss = serving_rss(d)
+        print(f"dnsd serve RSS once listening: {rss} MiB (target <= 200)")
+        full, again = incremental(d)
+        print(f"load_snapshot: full {full:.2f} s; after a one-line change in one of {args.files} files {again:.2f} s = {again / full:.0%} (target <= 10%)")  # fmt: skip
+    finally:
+        shutil.rmtree(d.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()

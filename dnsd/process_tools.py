@@ -1,0 +1,60 @@
+"""Process mechanics the configuration loader needs, kept out of the pure `dnsd.config`
+package (tests/test_layering.py): a call on a thread with a chosen stack size, and a pause
+of the cyclic garbage collector."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_STACK_LOCK = threading.Lock()  # threading.stack_size() is process-wide
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0
+
+
+def call_with_stack(stack_bytes: int, fn: Callable[[], T]) -> T:
+    """fn() on a new thread whose stack is `stack_bytes` (at least 1 MiB); its exception
+    is raised here."""
+    result: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            result.append((True, fn()))
+        except BaseException as exc:  # handed to the caller's thread
+            result.append((False, exc))
+
+    with _STACK_LOCK:
+        previous = threading.stack_size(max(stack_bytes, 1 << 20))
+        try:
+            thread = threading.Thread(target=run, name="deep-stack")
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block: a big configuration makes millions of
+    objects and every collection pass would walk them all again (measured: a load takes
+    about twice as long). Collection resumes when the last pause ends."""
+    global _gc_pauses
+    with _GC_LOCK:
+        _gc_pauses += 1
+        if _gc_pauses == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0:
+                gc.enable()
