@@ -25,7 +25,7 @@ from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.admin.status import active_per_region
 from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
-from dnsd.config.loader import load_config
+from dnsd.config.loader import ParseCache, load_config
 from dnsd.config.model import Zone
 from dnsd.dnssec.keys import ZoneKeys, ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
@@ -103,14 +103,19 @@ def load_snapshot(
     node: NodeSettings | None = None,
     key_dir: Path | None = None,
     create_keys: bool = False,
+    previous: Snapshot | None = None,
+    cache: ParseCache | None = None,
 ) -> Snapshot:
     """Read, validate and compile; raises ConfigError. Safe to run in a worker thread, and
     meant to: it also converts each zone's records for transfers (seconds for a zone of
-    100,000 records), so the event loop never does."""
-    config, warnings = load_config(config_dir)
+    100,000 records), so the event loop never does. With `cache` and `previous` (a reload)
+    only files whose content changed are parsed again, and zones from unchanged files
+    keep their compiled tree and their transfer conversion."""
+    config, warnings = load_config(config_dir, cache=cache)
     snapshot = compile_snapshot(
-        config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node
-    )
+        config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node,
+        previous=previous,
+    )  # fmt: skip
     prepare_transfers(snapshot)
     if key_dir is not None:
         snapshot = with_keys(snapshot, zone_keys(config.zones, key_dir, create_keys))
@@ -136,7 +141,9 @@ def zone_keys(zones: tuple[Zone, ...], key_dir: Path, create: bool) -> dict[str,
 
 
 class DnsServer:
-    def __init__(self, options: ServerOptions, snapshot: Snapshot) -> None:
+    def __init__(
+        self, options: ServerOptions, snapshot: Snapshot, cache: ParseCache | None = None
+    ) -> None:
         self.options = options
         self.holder = SnapshotHolder(snapshot)
         self.store = HealthStore(options.state_dir)
@@ -178,6 +185,7 @@ class DnsServer:
         self.rrl.cookies = options.node.cookies  # a valid server cookie is never limited
         self.pool: WorkerPool | None = None
         self._reload_lock = asyncio.Lock()
+        self.parse_cache = cache or ParseCache()  # what the first load parsed
         self._next_reload: asyncio.Future[ReloadResult] | None = None
         self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
@@ -564,9 +572,10 @@ class DnsServer:
         """A reload's loading, in a worker thread: the GeoIP database reopened when its file
         changed on disk (the location caches start afresh with it), then the config."""
         geo = reopened(geo) if geo is not None else None
-        node = self.holder.current.node
-        return load_snapshot(self.options.config_dir, generation, geo, node,
-                             self.options.key_dir, self.options.create_keys)  # fmt: skip
+        current = self.holder.current
+        return load_snapshot(self.options.config_dir, generation, geo, current.node,
+                             self.options.key_dir, self.options.create_keys, previous=current,
+                             cache=self.parse_cache)  # fmt: skip
 
     async def _reload_now(self) -> ReloadResult:
         current = self.holder.current
@@ -698,10 +707,11 @@ async def serve(options: ServerOptions) -> int:
         geo.database_type,
         time.strftime("%Y-%m-%d", time.gmtime(geo.build_epoch)),
     )
+    cache = ParseCache()  # the reloads parse only the files that changed since
     try:
         snapshot = await asyncio.to_thread(
             load_snapshot, options.config_dir, 1, geo, options.node, options.key_dir,
-            options.create_keys,
+            options.create_keys, None, cache,
         )  # fmt: skip
     except ConfigError as exc:
         for reason in exc.reasons:
@@ -709,7 +719,7 @@ async def serve(options: ServerOptions) -> int:
         return 1
     for warning in snapshot.warnings:
         log.warning("%s", warning)
-    server = DnsServer(options, snapshot)
+    server = DnsServer(options, snapshot, cache)
     await server.start()
     stop = server.stop_requested
     assert stop is not None

@@ -79,6 +79,9 @@ class Snapshot:
     client_networks: NetworkTable | None = None  # steering.md §4, before the geo database
     tsig_keyring: Keyring = field(default_factory=lambda: MappingProxyType({}))
     signing: Mapping[str, ZoneKeys] = field(default_factory=lambda: MappingProxyType({}))
+    # The zones as compiled from the config, before serials and keys: what the next
+    # reload reuses for zones whose file did not change.
+    compiled: Mapping[str, CompiledZone] = field(default_factory=lambda: MappingProxyType({}))
 
     def client_zone(
         self, address: ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -121,11 +124,30 @@ def _mask(version: int, length: int) -> int:
     return ((1 << length) - 1) << (bits - length)
 
 
+def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> CompiledZone:
+    names = compiled.config.lb_names if compiled.config is not None else {}
+    changed = {
+        owner: replace(compiled.nodes[owner], lb=lbs.get(lb))
+        for owner, lb in names.items()
+        if compiled.nodes[owner].lb is not lbs.get(lb)
+    }
+    if not changed:
+        return compiled
+    return replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
+
+
 def label_count(name: str) -> int:
     return 0 if name == "." else name.rstrip(".").count(".") + 1
 
 
-def compile_zone(zone: Zone, lbs: Mapping[str, LoadBalancer]) -> CompiledZone:
+def compile_zone(
+    zone: Zone, lbs: Mapping[str, LoadBalancer], previous: CompiledZone | None = None
+) -> CompiledZone:
+    """The zone's lookup tree. `previous`: the same Zone object compiled before (a reload
+    where the zone's file did not change): its tree is reused and only the names whose
+    load balancer changed get a new node."""
+    if previous is not None and previous.config is zone:
+        return _relinked(previous, lbs)
     by_owner: dict[str, dict[int, RRset]] = {}
     soa = soa_record(zone)
     by_owner.setdefault(zone.name, {})[QTYPE.SOA] = RRset(
@@ -167,8 +189,12 @@ def compile_snapshot(
     loaded_at: float = 0.0,
     geo: GeoDatabase | None = None,
     node: NodeSettings | None = None,
+    previous: Snapshot | None = None,
 ) -> Snapshot:
-    zones = {z.name: compile_zone(z, config.load_balancers) for z in config.zones}
+    """`previous`: the snapshot this one replaces; zones whose configuration is the same
+    object (their file did not change, dnsd.config.loader.ParseCache) reuse its trees."""
+    old = previous.compiled if previous is not None else {}
+    zones = {z.name: compile_zone(z, config.load_balancers, old.get(z.name)) for z in config.zones}
     # zonal-affinity.md §1: a zone belongs to the region of the pools whose backends are in it.
     zone_regions = {
         b.zone: pool.region
@@ -194,6 +220,7 @@ def compile_snapshot(
         client_zones=tuple(client_zones),
         client_networks=NetworkTable(config.client_networks) if config.client_networks else None,
         tsig_keyring=MappingProxyType(keyring(config.tsig_keys)),
+        compiled=MappingProxyType(zones),
     )
 
 

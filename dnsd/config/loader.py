@@ -7,7 +7,10 @@ server may run it in a worker thread and swap the result in only when it succeed
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
@@ -27,18 +30,46 @@ GLOBAL_KEYS = (
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class FileResult:
+    """What one file contributes, checked on its own: reusable while its text is the same."""
+
+    digest: bytes
+    zone: Zone | None
+    lb_uses: tuple[LbUse, ...]
+    section: Section | None
+    reasons: tuple[Reason, ...]
+
+
+# A file whose meaning depends on other files (a zone file, CA certificates, a TSIG secret
+# or the environment) is parsed again on every load.
+_REFERS_OUT = re.compile(r"\b(?:file|ca_file|secret_file|secret_env)\s*:")
+
+
+class ParseCache:
+    """Per file name, the last result and the digest of the text it came from (a reload
+    parses only the files whose content changed; the merge and cross-checks run again)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, FileResult] = {}
+        self.parsed = 0  # files parsed by the last load (the rest came from here)
+
+
 def load_config(
-    directory: str | Path, overlay: Mapping[str, str | None] | None = None
+    directory: str | Path,
+    overlay: Mapping[str, str | None] | None = None,
+    cache: ParseCache | None = None,
 ) -> tuple[Config, list[Reason]]:
     """`overlay`: file name → the text to use instead of the file's (None: as if the file
     were gone), so a proposed change is checked as the whole directory it would make
-    before anything is written (the config API, dnsd.provision)."""
+    before anything is written (the config API, dnsd.provision). `cache`: reuse the
+    results of files whose text did not change since the load that filled it."""
     with gc_paused():
-        return _load_config(Path(directory), overlay)
+        return _load_config(Path(directory), overlay, cache)
 
 
 def _load_config(
-    directory: Path, overlay: Mapping[str, str | None] | None
+    directory: Path, overlay: Mapping[str, str | None] | None, cache: ParseCache | None
 ) -> tuple[Config, list[Reason]]:
     overlay = overlay or {}
     if not directory.is_dir():
@@ -51,39 +82,67 @@ def _load_config(
     zones: list[Zone] = []
     lb_uses: list[LbUse] = []
     sections: list[tuple[str, Section]] = []
+    parsed = 0
     for path in files:
-        ck = Checker(str(path))
-        try:
-            text = overlay.get(path.name)
-            doc = load_yaml(text if text is not None else read_config_file(directory, path))
-        except YamlSyntaxError as exc:
-            ck.error(exc.line, "", exc.message)
-        except UnsafeFile as exc:
-            ck.error(0, "", str(exc))
-        except UnicodeDecodeError:
-            ck.error(0, "", "cannot read: not UTF-8 text")
-        except OSError as exc:
-            ck.error(0, "", f"cannot read: {exc.strerror or type(exc).__name__}")
-        else:
-            if doc is None:
-                ck.warn(0, "", "empty file")
-            elif (d := ck.mapping(doc, 1, "")) is not None:
-                ck.keys(d, "", (*ZONE_KEYS, *GLOBAL_KEYS))
-                if "zone" in d:
-                    zone, uses = parse_zone(ck, d)
-                    lb_uses.extend(uses)
-                    if zone is not None:
-                        zones.append(zone)
-                elif any(k in d for k in ("records", "soa", "ttl")):
-                    ck.error(d.line, "zone", 'records need a "zone" name in the same file')
-                sections.append((str(path), parse_sections(ck, d)))
-        reasons.extend(ck.reasons)
+        result = _file_result(directory, path, overlay.get(path.name), cache)
+        parsed += cache is None or cache.files.get(path.name) is not result
+        if cache is not None:
+            cache.files[path.name] = result
+        if result.zone is not None:
+            zones.append(result.zone)
+        lb_uses.extend(result.lb_uses)
+        if result.section is not None:
+            sections.append((str(path), result.section))
+        reasons.extend(result.reasons)
+    if cache is not None:
+        cache.parsed = parsed
+        for gone in set(cache.files) - {p.name for p in files}:
+            del cache.files[gone]
     config = _merge(zones, sections, reasons)
     _check_references(config, sections, lb_uses, reasons)
     errors = [r for r in reasons if not r.warning]
     if errors:
         raise ConfigError(reasons)
     return config, reasons
+
+
+def _file_result(
+    directory: Path, path: Path, text: str | None, cache: ParseCache | None
+) -> FileResult:
+    ck = Checker(str(path))
+    try:
+        if text is None:
+            text = read_config_file(directory, path)
+    except UnsafeFile as exc:
+        ck.error(0, "", str(exc))
+    except UnicodeDecodeError:
+        ck.error(0, "", "cannot read: not UTF-8 text")
+    except OSError as exc:
+        ck.error(0, "", f"cannot read: {exc.strerror or type(exc).__name__}")
+    if text is None:
+        return FileResult(b"", None, (), None, tuple(ck.reasons))
+    digest = hashlib.sha256(text.encode()).digest()
+    known = cache.files.get(path.name) if cache is not None else None
+    if known is not None and known.digest == digest and not _REFERS_OUT.search(text):
+        return known
+    zone: Zone | None = None
+    uses: list[LbUse] = []
+    section: Section | None = None
+    try:
+        doc = load_yaml(text)
+    except YamlSyntaxError as exc:
+        ck.error(exc.line, "", exc.message)
+    else:
+        if doc is None:
+            ck.warn(0, "", "empty file")
+        elif (d := ck.mapping(doc, 1, "")) is not None:
+            ck.keys(d, "", (*ZONE_KEYS, *GLOBAL_KEYS))
+            if "zone" in d:
+                zone, uses = parse_zone(ck, d)
+            elif any(k in d for k in ("records", "soa", "ttl")):
+                ck.error(d.line, "zone", 'records need a "zone" name in the same file')
+            section = parse_sections(ck, d)
+    return FileResult(digest, zone, tuple(uses), section, tuple(ck.reasons))
 
 
 def _merge(zones: list[Zone], sections: list[tuple[str, Section]], reasons: list[Reason]) -> Config:
