@@ -13,7 +13,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -32,7 +32,6 @@ from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.database import GeoDatabase, reopened
-from dnsd.health.bus import RedisBus
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthEvent, HealthStore
 from dnsd.health.view import HealthView
@@ -44,7 +43,6 @@ from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, UdpThread
-from dnsd.provision.sync import ConfigSync
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
@@ -62,6 +60,10 @@ from dnsd.xfr.content import prepare_transfers
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
 from dnsd.xfr.versions import ZoneVersions
+
+if TYPE_CHECKING:
+    from dnsd.health.bus import RedisBus
+    from dnsd.provision.sync import ConfigSync
 
 log = logging.getLogger("dnsd.server")
 ERROR_LOG = RateLimitedLog(log)  # per-query errors: a bounded amount of log
@@ -155,6 +157,8 @@ class DnsServer:
             # arrive through Redis (dnsd.health.bus).
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
+            from dnsd.health.bus import RedisBus  # the redis client only with --redis (16 MiB)
+
             node = options.node.name or options.node.pop_region or "dnsd"
             self.bus = RedisBus(
                 options.redis_url, node, self.store, options.redis_max_age_s,
@@ -225,6 +229,8 @@ class DnsServer:
         )
         self.config_sync: ConfigSync | None = None
         if self.bus is not None and self._config_writer is not None:
+            from dnsd.provision.sync import ConfigSync
+
             self.config_sync = ConfigSync(
                 self.bus, self._config_writer, options.state_dir, self._config_refused
             )
