@@ -178,8 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
 
     from dnsd.drill.cli import add_parsers
+    from dnsd.lab.cli import add_parser as add_lab
 
     add_parsers(sub)
+    add_lab(sub)
     return parser
 
 
@@ -225,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         from dnsd.drill.cli import run_demo
 
         return run_demo(args)
+    if args.command == "lab":
+        from dnsd.lab.cli import run_lab
+
+        return run_lab(args)
     return 2
 
 

@@ -252,7 +252,11 @@ DEFAULT_PARSER = "c"  # the tests set "pure" to load every test config both ways
 def parser_for(text: str, prefer: str | None = None) -> str:
     """Which parser reads `text`: "c" (libyaml) when available and its stack can be
     bounded, else "pure"."""
-    if (prefer or DEFAULT_PARSER) == "c" and CSafeLoader is not None and _stack_needed(text) <= MAX_STACK:
+    if (
+        (prefer or DEFAULT_PARSER) == "c"
+        and CSafeLoader is not None
+        and _stack_needed(text) <= MAX_STACK
+    ):
         return "c"
     return "pure"
 

@@ -1,0 +1,1 @@
+"""The multi-region lab in network namespaces (docs/lab.md)."""

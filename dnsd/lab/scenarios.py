@@ -1,0 +1,300 @@
+"""The lab's drills, measured like `dnsd drill` (detect, client-visible, failback, lost,
+against the bound) but with faults only a network can make: a backend unreachable from
+one region, a node gone, a region's backends down. Results are `DrillResult`s, so the
+drill report, JSON and timeline pictures apply as they are.
+
+Lanes: `dnsd` asks the watched region's own node directly, `resolver` asks the region's
+unbound (a stub zone over all three nodes), both from inside the region's namespace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from dnsd.drill.dnsclient import Answer
+from dnsd.drill.runner import DrillResult
+from dnsd.lab.lab import Lab, ask
+from dnsd.lab.netns import ip
+from dnsd.lab.topology import INTERVAL_S, REDIS, REGIONS, THRESHOLD, TTL_S, Region
+
+WNAM, ENAM, WEU = REGIONS
+PROBE_TIMEOUT_S = 0.4
+# health decided (threshold failed probes, one timeout) + shared through Redis + the TTL
+BOUND_S = INTERVAL_S * THRESHOLD + PROBE_TIMEOUT_S + 1.0 + TTL_S
+POLL_S = 0.05
+
+
+class Watch:
+    """Polls the region's node and resolver every 50 ms and keeps the timeline."""
+
+    def __init__(self, result: DrillResult, region: Region) -> None:
+        self.result, self.region = result, region
+        self.started = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def poll(self) -> dict[str, tuple[str, ...] | None]:
+        out: dict[str, tuple[str, ...] | None] = {}
+        for lane, server in (("dnsd", self.region.node), ("resolver", self.region.resolver)):
+            at = self.now()
+            got = ask(self.region.ns, server, timeout=1.0)
+            answer = Answer(at, "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)
+            self.result.timeline.append((lane, answer))
+            out[lane] = None if got is None else tuple(got)
+        return out
+
+    def until(
+        self, lane: str, wanted: Callable[[tuple[str, ...]], bool], timeout: float
+    ) -> float | None:
+        """Seconds from now until `lane` answers as wanted (None: not within timeout)."""
+        started = self.now()
+        while self.now() - started < timeout:
+            got = self.poll()[lane]
+            if got is not None and wanted(got):
+                return self.now() - started
+            time.sleep(POLL_S)
+        return None
+
+    def hold(self, seconds: float, ok: Callable[[dict[str, tuple[str, ...] | None]], bool]) -> bool:
+        """Poll for `seconds`; False if any poll is not ok."""
+        good = True
+        end = self.now() + seconds
+        while self.now() < end:
+            good = ok(self.poll()) and good
+            time.sleep(POLL_S)
+        return good
+
+
+def settle(timeout: float = 20.0) -> None:
+    """Wait until every region's node answers with both of its own backends: each
+    scenario starts from all-healthy, not from the previous one's recovery."""
+    for region in REGIONS:
+
+        def healthy(r: Region = region) -> bool:
+            return tuple(ask(r.ns, r.node) or ()) == tuple(sorted(r.backends.values()))
+
+        wait_for(healthy, timeout)
+
+
+def new_result(scenario: str) -> DrillResult:
+    settle()
+    return DrillResult(scenario, TTL_S, INTERVAL_S, THRESHOLD, BOUND_S)
+
+
+def finish(result: DrillResult) -> DrillResult:
+    result.queries = len(result.timeline)
+    result.lost = sum(1 for lane, a in result.timeline if lane == "resolver" and a.lost)
+    result.checks["no lost queries at the resolver"] = result.lost == 0
+    result.passed = all(result.checks.values())
+    return result
+
+
+def blackhole(region: Region, address: str, on: bool) -> None:
+    ip("route", "add" if on else "del", "blackhole", f"{address}/32", ns=region.ns, check=on)
+
+
+def source_states(lab: Lab, region: Region, backend: str) -> dict[str, str]:
+    for pool in lab.node_status(region)["pools"]:
+        for b in pool["backends"]:
+            if b["name"] == backend:
+                return {s: v["state"] for s, v in b["sources"].items()}
+    return {}
+
+
+def partial_outage(lab: Lab) -> DrillResult:
+    """wnam1 unreachable from ENAM only: 1 of 3 sources, healthy everywhere; then from WEU
+    too: 2 of 3, out of every region's answers within the bound; then back."""
+    result = new_result("partial-outage")
+    target = WNAM.backends["wnam1"]
+    watch = Watch(result, WNAM)
+    has = lambda a: target in a  # noqa: E731
+    result.checks["served before the fault"] = watch.until("resolver", has, 10) is not None
+    try:
+        result.fault_at = watch.now()
+        blackhole(ENAM, target, True)
+        settle = INTERVAL_S * THRESHOLD * 3
+        result.checks["1 of 3 sources failing: still answered"] = watch.hold(
+            settle, lambda got: got["dnsd"] is not None and target in got["dnsd"]
+        )
+        states = {r.code: source_states(lab, r, "wnam1") for r in REGIONS}
+        result.notes.append(f"1 of 3: per-source states seen by each node {states}")
+        result.checks["each node sees ENAM's source unhealthy, the others healthy"] = all(
+            s.get("ENAM") == "unhealthy"
+            and s.get("WNAM") == "healthy"
+            and s.get("WEU") == "healthy"
+            for s in states.values()
+        )
+        blackhole(WEU, target, True)
+        gone = lambda a: bool(a) and target not in a  # noqa: E731
+        result.detect_s = watch.until("dnsd", gone, BOUND_S + 5)
+        client = watch.until("resolver", gone, BOUND_S + 5)
+        result.client_s = (
+            None if client is None or result.detect_s is None else result.detect_s + client
+        )
+        result.checks["2 of 3: gone from the answers within the bound"] = (
+            result.client_s is not None and result.client_s <= BOUND_S
+        )
+        others = [ask(r.ns, r.node) or () for r in (ENAM, WEU)]
+        result.checks["2 of 3: gone in every region"] = all(target not in a for a in others)
+        states = {r.code: source_states(lab, r, "wnam1") for r in REGIONS}
+        result.notes.append(f"2 of 3: per-source states {states}")
+    finally:
+        result.recovered_at = watch.now()
+        blackhole(ENAM, target, False)
+        blackhole(WEU, target, False)
+    result.failback_s = watch.until("resolver", has, BOUND_S + 10)
+    result.checks["answers came back"] = result.failback_s is not None
+    return finish(result)
+
+
+def node_down(lab: Lab) -> DrillResult:
+    """WNAM's dnsd node killed: WNAM's resolver keeps answering through the other two
+    nodes (lost = 0); the slowest answer meanwhile is the resolver's retry time."""
+    import os
+    import signal
+
+    result = new_result("node-down")
+    watch = Watch(result, WNAM)
+    result.checks["served before the fault"] = watch.until("resolver", bool, 10) is not None
+    result.fault_at = watch.now()
+    for pid in lab.node_pids(WNAM):
+        os.kill(pid, signal.SIGKILL)
+    slowest = 0.0
+    end = watch.now() + 5.0
+    while watch.now() < end:
+        started = time.monotonic()
+        got = ask(WNAM.ns, WNAM.resolver, timeout=3.0)
+        took = time.monotonic() - started
+        result.timeline.append(("resolver", Answer(watch.now(), "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)))  # fmt: skip
+        slowest = max(slowest, took)
+        time.sleep(POLL_S)
+    result.notes.append(f"slowest resolver answer with the node down: {slowest * 1000:.0f} ms (its retry to another NS)")  # fmt: skip
+    result.client_s = 0.0
+    result.recovered_at = watch.now()
+    lab.start_node(WNAM)
+    result.failback_s = watch.until("dnsd", bool, 30)  # the restarted node's first answer
+    result.checks["node back"] = result.failback_s is not None
+    return finish(result)
+
+
+def bus_connected(lab: Lab, region: Region) -> bool:
+    try:
+        return bool(lab.node_status(region)["bus"]["connected"])
+    except OSError:
+        return False
+
+
+def wait_for(check: Callable[[], bool], timeout: float) -> float | None:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.1)
+    return None
+
+
+def redis_partition(lab: Lab) -> DrillResult:
+    """WNAM's node cut from Redis: it keeps serving on its own probes and the last shared
+    state (its answers do not change); a backend failing meanwhile is seen by WNAM through
+    its own probe; after the cut heals the nodes agree again within N s (reported)."""
+    result = new_result("redis-partition")
+    watch = Watch(result, WNAM)
+    before = watch.until("dnsd", bool, 10)
+    result.checks["served before the fault"] = before is not None
+    steady = tuple(ask(WNAM.ns, WNAM.node) or ())
+    result.fault_at = watch.now()
+    blackhole(WNAM, REDIS, True)
+    try:
+        cut = wait_for(lambda: not bus_connected(lab, WNAM), 10)
+        result.detect_s = cut  # None: the idle connection did not notice within 10 s
+        result.checks["no answer change while cut off"] = watch.hold(
+            3.0, lambda got: got["dnsd"] == steady
+        )
+        lab.set_backend(ENAM, "enam1", "503")  # a change the others share and WNAM cannot hear
+        time.sleep(INTERVAL_S * THRESHOLD * 3)
+    finally:
+        result.recovered_at = watch.now()
+        blackhole(WNAM, REDIS, False)
+    same = lambda: source_states(lab, WNAM, "enam1") == source_states(lab, ENAM, "enam1")  # noqa: E731
+    converged = wait_for(lambda: bus_connected(lab, WNAM) and same(), 20)
+    result.failback_s = converged
+    result.client_s = 0.0
+    result.notes.append(f"after the cut healed, WNAM agreed with ENAM on enam1 in {converged if converged is None else round(converged, 2)} s")  # fmt: skip
+    result.checks["nodes converge after the cut heals"] = converged is not None
+    lab.set_backend(ENAM, "enam1", "ok")
+    return finish(result)
+
+
+def region_isolated(lab: Lab) -> DrillResult:
+    """WNAM loses its only link: ENAM's clients (watched, with WEU's node) get the answers
+    they had (no flip), the isolated WNAM node keeps serving its own clients from its local
+    view; after the link comes back the nodes agree again (time reported)."""
+    result = new_result("region-isolated")
+    watch = Watch(result, ENAM)
+    result.checks["served before the fault"] = watch.until("resolver", bool, 10) is not None
+    enam = tuple(ask(ENAM.ns, ENAM.resolver) or ())
+    weu = tuple(ask(WEU.ns, WEU.node) or ())
+    local = tuple(ask(WNAM.ns, WNAM.node) or ())
+    port = "v-" + WNAM.ns.removeprefix("dnsdlab-")
+    result.fault_at = watch.now()
+    ip("link", "set", port, "down", ns="dnsdlab-hub")
+    seen: set[tuple[str, ...]] = set()
+    try:
+        held_local = True
+        end = time.monotonic() + max(4.0, BOUND_S)
+        while time.monotonic() < end:
+            got = watch.poll()
+            seen.update({got["resolver"] or (), tuple(ask(WEU.ns, WEU.node) or ())})
+            held_local = tuple(ask(WNAM.ns, WNAM.node) or ()) == local and held_local
+            time.sleep(POLL_S)
+        result.checks["the other regions' answers unchanged"] = seen <= {enam, weu}
+        result.checks["the isolated node keeps serving its local view"] = held_local
+        if not seen <= {enam, weu}:
+            result.notes.append(f"answers seen in ENAM/WEU: {sorted(seen)} (before: {enam}, {weu})")
+    finally:
+        result.recovered_at = watch.now()
+        ip("link", "set", port, "up", ns="dnsdlab-hub")
+    converged = wait_for(lambda: bus_connected(lab, WNAM) and tuple(ask(WNAM.ns, WNAM.node) or ()) == local, 20)  # fmt: skip
+    result.failback_s = converged
+    result.client_s = 0.0
+    result.checks["converged after the link came back"] = converged is not None
+    return finish(result)
+
+
+def region_down(lab: Lab) -> DrillResult:
+    """Both WNAM backends fail: WNAM's clients move to the next region (ENAM) by geo
+    steering within the bound, and come back after recovery."""
+    result = new_result("region-down")
+    watch = Watch(result, WNAM)
+    own = set(WNAM.backends.values())
+    nxt = set(ENAM.backends.values())
+    result.checks["served before the fault"] = watch.until("resolver", lambda a: bool(set(a) & own), 10) is not None  # fmt: skip
+    try:
+        result.fault_at = watch.now()
+        for name in WNAM.backends:
+            lab.set_backend(WNAM, name, "503")
+        moved = lambda a: bool(a) and set(a) <= nxt  # noqa: E731
+        result.detect_s = watch.until("dnsd", moved, BOUND_S + 5)
+        client = watch.until("resolver", moved, BOUND_S + 5)
+        result.client_s = (
+            None if client is None or result.detect_s is None else result.detect_s + client
+        )
+        result.checks["moved to the next region within the bound"] = result.client_s is not None and result.client_s <= BOUND_S  # fmt: skip
+    finally:
+        result.recovered_at = watch.now()
+        for name in WNAM.backends:
+            lab.set_backend(WNAM, name, "ok")
+    result.failback_s = watch.until("resolver", lambda a: bool(set(a) & own), BOUND_S + 10)
+    result.checks["answers came back"] = result.failback_s is not None
+    return finish(result)
+
+
+SCENARIOS: dict[str, Callable[[Lab], DrillResult]] = {
+    "partial-outage": partial_outage,
+    "node-down": node_down,
+    "region-down": region_down,
+    "redis-partition": redis_partition,
+    "region-isolated": region_isolated,
+}

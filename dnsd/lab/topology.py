@@ -1,0 +1,123 @@
+"""The lab's fixed topology (pure): three regions, a Redis namespace and a hub with a bridge.
+
+    dnsdlab-hub: bridge lab0 ─┬─ veth ─ dnsdlab-wnam  10.77.1.0/24  node .10, unbound .53,
+                              │                               backends .21 .22, control .20
+                              ├─ veth ─ dnsdlab-enam  10.77.2.0/24  (the same layout)
+                              ├─ veth ─ dnsdlab-weu   10.77.3.0/24
+                              └─ veth ─ dnsdlab-redis 10.77.0.2     redis-server :6379
+
+All addresses are in 10.77.0.0/16 and exist only inside these namespaces (one L2 segment,
+/16 on every interface). Each region's clients are its own namespace: client_networks
+place 10.77.N.0/24 in the region, so a region's resolver is located there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dnsd.lab.netns import PREFIX
+
+HUB = f"{PREFIX}hub"
+REDIS_NS = f"{PREFIX}redis"
+REDIS = "10.77.0.2"
+BRIDGE = "lab0"
+MASK = 16
+TTL_S = 2
+INTERVAL_S = 0.5
+THRESHOLD = 2
+BACKEND_PORT = 8080
+TOKEN = "dnsd-lab-token"
+ZONE = "lab.test"
+
+
+@dataclass(frozen=True)
+class Region:
+    code: str  # WNAM
+    index: int  # 1 → 10.77.1.0/24
+
+    @property
+    def ns(self) -> str:
+        return f"{PREFIX}{self.code.lower()}"
+
+    def address(self, host: int) -> str:
+        return f"10.77.{self.index}.{host}"
+
+    @property
+    def node(self) -> str:
+        return self.address(10)
+
+    @property
+    def resolver(self) -> str:
+        return self.address(53)
+
+    @property
+    def control(self) -> str:
+        return self.address(20)
+
+    @property
+    def backends(self) -> dict[str, str]:
+        return {f"{self.code.lower()}{i}": self.address(20 + i) for i in (1, 2)}
+
+    @property
+    def pool(self) -> str:
+        return self.code.lower()
+
+
+REGIONS = (Region("WNAM", 1), Region("ENAM", 2), Region("WEU", 3))
+NEXT = {"WNAM": "ENAM", "ENAM": "WNAM", "WEU": "ENAM"}  # where a region's clients go next
+
+
+def config() -> str:
+    """dnsd's configuration, the same file on every node."""
+    ns_names = " ".join(f"ns{r.index}.{ZONE}.," for r in REGIONS).rstrip(",")
+    lines = [
+        f"zone: {ZONE}", "ttl: 60", f"soa: {{mname: ns1.{ZONE}., rname: h.{ZONE}., minimum: 1}}",
+        "records:", f'  "@": {{NS: [{ns_names}]}}',
+        *(f"  ns{r.index}: {{A: {r.node}}}" for r in REGIONS),
+        "  www: {lb: www}",
+        "monitors:",
+        f"  web: {{type: http, path: /healthz, port: {BACKEND_PORT}, interval: {INTERVAL_S}s, timeout: 0.4s, "
+        f"healthy_threshold: 2, unhealthy_threshold: {THRESHOLD}, sources: [{', '.join(r.code for r in REGIONS)}], quorum: 2}}",
+        "pools:",
+    ]  # fmt: skip
+    for r in REGIONS:
+        backends = ", ".join(f"{{name: {n}, address: {a}}}" for n, a in r.backends.items())
+        lines.append(f"  {r.pool}: {{monitor: web, region: {r.code}, backends: [{backends}]}}")
+    lines.append("client_networks:")
+    lines += [f"  10.77.{r.index}.0/24: {{region: {r.code}}}" for r in REGIONS]
+    region_pools = ", ".join(f"{r.code}: [{r.pool}, {NEXT[r.code].lower()}]" for r in REGIONS)
+    lines += [
+        "load_balancers:",
+        f"  www: {{ttl: {TTL_S}, steering: geo, default_pools: [enam, wnam, weu], "
+        f"region_pools: {{{region_pools}}}, max_answers: 2}}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def unbound_config(region: Region, directory: str) -> str:
+    stubs = "\n".join(f"    stub-addr: {r.node}" for r in REGIONS)
+    return f"""\
+server:
+    interface: {region.resolver}
+    port: 53
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: "{directory}"
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 0
+    access-control: 10.77.0.0/16 allow
+    module-config: "iterator"
+    cache-min-ttl: 0
+    prefetch: no
+    qname-minimisation: no
+    num-threads: 1
+    local-zone: "test." nodefault
+remote-control:
+    control-enable: no
+stub-zone:
+    name: "{ZONE}"
+{stubs}
+"""
