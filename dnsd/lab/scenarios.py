@@ -112,7 +112,6 @@ def partial_outage(lab: Lab) -> DrillResult:
     has = lambda a: target in a  # noqa: E731
     result.checks["served before the fault"] = watch.until("resolver", has, 10) is not None
     try:
-        result.fault_at = watch.now()
         blackhole(ENAM, target, True)
         settle = INTERVAL_S * THRESHOLD * 3
         result.checks["1 of 3 sources failing: still answered"] = watch.hold(
@@ -126,6 +125,7 @@ def partial_outage(lab: Lab) -> DrillResult:
             and s.get("WEU") == "healthy"
             for s in states.values()
         )
+        result.fault_at = watch.now()  # the fault that must move answers: the second source
         blackhole(WEU, target, True)
         gone = lambda a: bool(a) and target not in a  # noqa: E731
         result.detect_s = watch.until("dnsd", gone, BOUND_S + 5)
