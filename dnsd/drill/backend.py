@@ -32,6 +32,7 @@ class DemoBackend:
         self.mode = "ok"
         self.source_modes: dict[str, str] = {}
         self.slow_ms = 500.0
+        self.source_slow_ms: dict[str, float] = {}  # a path's own delay (the lab's dynamic-rtt)
         self.requests: Counter[str] = Counter()  # per probe source
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
@@ -77,12 +78,15 @@ class DemoBackend:
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
-        if slow_ms is not None:
+        if slow_ms is not None and source is None:
             self.slow_ms = float(slow_ms)
         if source is not None:
             self.source_modes[source] = mode
+            if slow_ms is not None:
+                self.source_slow_ms[source] = float(slow_ms)
             return
         self.source_modes.clear()
+        self.source_slow_ms.clear()
         was_refusing = self.mode == "refused"
         self.mode = mode
         if mode == "refused" and not was_refusing and self._site is not None:
@@ -134,5 +138,5 @@ class DemoBackend:
                 self._hung.discard(fut)
             raise web.HTTPServiceUnavailable
         if mode == "slow":
-            await asyncio.sleep(self.slow_ms / 1000.0)
+            await asyncio.sleep(self.source_slow_ms.get(source, self.slow_ms) / 1000.0)
         return web.Response(text=f"ok {self.name}\n")

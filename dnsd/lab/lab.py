@@ -189,8 +189,20 @@ class Lab:
     def node_status(self, region: Region) -> dict[str, Any]:
         return http(region.ns, f"http://{region.node}:8053/api/v1/status")
 
-    def set_backend(self, region: Region, name: str, mode: str) -> None:
-        http(region.ns, f"http://{region.control}:8054/backends/{name}", {"mode": mode}, "POST")
+    def set_backend(
+        self, region: Region, name: str, mode: str, source: str | None = None,
+        slow_ms: float | None = None,
+    ) -> None:  # fmt: skip
+        body: dict[str, Any] = {"mode": mode}
+        if source is not None:
+            body["source"] = source
+        if slow_ms is not None:
+            body["slow_ms"] = slow_ms
+        http(region.ns, f"http://{region.control}:8054/backends/{name}", body, "POST")
+
+    def explain(self, region: Region, name: str, client: str) -> dict[str, Any]:
+        url = f"http://{region.node}:8053/api/v1/explain?name={name}&client={client}"
+        return http(region.ns, url)
 
     # -- down ------------------------------------------------------------------------------------
     def down(self) -> None:

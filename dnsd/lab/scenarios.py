@@ -16,7 +16,7 @@ from dnsd.drill.dnsclient import Answer
 from dnsd.drill.runner import DrillResult
 from dnsd.lab.lab import Lab, ask
 from dnsd.lab.netns import ip
-from dnsd.lab.topology import INTERVAL_S, REDIS, REGIONS, THRESHOLD, TTL_S, Region
+from dnsd.lab.topology import DELAY_MS, INTERVAL_S, REDIS, REGIONS, THRESHOLD, TTL_S, ZONE, Region
 
 WNAM, ENAM, WEU = REGIONS
 PROBE_TIMEOUT_S = 0.4
@@ -28,8 +28,8 @@ POLL_S = 0.05
 class Watch:
     """Polls the region's node and resolver every 50 ms and keeps the timeline."""
 
-    def __init__(self, result: DrillResult, region: Region) -> None:
-        self.result, self.region = result, region
+    def __init__(self, result: DrillResult, region: Region, name: str = f"www.{ZONE}") -> None:
+        self.result, self.region, self.name = result, region, name
         self.started = time.monotonic()
 
     def now(self) -> float:
@@ -39,7 +39,7 @@ class Watch:
         out: dict[str, tuple[str, ...] | None] = {}
         for lane, server in (("dnsd", self.region.node), ("resolver", self.region.resolver)):
             at = self.now()
-            got = ask(self.region.ns, server, timeout=1.0)
+            got = ask(self.region.ns, server, self.name, timeout=1.0)
             answer = Answer(at, "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)
             self.result.timeline.append((lane, answer))
             out[lane] = None if got is None else tuple(got)
@@ -291,8 +291,85 @@ def region_down(lab: Lab) -> DrillResult:
     return finish(result)
 
 
+def set_paths(lab: Lab, extra: dict[tuple[str, str], float] | None = None) -> None:
+    """Every backend answers a probe from another region after that path's delay
+    (topology.DELAY_MS), plus `extra[(backend region, source region)]`."""
+    for backend_region in REGIONS:
+        for source in REGIONS:
+            delay = 0.0 if source is backend_region else DELAY_MS[frozenset({backend_region.code, source.code})]  # fmt: skip
+            delay += (extra or {}).get((backend_region.code, source.code), 0.0)
+            for name in backend_region.backends:
+                lab.set_backend(backend_region, name, "slow" if delay else "ok", source.code, delay)  # fmt: skip
+
+
+def dynamic_rtt(lab: Lab) -> DrillResult:
+    """`dyn` (steering: dynamic): each region's clients get the pool nearest by the RTT
+    measured from their region; `explain` on each node shows RTTs near the path delays;
+    a longer path (ENAM's own backends, +100 ms from ENAM) moves ENAM's clients to the
+    next nearest (WNAM, 35 ms) within the bound, and back when it is short again.
+
+    The delay is added by the backends per probing region (DemoBackend's per-source
+    `slow`), because the machines this is built on have no `tc netem`; the vantage points,
+    probes and Redis sharing are the lab's real ones."""
+    result = new_result("dynamic-rtt")
+    name = f"dyn.{ZONE}"
+    watch = Watch(result, ENAM, name)
+    set_paths(lab)
+    try:
+        own = {r.code: set(r.backends.values()) for r in REGIONS}
+        nearest = {}
+        for region in REGIONS:
+
+            def settled(r: Region = region) -> bool:
+                got = ask(r.ns, r.node, name) or []
+                return bool(got) and set(got) <= own[r.code]
+
+            nearest[region.code] = wait_for(settled, 15) is not None
+        result.checks["each region's clients get their own region's pool"] = all(nearest.values())
+        seen: list[str] = []
+
+        def rtts_match() -> bool:
+            """explain on each node, for a client of its region: RTT per pool within 20%
+            of the path delay (the EWMA needs a few probes to get there)."""
+            seen.clear()
+            worst = 0.0
+            for region in REGIONS:
+                for candidate in lab.explain(region, name, region.address(99))["candidates"]:
+                    pool_region = candidate["pool"].upper()
+                    configured = 0.0 if pool_region == region.code else DELAY_MS[frozenset({pool_region, region.code})]  # fmt: skip
+                    measured = candidate.get("rtt_ms")
+                    seen.append(f"{region.code} → {candidate['pool']}: configured {configured:.0f} ms, measured {measured if measured is None else round(measured, 1)} ms")  # fmt: skip
+                    if configured:
+                        worst = max(worst, abs((measured or 0.0) - configured) / configured)
+            return worst <= 0.2
+
+        converged = wait_for(rtts_match, 20)
+        result.notes.extend(seen)
+        result.checks["explain's RTTs within 20% of the path delays"] = converged is not None
+        result.fault_at = watch.now()
+        set_paths(lab, {("ENAM", "ENAM"): 100.0})
+        wnam = set(WNAM.backends.values())
+        moved = lambda a: bool(a) and set(a) <= wnam  # noqa: E731
+        result.detect_s = watch.until("dnsd", moved, BOUND_S + 5)
+        client_s = watch.until("resolver", moved, BOUND_S + 5)
+        result.client_s = (
+            None if client_s is None or result.detect_s is None else result.detect_s + client_s
+        )
+        result.checks["ENAM's clients moved to WNAM within the bound"] = result.client_s is not None and result.client_s <= BOUND_S  # fmt: skip
+        result.recovered_at = watch.now()
+        set_paths(lab)
+        result.failback_s = watch.until("resolver", lambda a: bool(a) and set(a) <= own["ENAM"], BOUND_S + 10)  # fmt: skip
+        result.checks["answers came back"] = result.failback_s is not None
+    finally:
+        for region in REGIONS:
+            for backend in region.backends:
+                lab.set_backend(region, backend, "ok")
+    return finish(result)
+
+
 SCENARIOS: dict[str, Callable[[Lab], DrillResult]] = {
     "partial-outage": partial_outage,
+    "dynamic-rtt": dynamic_rtt,
     "node-down": node_down,
     "region-down": region_down,
     "redis-partition": redis_partition,

@@ -65,6 +65,13 @@ class Region:
 
 REGIONS = (Region("WNAM", 1), Region("ENAM", 2), Region("WEU", 3))
 NEXT = {"WNAM": "ENAM", "ENAM": "WNAM", "WEU": "ENAM"}  # where a region's clients go next
+# One-way path delays between regions (ms), as a probe from one region to a backend in the
+# other sees them: WNAM–ENAM 35, ENAM–WEU 40, WNAM–WEU 70.
+DELAY_MS = {
+    frozenset({"WNAM", "ENAM"}): 35.0,
+    frozenset({"ENAM", "WEU"}): 40.0,
+    frozenset({"WNAM", "WEU"}): 70.0,
+}
 
 
 def config() -> str:
@@ -75,6 +82,7 @@ def config() -> str:
         "records:", f'  "@": {{NS: [{ns_names}]}}',
         *(f"  ns{r.index}: {{A: {r.node}}}" for r in REGIONS),
         "  www: {lb: www}",
+        "  dyn: {lb: dyn}",
         "monitors:",
         f"  web: {{type: http, path: /healthz, port: {BACKEND_PORT}, interval: {INTERVAL_S}s, timeout: 0.4s, "
         f"healthy_threshold: 2, unhealthy_threshold: {THRESHOLD}, sources: [{', '.join(r.code for r in REGIONS)}], quorum: 2}}",
@@ -90,6 +98,7 @@ def config() -> str:
         "load_balancers:",
         f"  www: {{ttl: {TTL_S}, steering: geo, default_pools: [enam, wnam, weu], "
         f"region_pools: {{{region_pools}}}, max_answers: 2}}",
+        f"  dyn: {{ttl: {TTL_S}, steering: dynamic, default_pools: [wnam, enam, weu], min_samples: 3}}",
     ]
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,8 @@ import pytest
 from dnsd.lab.lab import leftovers
 from dnsd.lab.netns import available
 
-BUILT = ["partial-outage", "node-down", "redis-partition", "region-isolated", "region-down"]
+BUILT = ["partial-outage", "dynamic-rtt", "node-down", "redis-partition", "region-isolated",
+         "region-down"]  # fmt: skip
 KEYS = {"scenario", "ttl_s", "interval_s", "unhealthy_threshold", "bound_s", "detect_s",
         "client_s", "failback_s", "queries", "lost", "passed"}  # fmt: skip
 
@@ -46,4 +47,7 @@ def test_lab_drills_pass_and_leave_nothing_behind(tmp_path: Path, run: int) -> N
     # a real 1 of 3 and 2 of 3: each node sees the sources differ by region
     assert partial["checks"]["each node sees ENAM's source unhealthy, the others healthy"]
     assert partial["client_s"] <= partial["bound_s"]
+    dynamic = results[1]
+    assert dynamic["checks"]["explain's RTTs within 20% of the path delays"]
+    assert done.returncode == 0, done.stderr[-2000:]
     assert leftovers() == [], "lab namespaces or processes left behind"
