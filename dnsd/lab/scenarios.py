@@ -57,6 +57,14 @@ class Watch:
             time.sleep(POLL_S)
         return None
 
+    def moved(self, result: DrillResult, wanted: Callable[[tuple[str, ...]], bool]) -> None:
+        """detect_s: until the node answers as wanted; client_s: until its resolver does."""
+        result.detect_s = self.until("dnsd", wanted, BOUND_S + 5)
+        client = self.until("resolver", wanted, BOUND_S + 5)
+        result.client_s = (
+            None if client is None or result.detect_s is None else result.detect_s + client
+        )
+
     def hold(self, seconds: float, ok: Callable[[dict[str, tuple[str, ...] | None]], bool]) -> bool:
         """Poll for `seconds`; False if any poll is not ok."""
         good = True
@@ -128,11 +136,7 @@ def partial_outage(lab: Lab) -> DrillResult:
         result.fault_at = watch.now()  # the fault that must move answers: the second source
         blackhole(WEU, target, True)
         gone = lambda a: bool(a) and target not in a  # noqa: E731
-        result.detect_s = watch.until("dnsd", gone, BOUND_S + 5)
-        client = watch.until("resolver", gone, BOUND_S + 5)
-        result.client_s = (
-            None if client is None or result.detect_s is None else result.detect_s + client
-        )
+        watch.moved(result, gone)
         result.checks["2 of 3: gone from the answers within the bound"] = (
             result.client_s is not None and result.client_s <= BOUND_S
         )
@@ -276,11 +280,7 @@ def region_down(lab: Lab) -> DrillResult:
         for name in WNAM.backends:
             lab.set_backend(WNAM, name, "503")
         moved = lambda a: bool(a) and set(a) <= nxt  # noqa: E731
-        result.detect_s = watch.until("dnsd", moved, BOUND_S + 5)
-        client = watch.until("resolver", moved, BOUND_S + 5)
-        result.client_s = (
-            None if client is None or result.detect_s is None else result.detect_s + client
-        )
+        watch.moved(result, moved)
         result.checks["moved to the next region within the bound"] = result.client_s is not None and result.client_s <= BOUND_S  # fmt: skip
     finally:
         result.recovered_at = watch.now()
@@ -350,11 +350,7 @@ def dynamic_rtt(lab: Lab) -> DrillResult:
         set_paths(lab, {("ENAM", "ENAM"): 100.0})
         wnam = set(WNAM.backends.values())
         moved = lambda a: bool(a) and set(a) <= wnam  # noqa: E731
-        result.detect_s = watch.until("dnsd", moved, BOUND_S + 5)
-        client_s = watch.until("resolver", moved, BOUND_S + 5)
-        result.client_s = (
-            None if client_s is None or result.detect_s is None else result.detect_s + client_s
-        )
+        watch.moved(result, moved)
         result.checks["ENAM's clients moved to WNAM within the bound"] = result.client_s is not None and result.client_s <= BOUND_S  # fmt: skip
         result.recovered_at = watch.now()
         set_paths(lab)
