@@ -185,6 +185,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def admin_token_from_environment() -> str | None:
+    """DNSD_ADMIN_TOKEN, or the first line of the file DNSD_ADMIN_TOKEN_FILE names (a Docker
+    or systemd secret: the token stays out of the environment and `docker inspect`)."""
+    import os
+
+    path = os.environ.get("DNSD_ADMIN_TOKEN_FILE")
+    if path:
+        try:
+            line = Path(path).read_text(encoding="utf-8").splitlines()[0].strip()
+        except (OSError, IndexError, UnicodeDecodeError) as exc:
+            raise SystemExit(f"DNSD_ADMIN_TOKEN_FILE={path}: cannot read a token: {exc}") from None
+        return line or None
+    return os.environ.get("DNSD_ADMIN_TOKEN") or None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -392,7 +407,6 @@ def apply_server_file(
 
 def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
     """`dnsd config show`: every serve setting, its effective value and where it came from."""
-    import os
 
     for key in sorted(sources):
         if key in ("command", "action", "config", "follow_fd"):
@@ -405,8 +419,8 @@ def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
         if key == "listen" and value:
             value = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in value]
         print(f"{key} = {value!r}  ({sources[key]})")
-    token = "set" if os.environ.get("DNSD_ADMIN_TOKEN") else "not set"
-    print(f"admin_token = {token}  (environment DNSD_ADMIN_TOKEN)")
+    token = "set" if admin_token_from_environment() else "not set"
+    print(f"admin_token = {token}  (environment DNSD_ADMIN_TOKEN or DNSD_ADMIN_TOKEN_FILE)")
     if args.config:
         print(f"# server file: {args.config}")
     return 0
@@ -521,7 +535,6 @@ def worker_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import os
 
     from dnsd.logsetup import setup_logging
     from dnsd.server import ServerOptions, serve
@@ -585,7 +598,7 @@ def run_serve(args: argparse.Namespace) -> int:
         key_dir=Path(args.state_dir),
         create_keys=not worker,
         admin=None if worker else admin,
-        admin_token=os.environ.get("DNSD_ADMIN_TOKEN") or None,
+        admin_token=admin_token_from_environment(),
         tokens=tuple(getattr(args, "tokens", ())),
         webhooks=tuple(getattr(args, "webhooks", ())),
         query_log_sample=args.query_log_sample,

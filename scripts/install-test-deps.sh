@@ -17,6 +17,9 @@ command -v nsd >/dev/null 2>&1 || debs+=(nsd)  # a second real secondary
 command -v delv >/dev/null 2>&1 || debs+=(bind9-dnsutils)  # delv: DNSSEC validation
 command -v ldns-verify-zone >/dev/null 2>&1 || debs+=(ldnsutils)  # checks signed zones
 command -v systemd-analyze >/dev/null 2>&1 || debs+=(systemd)  # verifies docs/dnsd.service
+command -v dockerd >/dev/null 2>&1 || debs+=(docker.io)  # the compose test bed, run for real
+command -v docker-compose >/dev/null 2>&1 || debs+=(docker-compose)
+command -v debootstrap >/dev/null 2>&1 || debs+=(debootstrap)  # docker/offline-images.sh
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -22,11 +22,12 @@ from dnsd.geo.regions import REGIONS
 DOCKER = Path(__file__).parent.parent / "docker"
 COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text())
 NODES = ["node-a", "node-b", "node-c"]
+BACKENDS = ["b1", "b2", "us1", "eu1"]
 
 
 def test_compose_services_and_network() -> None:
     services = COMPOSE["services"]
-    assert set(services) == {"redis", "backends", "unbound", *NODES}
+    assert set(services) == {"redis", *BACKENDS, "unbound", *NODES}
     subnet = ipaddress.ip_network(COMPOSE["networks"]["gslb"]["ipam"]["config"][0]["subnet"])
     for name, service in services.items():
         assert "image" in service or "build" in service, name
@@ -45,7 +46,7 @@ def test_nodes_run_dnsd_serve_with_redis_in_three_regions() -> None:
         assert args.command == "serve" and args.redis == "redis://172.30.0.5:6379/0"
         assert args.node and args.pop_region in REGIONS
         assert service["build"]["dockerfile"] == "docker/Dockerfile"
-        assert "DNSD_ADMIN_TOKEN" in service["environment"]
+        assert service["environment"]["DNSD_ADMIN_TOKEN_FILE"] == "/run/secrets/dnsd_admin_token"
         regions.append(args.pop_region)
     assert len(set(regions)) == 3
     config, _ = load_config(DOCKER / "zones")
@@ -53,10 +54,17 @@ def test_nodes_run_dnsd_serve_with_redis_in_three_regions() -> None:
 
 
 def test_backends_and_resolver_match_the_config() -> None:
-    args = build_parser().parse_args(COMPOSE["services"]["backends"]["command"])
-    ports = {int(spec.rsplit(":", 1)[1]) for spec in args.backends}
     config, _ = load_config(DOCKER / "zones")
-    assert {b.port for p in config.pools.values() for b in p.backends} == ports
+    configured = {
+        b.name: (str(b.address), b.port) for p in config.pools.values() for b in p.backends
+    }
+    for name in BACKENDS:  # each backend container serves the address and port the config names
+        service = COMPOSE["services"][name]
+        args = build_parser().parse_args(service["command"])
+        [spec] = args.backends
+        backend, _, listen = spec.partition("=")
+        address = service["networks"]["gslb"]["ipv4_address"]
+        assert backend == name and configured[name] == (address, int(listen.rsplit(":", 1)[1]))
     stubs = [
         line.split()[-1]
         for line in (DOCKER / "unbound" / "unbound.conf").read_text().splitlines()
