@@ -37,7 +37,7 @@ def test_config_show_names_where_each_setting_came_from(tmp_path: Path) -> None:
     assert lines["workers"] == "2  (file)"
     assert lines["listen"] == "['127.0.0.1:5399']  (file)"
     assert lines["rrl_slip"] == "2  (default)"
-    assert lines["admin_token"].endswith("(environment DNSD_ADMIN_TOKEN)")
+    assert lines["admin_token"].endswith("(environment DNSD_ADMIN_TOKEN or DNSD_ADMIN_TOKEN_FILE)")
 
 
 def test_check_reports_the_server_files_problems_by_line(tmp_path: Path) -> None:
