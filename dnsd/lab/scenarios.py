@@ -37,9 +37,12 @@ class Watch:
 
     def poll(self) -> dict[str, tuple[str, ...] | None]:
         out: dict[str, tuple[str, ...] | None] = {}
-        for lane, server in (("dnsd", self.region.node), ("resolver", self.region.resolver)):
+        # A stub resolver waits seconds for its resolver (glibc: 5 s), which meanwhile may
+        # retry another name server; the node itself must answer at once.
+        lanes = (("dnsd", self.region.node, 1.0), ("resolver", self.region.resolver, 3.0))
+        for lane, server, timeout in lanes:
             at = self.now()
-            got = ask(self.region.ns, server, self.name, timeout=1.0)
+            got = ask(self.region.ns, server, self.name, timeout=timeout)
             answer = Answer(at, "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)
             self.result.timeline.append((lane, answer))
             out[lane] = None if got is None else tuple(got)
@@ -76,12 +79,14 @@ class Watch:
 
 
 def settle(timeout: float = 20.0) -> None:
-    """Wait until every region's node answers with both of its own backends: each
-    scenario starts from all-healthy, not from the previous one's recovery."""
+    """Wait until every region's node and resolver answer with both of its own backends:
+    each scenario starts from all-healthy, not from the previous one's recovery (nor from
+    a resolver's cached answer of it)."""
     for region in REGIONS:
 
         def healthy(r: Region = region) -> bool:
-            return tuple(ask(r.ns, r.node) or ()) == tuple(sorted(r.backends.values()))
+            both = tuple(sorted(r.backends.values()))
+            return all(tuple(ask(r.ns, s) or ()) == both for s in (r.node, r.resolver))
 
         wait_for(healthy, timeout)
 
