@@ -37,6 +37,7 @@ from dnsd.ratelog import RateLimitedLog
 
 log = logging.getLogger("dnsd.health.bus")
 REJECTED_LOG = RateLimitedLog(log)
+ERROR_LOG = RateLimitedLog(log)  # unexpected client errors while reconnecting
 
 PREFIX = "dnsd"
 OBS_HASH = f"{PREFIX}:observations"
@@ -147,6 +148,7 @@ class RedisBus:
         self.rejected: dict[str, int] = {}
         self._own: dict[str, Observation] = {}  # this node's latest, re-sent on reconnect
         self._client: aioredis.Redis | None = None
+        self._pubsub: Any = None  # the subscription of the current connection
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.channels: list[BusChannel] = []
@@ -172,10 +174,15 @@ class RedisBus:
         while not self._stopping:
             try:
                 self._client = aioredis.from_url(
-                    self.url, socket_timeout=2, socket_connect_timeout=2
+                    # health_check_interval: a silent subscription is pinged, so a
+                    # half-open connection is noticed and replaced.
+                    self.url,
+                    socket_timeout=2,
+                    socket_connect_timeout=2,
+                    health_check_interval=5,
                 )
                 await self._client.ping()
-                pubsub = self._client.pubsub()
+                pubsub = self._pubsub = self._client.pubsub()
                 await pubsub.subscribe(
                     OBS_CHANNEL, OVERRIDES_CHANNEL, *(c.channel for c in self.channels)
                 )
@@ -188,18 +195,25 @@ class RedisBus:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None:
                         self._on_message(message)
-            except (RedisError, OSError) as exc:
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # whatever the client raises: reconnect, since
+                # this loop is the node's only link to the cluster and must never end.
                 self.errors_total += 1
                 if self.connected:
                     log.error(
-                        "redis %s unreachable (%s): serving on own probes and last shared state",
-                        self.url,
-                        exc,
-                    )
+                        "redis %s unreachable (%s: %s): serving on own probes and last shared"
+                        " state", self.url, type(exc).__name__, exc,
+                    )  # fmt: skip
+                elif not isinstance(exc, (RedisError, OSError)):
+                    ERROR_LOG.log(time.time(), logging.ERROR, "redis %s: %s: %s", self.url,
+                                  type(exc).__name__, str(exc)[:200])  # fmt: skip
                 self._set_connected(False)
-                if self._client is not None:
-                    with contextlib.suppress(RedisError, OSError):
-                        await self._client.aclose()
+                for closing in (self._pubsub, self._client):
+                    if closing is not None:
+                        with contextlib.suppress(Exception):
+                            await asyncio.wait_for(closing.aclose(), 2.0)
+                self._pubsub = None
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 

@@ -113,9 +113,10 @@ def all_nodes(cluster, predicate, timeout: float, name: str = "www.mn.test") -> 
     while True:
         if all(predicate(answers(n.port, name)) for n in cluster["nodes"].values()):
             return time.monotonic() - started
-        assert time.monotonic() - started < timeout, {
-            k: answers(n.port, name) for k, n in cluster["nodes"].items()
-        }
+        if time.monotonic() - started >= timeout:
+            seen = {k: answers(n.port, name) for k, n in cluster["nodes"].items()}
+            logs = {k: n.output()[-3000:] for k, n in cluster["nodes"].items()}
+            raise AssertionError(f"not within {timeout} s: {seen}\nnode logs: {logs}")
         time.sleep(0.02)
 
 
