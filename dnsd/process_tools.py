@@ -1,13 +1,16 @@
 """Process mechanics the configuration loader needs, kept out of the pure `dnsd.config`
 package (tests/test_layering.py): a call on a thread with a chosen stack size, and a pause
-of the cyclic garbage collector."""
+of the cyclic garbage collector, and giving freed memory back after a load."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -58,3 +61,22 @@ def gc_paused() -> Iterator[None]:
             _gc_pauses -= 1
             if _gc_pauses == 0:
                 gc.enable()
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim): a big load
+    frees its parse trees between objects that stay, and without this the served process
+    keeps that memory as its resident size (measured: 14 MiB of 200 on the 10k-LB config,
+    issue 21). Elsewhere (no glibc) nothing is done."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):
+        return None

@@ -162,8 +162,9 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
     qname = reply.q.qname  # lower case: owners become pointers to the question (see reply_for)
     for part in result.answer:
         owner = qname if part.owner is None else DNSLabel(part.owner)
-        for rr in part.rrset.records:
-            reply.add_answer(RR(owner, rr.rtype, ttl=part.rrset.ttl, rdata=rr.rdata))
+        rrset = part.rrset
+        for rdata in rrset.rdatas:
+            reply.add_answer(RR(owner, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if decision is not None:
         owner = qname if result.lb_owner is None else DNSLabel(result.lb_owner)
         qtype = QTYPE.A if query.q.qtype == QTYPE.ANY else query.q.qtype
@@ -176,14 +177,16 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
         if not final.cname and not final.addresses:
             result.negative = True
     for rrset in result.authority:
-        for rr in rrset.records:
-            reply.add_auth(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
+        label = DNSLabel(rrset.owner)
+        for rdata in rrset.rdatas:
+            reply.add_auth(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if result.negative and result.zone is not None:
         soa = result.zone.soa
         reply.add_auth(RR(soa.rname, QTYPE.SOA, ttl=result.zone.negative_ttl, rdata=soa.rdata))
     for rrset in result.additional:
-        for rr in rrset.records:
-            reply.add_ar(RR(DNSLabel(rrset.owner), rr.rtype, ttl=rrset.ttl, rdata=rr.rdata))
+        label = DNSLabel(rrset.owner)
+        for rdata in rrset.rdatas:
+            reply.add_ar(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
 
 
 def pack(

@@ -8,10 +8,10 @@ reference the serving path reads; nothing published is ever mutated.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dnslib import QTYPE, RD, RR, SOA
 
@@ -42,6 +42,58 @@ class NodeSettings:
         """The source this node's own probes record under: its region, else `local`. Its RTT
         profiles are the answering node's own vantage point (steering.md §2.3)."""
         return self.pop_region or LOCAL_SOURCE
+
+
+class RRsets(Mapping[int, RRset]):
+    """One name's RRsets by type: the RRset itself when there is one (most names), else a
+    tuple scanned in order. Not a dict: a name holds a few types, and a dict per name costs
+    ~200 bytes more across every name of a big zone (issue 21). Empty non-terminals and
+    load-balanced names share `NO_RRSETS`."""
+
+    __slots__ = ("_sets",)
+
+    def __init__(self, sets: Iterable[RRset] = ()) -> None:
+        found = tuple(sets)
+        self._sets: RRset | tuple[RRset, ...] = found[0] if len(found) == 1 else found
+
+    def _all(self) -> tuple[RRset, ...]:
+        sets = self._sets
+        return sets if isinstance(sets, tuple) else (sets,)
+
+    def get(self, rtype: int, default: Any = None) -> Any:
+        sets = self._sets
+        if sets.__class__ is RRset:
+            return sets if sets.rtype == rtype else default
+        for rrset in sets:  # type: ignore[union-attr]
+            if rrset.rtype == rtype:
+                return rrset
+        return default
+
+    def __getitem__(self, rtype: int) -> RRset:
+        found = self.get(rtype)
+        if found is None:
+            raise KeyError(rtype)
+        return found
+
+    def __contains__(self, rtype: object) -> bool:
+        return any(rrset.rtype == rtype for rrset in self._all())
+
+    def __iter__(self) -> Iterator[int]:
+        return (rrset.rtype for rrset in self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __repr__(self) -> str:
+        return f"RRsets({list(self._all())!r})"
+
+
+NO_RRSETS = RRsets()
+
+
+def with_rrset(sets: Mapping[int, RRset], rrset: RRset) -> RRsets:
+    """`sets` with `rrset` added, or in place of the one of its type."""
+    return RRsets([*(s for s in sets.values() if s.rtype != rrset.rtype), rrset])
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +188,14 @@ def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> Compil
     return replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
 
 
+def _rrsets(held: RRset | list[RRset] | None) -> RRsets:
+    if held is None:
+        return NO_RRSETS
+    if isinstance(held, list):  # one per type: the last written wins
+        return RRsets({rrset.rtype: rrset for rrset in held}.values())
+    return RRsets((held,))
+
+
 def label_count(name: str) -> int:
     return 0 if name == "." else name.rstrip(".").count(".") + 1
 
@@ -148,27 +208,34 @@ def compile_zone(
     load balancer changed get a new node."""
     if previous is not None and previous.config is zone:
         return _relinked(previous, lbs)
-    by_owner: dict[str, dict[int, RRset]] = {}
+    # Owner → its RRset, or a list once it has several: no container per name while the
+    # tree is built, since 100,000s of short-lived ones would leave the process's memory
+    # fragmented around the objects that stay (issue 21).
+    by_owner: dict[str, RRset | list[RRset] | None] = {}
     soa = soa_record(zone)
-    by_owner.setdefault(zone.name, {})[QTYPE.SOA] = RRset(
-        zone.name, QTYPE.SOA, zone.soa.ttl, (soa,)
-    )
+    by_owner[zone.name] = RRset(zone.name, QTYPE.SOA, zone.soa.ttl, (soa.rdata,))
     for rrset in zone.rrsets:
-        by_owner.setdefault(rrset.owner, {})[rrset.rtype] = rrset
+        held = by_owner.get(rrset.owner)
+        if held is None:
+            by_owner[rrset.owner] = rrset
+        elif isinstance(held, list):
+            held.append(rrset)
+        else:
+            by_owner[rrset.owner] = [held, rrset]
     for owner in zone.lb_names:
-        by_owner.setdefault(owner, {})
+        by_owner.setdefault(owner, None)
     # Empty non-terminals: every ancestor between an owner and the apex exists.
     for owner in list(by_owner):
         name = owner
         while name != zone.name:
             name = name.split(".", 1)[1] or "."
-            by_owner.setdefault(name, {})
+            by_owner.setdefault(name, None)
     nodes = {
-        owner: Node(MappingProxyType(sets), lbs.get(zone.lb_names.get(owner, "")))
-        for owner, sets in by_owner.items()
+        owner: Node(_rrsets(held), lbs.get(zone.lb_names.get(owner, "")))
+        for owner, held in by_owner.items()
     }
     cuts = frozenset(
-        owner for owner, sets in by_owner.items() if owner != zone.name and QTYPE.NS in sets
+        owner for owner, node in nodes.items() if owner != zone.name and QTYPE.NS in node.rrsets
     )
     return CompiledZone(
         name=zone.name,
@@ -238,10 +305,9 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         soa = RR(zone.soa.rname, QTYPE.SOA, ttl=zone.soa.ttl,
                  rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])))  # fmt: skip
         apex = zone.nodes[zone.name]
-        sets = dict(apex.rrsets)
-        sets[QTYPE.SOA] = replace(sets[QTYPE.SOA], records=(soa,))
+        sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
         nodes = dict(zone.nodes)
-        nodes[zone.name] = replace(apex, rrsets=MappingProxyType(sets))
+        nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
@@ -255,11 +321,11 @@ def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
         if zone is None:
             continue
         apex = zone.nodes[zone.name]
-        sets = dict(apex.rrsets)
-        for rtype, rrset in apex_key_rrsets(keys, zone.config.ttl).items():
-            sets[rtype] = rrset
+        sets: Mapping[int, RRset] = apex.rrsets
+        for rrset in apex_key_rrsets(keys, zone.config.ttl).values():
+            sets = with_rrset(sets, rrset)
         nodes = dict(zone.nodes)
-        nodes[zone.name] = replace(apex, rrsets=MappingProxyType(sets))
+        nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, nodes=MappingProxyType(nodes))
     return replace(snap, zones=MappingProxyType(zones), signing=MappingProxyType(dict(signing)))
 
@@ -274,9 +340,7 @@ def apex_key_rrsets(keys: ZoneKeys, ttl: int) -> dict[int, RRset]:
         (60, [k.dnskey for k in keys.sep_keys()]),  # CDNSKEY (RFC 7344 §3.2)
         (59, [k.ds() for k in keys.sep_keys()]),  # CDS: the DS records to publish
     ):
-        records = tuple(
-            RR(keys.zone, rtype, ttl=dnskeys.ttl, rdata=RD(rd.to_digestable())) for rd in rdatas
-        )
+        records = tuple(RD(rd.to_digestable()) for rd in rdatas)
         out[rtype] = RRset(keys.zone, rtype, dnskeys.ttl, records)
     return out
 

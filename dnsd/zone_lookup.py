@@ -102,7 +102,7 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
     cname = node.rrsets.get(QTYPE.CNAME)
     if cname is not None and qtype not in (QTYPE.CNAME, ANY):
         out.answer.append(AnswerPart(owner, cname))
-        return str(cname.records[0].rdata.label).lower()
+        return str(cname.rdatas[0].label).lower()
     if node.lb is not None and qtype in (QTYPE.A, QTYPE.AAAA, ANY):
         out.lb, out.lb_owner = node.lb, owner
         return None
@@ -132,8 +132,8 @@ def _referral(zone: CompiledZone, cut: str, out: Lookup) -> None:
     ns = zone.nodes[cut].rrsets[QTYPE.NS]
     out.authority.append(ns)
     out.authoritative = bool(out.answer)
-    for rr in ns.records:
-        _add_glue(zone, str(rr.rdata.label).lower(), out)
+    for rdata in ns.rdatas:
+        _add_glue(zone, str(rdata.label).lower(), out)
 
 
 def wildcard_node(zone: CompiledZone, name: str) -> Node | None:
@@ -158,8 +158,8 @@ def _add_addresses(zone: CompiledZone, rrset: RRset, out: Lookup) -> None:
     attr = NEEDS_ADDRESS.get(rrset.rtype)
     if attr is None:
         return
-    for rr in rrset.records:
-        _add_glue(zone, str(getattr(rr.rdata, attr)).lower(), out)
+    for rdata in rrset.rdatas:
+        _add_glue(zone, str(getattr(rdata, attr)).lower(), out)
 
 
 def _add_glue(zone: CompiledZone, target: str, out: Lookup) -> None:

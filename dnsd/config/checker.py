@@ -171,7 +171,7 @@ class Checker:
         if value is False and "off" in choices:
             return "off"  # YAML 1.1 habit: a bare `off` may arrive as false
         if isinstance(value, str) and value in choices:
-            return value
+            return choices[choices.index(value)]  # the constant: one string, not one per entry
         hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
         extra = f' (did you mean "{hint[0]}"?)' if hint else ""
         self.error(

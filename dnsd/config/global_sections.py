@@ -14,6 +14,7 @@ import ipaddress
 import os
 import re
 import ssl
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,12 @@ STEERING_POLICIES = ("off", "random", "dynamic", "geo", "proximity")
 AFFINITY_MODES = ("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE")
 _CODES_ITEM = re.compile(r"^([1-5])xx$|^(\d{3})(?:-(\d{3}))?$")
 
+# Defaults shared by every entry that leaves them out: one object, not one per pool or load
+# balancer (a big configuration has tens of thousands of them; issue 21).
+NO_AFFINITY = ZonalAffinity("DISABLED", 0.0)
+NO_FAILOVER_POLICY = FailoverPolicy(0.0, False, configured=False)
+NO_MAPPING: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({})
+
 
 @dataclass(frozen=True, slots=True)
 class Ref:
@@ -58,7 +65,14 @@ class Ref:
     name: str
     file: str
     line: int
-    path: str
+    where: str  # the path of the key, shared by the items of one list
+    index: int | None = None  # the item's place in that list
+
+    @property
+    def path(self) -> str:
+        """Made when an error is reported: stored, a path per reference would cost more
+        than the reference itself in a big configuration."""
+        return self.where if self.index is None else f"{self.where}[{self.index}]"
 
 
 @dataclass(slots=True)
@@ -339,7 +353,7 @@ def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Po
         file=ck.file,
         monitor=monitor,
         minimum_origins=min_origins or 1,
-        region=region if region in REGIONS else None,
+        region=sys.intern(region) if region in REGIONS else None,  # one string per region
         latitude=ck.get_float(d, "latitude", path, default=None, lo=-90, hi=90),
         longitude=ck.get_float(d, "longitude", path, default=None, lo=-180, hi=180),
         weight=ck.get_float(d, "weight", path, default=1.0, lo=0.0),
@@ -352,11 +366,11 @@ def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Po
 
 def _affinity(ck: Checker, d: LineDict, path: str) -> ZonalAffinity:
     if "zonal_affinity" not in d:
-        return ZonalAffinity("DISABLED", 0.0)
+        return NO_AFFINITY
     sub = join(path, "zonal_affinity")
     a = ck.mapping(d["zonal_affinity"], d.line_of("zonal_affinity"), sub)
     if a is None:
-        return ZonalAffinity("DISABLED", 0.0)
+        return NO_AFFINITY
     ck.keys(a, sub, ("mode", "spillover_ratio"))
     mode = ck.get_enum(a, "mode", sub, AFFINITY_MODES, default="DISABLED")
     ratio = ck.get_float(a, "spillover_ratio", sub, default=0.0, lo=0.0, hi=1.0)
@@ -371,11 +385,11 @@ def _affinity(ck: Checker, d: LineDict, path: str) -> ZonalAffinity:
 
 def _failover_policy(ck: Checker, d: LineDict, path: str) -> FailoverPolicy:
     if "failover_policy" not in d:
-        return FailoverPolicy(0.0, False, configured=False)
+        return NO_FAILOVER_POLICY
     sub = join(path, "failover_policy")
     p = ck.mapping(d["failover_policy"], d.line_of("failover_policy"), sub)
     if p is None:
-        return FailoverPolicy(0.0, False, configured=False)
+        return NO_FAILOVER_POLICY
     ck.keys(p, sub, ("failover_ratio", "drop_traffic_if_unhealthy"))
     return FailoverPolicy(
         failover_ratio=ck.get_float(p, "failover_ratio", sub, default=0.0, lo=0.0, hi=1.0),
@@ -517,9 +531,9 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
 
 def _pool_list(ck: Checker, d: LineDict, key: str, path: str, refs: list[Ref]) -> list[str]:
     items = ck.get_str_list(d, key, path, default=[])
-    out = []
+    out, where = [], join(path, key)
     for i, (pool, line) in enumerate(items):
-        refs.append(Ref("pool", pool, ck.file, line, f"{join(path, key)}[{i}]"))
+        refs.append(Ref("pool", pool, ck.file, line, where, i))
         out.append(pool)
     return out
 
@@ -534,7 +548,7 @@ def _pool_table(
     what: str,
 ) -> MappingProxyType[str, tuple[str, ...]]:
     if key not in d:
-        return MappingProxyType({})
+        return NO_MAPPING
     sub = join(path, key)
     m = ck.mapping(d[key], d.line_of(key), sub)
     out: dict[str, tuple[str, ...]] = {}
@@ -548,9 +562,9 @@ def _pool_table(
             }.get(what, "ISO 3166-1 alpha-2, upper case")
             ck.error(line, join(sub, loc_s), f"unknown {what} {loc_s!r} ({hint})")
             continue
-        names = []
-        for i, (pool, item_line) in enumerate(ck.str_list(pools, line, join(sub, loc_s))):
-            refs.append(Ref("pool", pool, ck.file, item_line, f"{join(sub, loc_s)}[{i}]"))
+        names, where = [], join(sub, loc_s)
+        for i, (pool, item_line) in enumerate(ck.str_list(pools, line, where)):
+            refs.append(Ref("pool", pool, ck.file, item_line, where, i))
             names.append(pool)
         out[loc_s] = tuple(names)
     return MappingProxyType(out)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dnslib import RR
+from dnslib import RD
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -34,12 +34,14 @@ class Soa:
 
 @dataclass(frozen=True, slots=True)
 class RRset:
-    """Records of one type at one owner. `records` are dnslib RRs; never mutate them."""
+    """Records of one type at one owner: their RDATA as dnslib objects (never mutate them).
+    The owner, type and TTL are stored once here, not per record: a big zone holds
+    100,000s of records, and the RRs are made when a reply is built (issue 21)."""
 
     owner: str
     rtype: int
     ttl: int
-    records: tuple[RR, ...]
+    rdatas: tuple[RD, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,19 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LineList:
     return result
 
 
+def _construct_str(loader: _Loader, node: yaml.ScalarNode) -> str:
+    """A copy of the scalar's text, not the node's own string: the node graph is freed
+    once the document is built, and strings kept from it would stay scattered across the
+    memory it used, holding it (measured on the 10k-LB config: 32 MiB less resident after
+    a load, issue 21). One-character strings are shared by Python anyway."""
+    value: str = node.value
+    if len(value) < 2:
+        return value
+    return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:str", _construct_str)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 _Loader.add_constructor(INT_TAG, _construct_int)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from dnslib import AAAA, QTYPE, RR, SOA, TXT, A, DNSLabel
+from dnslib import AAAA, QTYPE, RD, RR, SOA, TXT, A, DNSLabel
 
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
@@ -127,7 +127,7 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         return None, []
     fk = Checker(str(path))
     soa: Soa | None = None
-    by_key: dict[tuple[str, int], list[RR]] = {}
+    by_key: dict[tuple[str, int], list[RD]] = {}
     ttls: dict[tuple[str, int], int] = {}
     for rec in found:
         where = f"{rec.owner} {rec.rtype}"
@@ -148,10 +148,10 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         if problem:
             fk.error(rec.line, where, f"invalid name: {problem}")
             continue
-        rr = _record(fk, rec.rtype, rec.text, rec.owner, origin, rec.ttl, rec.line, where)
-        if rr is not None:
-            key = (rec.owner, rr.rtype)
-            by_key.setdefault(key, []).append(rr)
+        rdata = _record(fk, rec.rtype, rec.text, rec.owner, origin, rec.ttl, rec.line, where)
+        if rdata is not None:
+            key = (rec.owner, getattr(QTYPE, rec.rtype))
+            by_key.setdefault(key, []).append(rdata)
             ttls[key] = rec.ttl
     if soa is None and "soa" not in doc:
         fk.error(0, "", f"no SOA record at {origin} (nor a soa: section in {ck.file})")
@@ -321,9 +321,9 @@ def _parse_owner(
         items = _items(ck, value, line, join(path, key))
         records = []
         for text, item_line, item_path in items:
-            rr = _record(ck, rtype, text, owner, origin, ttl, item_line, item_path)
-            if rr is not None:
-                records.append(rr)
+            rdata = _record(ck, rtype, text, owner, origin, ttl, item_line, item_path)
+            if rdata is not None:
+                records.append(rdata)
         if records:
             sets.append(RRset(owner, getattr(QTYPE, rtype), ttl, tuple(records)))
     return sets, lb
@@ -355,36 +355,34 @@ def _items(ck: Checker, value: Any, line: int, path: str) -> list[tuple[str, int
 
 def _record(
     ck: Checker, rtype: str, text: str, owner: str, origin: str, ttl: int, line: int, path: str
-) -> RR | None:
-    label = DNSLabel(owner)
+) -> RD | None:
+    """One record's RDATA (its owner, type and TTL are the RRset's)."""
     try:
         if rtype == "A":
-            return RR(label, QTYPE.A, ttl=ttl, rdata=A(str(ipaddress.IPv4Address(text.strip()))))
+            return A(str(ipaddress.IPv4Address(text.strip())))
         if rtype == "AAAA":
-            addr = ipaddress.IPv6Address(text.strip())
-            return RR(label, QTYPE.AAAA, ttl=ttl, rdata=AAAA(str(addr)))
+            return AAAA(str(ipaddress.IPv6Address(text.strip())))
         if rtype == "TXT" and not text.lstrip().startswith('"'):
             # A plain YAML string is one TXT value; split into 255-byte character-strings.
             data = text.encode()
             chunks = [data[i : i + 255] for i in range(0, len(data), 255)] or [b""]
-            return RR(label, QTYPE.TXT, ttl=ttl, rdata=TXT(chunks))
+            return TXT(chunks)
         parsed = RR.fromZone(f"{owner} {ttl} IN {rtype} {text}", origin=origin)
         if len(parsed) != 1:
             raise ValueError("expected exactly one record")
-        rr: RR = parsed[0]
-        for target in _targets(rr):
+        rdata: RD = parsed[0].rdata
+        for target in _targets(rdata):
             problem = name_problem(target)
             if problem:
                 raise ValueError(f"target {target}: {problem}")
-        return RR(label, rr.rtype, ttl=ttl, rdata=rr.rdata)
+        return rdata
     except Exception as exc:
         ck.error(line, path, f"invalid {rtype} value {text!r}: {exc}")
         return None
 
 
-def _targets(rr: RR) -> list[str]:
+def _targets(rd: RD) -> list[str]:
     """Names inside the RDATA (lower-case, absolute), for validation and additional data."""
-    rd = rr.rdata
     for attr in ("label", "mx", "target"):
         value = getattr(rd, attr, None)
         if isinstance(value, DNSLabel):
@@ -404,7 +402,7 @@ def _check_owner(
     types = {QTYPE.get(s.rtype) for s in sets}
     if "CNAME" in types:
         cname = next(s for s in sets if s.rtype == QTYPE.CNAME)
-        if len(cname.records) > 1:
+        if len(cname.rdatas) > 1:
             ck.error(line, join(path, "CNAME"), "a name can have only one CNAME")
         if len(types) > 1 or lb:
             ck.error(line, path, "CNAME cannot stand beside other records at the same name")

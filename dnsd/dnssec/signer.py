@@ -158,7 +158,7 @@ def _node_rrset(zone: CompiledZone, name: dns.name.Name, rdtype: int) -> dns.rrs
         rrset.ttl,
         dns.rdataclass.IN,
         dns.rdatatype.RdataType.make(rdtype),
-        [rr.rdata.toZone() for rr in rrset.records],
+        [rdata.toZone() for rdata in rrset.rdatas],
     )
 
 

@@ -20,7 +20,7 @@ import dns.name
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-from dnslib import AAAA, CNAME, QTYPE, RR, A, DNSHeader, DNSRecord
+from dnslib import AAAA, CNAME, QTYPE, RR, A, DNSHeader, DNSLabel, DNSRecord
 
 from dnsd.config.model import RRset as RRsetModel
 from dnsd.config.model import Zone
@@ -150,7 +150,7 @@ def _static_digest(zone: CompiledZone) -> str:
     if hit is not None and hit[0] is zone.config:
         return hit[1]
     lines = sorted(
-        f"{owner} {rtype} {rrset.ttl} " + " ".join(sorted(str(rr.rdata) for rr in rrset.records))
+        f"{owner} {rtype} {rrset.ttl} " + " ".join(sorted(str(rdata) for rdata in rrset.rdatas))
         for owner, rtype, rrset in _configured(zone)
     )
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
@@ -165,7 +165,7 @@ def _static(zone: CompiledZone) -> tuple[dns.rrset.RRset, ...]:
     hit = _STATIC.get(id(zone.config))
     if hit is not None and hit[0] is zone.config:
         return hit[1]
-    rrs = [rr for _, _, rrset in _configured(zone) for rr in _with_ttl(rrset.records, rrset.ttl)]
+    rrs = [rr for _, _, rrset in _configured(zone) for rr in _records(rrset)]
     converted = tuple(sorted(_convert(rrs), key=_order))
     _remember(_STATIC, zone.config, converted)
     return converted
@@ -177,8 +177,9 @@ def _remember(table: dict[int, Any], config: Zone, value: Any) -> None:
     table[id(config)] = (config, value)
 
 
-def _with_ttl(records: tuple[RR, ...], ttl: int) -> list[RR]:
-    return [RR(rr.rname, rr.rtype, ttl=ttl, rdata=rr.rdata) for rr in records]
+def _records(rrset: RRsetModel) -> list[RR]:
+    label = DNSLabel(rrset.owner)
+    return [RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata) for rdata in rrset.rdatas]
 
 
 def _convert(rrs: list[RR]) -> list[dns.rrset.RRset]:
