@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dnsd import __version__
 from dnsd.config.loader import check_directory
-from dnsd.net import UDP_LOOPS
+from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.rrl import RrlSettings
 
 RRL_DEFAULTS = RrlSettings()  # `dnsd serve` and ServerOptions share these defaults
@@ -89,6 +89,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--udp-loop", default=UDP_LOOPS[0], choices=UDP_LOOPS,
         help="UDP in a blocking socket loop thread (default, measured faster) or on the event loop",
+    )  # fmt: skip
+    serve.add_argument(
+        "--serving-loop", default=SERVING_LOOPS[0], choices=SERVING_LOOPS,
+        help="the UDP thread answers cache hits in compiled code when it was built at install"
+        " (auto, the default; compiled: refuse to start without it) or in Python (pure)",
     )  # fmt: skip
     serve.add_argument(
         "--reuse-port",
@@ -523,7 +528,8 @@ def worker_arguments(args: argparse.Namespace) -> list[str]:
     argv = ["serve", args.dir, "--admin", "off", "--log-level", args.log_level,
             "--log-format", args.log_format, "--rrl-rate", str(args.rrl_rate),
             "--rrl-slip", str(args.rrl_slip), "--event-loop", args.event_loop,
-            "--udp-loop", args.udp_loop, "--query-log-sample", str(args.query_log_sample),
+            "--udp-loop", args.udp_loop, "--serving-loop", args.serving_loop,
+            "--query-log-sample", str(args.query_log_sample),
             "--state-dir", args.state_dir]  # fmt: skip
     for flag, value in (("--geoip", args.geoip), ("--pop-region", args.pop_region),
                         ("--node", args.node)):  # fmt: skip
@@ -612,6 +618,7 @@ def run_serve(args: argparse.Namespace) -> int:
         else None,
         answer_cache=not args.no_answer_cache,
         udp_loop=args.udp_loop,
+        serving_loop=args.serving_loop,
         workers=args.workers,
         worker_argv=tuple(worker_arguments(args)),
         follow_fd=args.follow_fd,

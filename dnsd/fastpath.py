@@ -54,7 +54,7 @@ from dnsd.resolve import DecisionObserver, resolve, signer_for
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
-from dnsd.steering.draws import Node, Outcome, walk
+from dnsd.steering.draws import Draw, Node, Outcome, Sample, walk
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
 from dnsd.zone_lookup import lookup
 
@@ -230,12 +230,7 @@ class AnswerCache:
         now: float,
         on_decision: DecisionObserver | None = None,
     ) -> bytes | None:
-        if (
-            snap is not self._snap
-            or health.generation != self._health_generation
-            or now >= self._next_expiry
-        ):
-            self._refresh(snap, health, now)
+        self.prepare(snap, health, now)
         # Identical queries differ only in their ID: the bytes after it are the memo key.
         tail = bytes(wire[2:])  # a no-op for the bytes sockets deliver
         memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
@@ -254,7 +249,7 @@ class AnswerCache:
                     lb_counts = self.lb_counts
                     lb_counts[counted] = lb_counts.get(counted, 0) + 1
                     if fell_back:
-                        self._count_fallback(counted[0])
+                        self.count_fallback(counted[0])
                     return wire[:2] + finished
                 query = Query(wire, client, snap, health, rng, now, on_decision)
                 return self._balanced_memo(lb_memo, query, outcome)
@@ -279,7 +274,42 @@ class AnswerCache:
             return reply
         return self._balanced(entry, query, parsed)
 
-    def _count_fallback(self, lb: str) -> None:
+    def prepare(self, snap: Snapshot, health: HealthView, now: float) -> None:
+        """Forget what a new snapshot, new health states or the clock made stale (every
+        query; the compiled loop once per batch before it reads the tables)."""
+        if (
+            snap is not self._snap
+            or health.generation != self._health_generation
+            or now >= self._next_expiry
+        ):
+            self._refresh(snap, health, now)
+
+    def memos(self, transport: str) -> dict[bytes, bytes | _LbMemo]:
+        """The table of query bytes after the ID → reply after the ID, or a load-balanced
+        memo (dnsd/_fastloop.c reads the UDP one; it is cleared in place, never replaced)."""
+        return self._memo_udp if transport == "udp" else self._memo_tcp
+
+    def answer_drawn(
+        self,
+        wire: bytes,
+        client: Client,
+        snap: Snapshot,
+        health: HealthView,
+        rng: random.Random,
+        now: float,
+        on_decision: DecisionObserver | None,
+        outcome: Outcome,
+    ) -> bytes | None:
+        """A memo hit whose draws the compiled loop already made (`outcome`) but whose
+        finished reply is not cached yet: the same as `answer` from there on."""
+        memo = self.memos(client.transport).get(bytes(wire[2:]))
+        if memo is None or memo.__class__ is bytes:  # gone meanwhile: answered afresh
+            return self.answer(wire, client, snap, health, rng, now, on_decision)
+        self.hits += 1
+        query = Query(wire, client, snap, health, rng, now, on_decision)
+        return self._balanced_memo(memo, query, outcome)  # type: ignore[arg-type]
+
+    def count_fallback(self, lb: str) -> None:
         self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
 
     # -- generations ----------------------------------------------------------------------
@@ -551,3 +581,11 @@ def _finish(template: bytes, wire: bytes, parsed: Parsed, scope: int) -> bytes:
 
 
 __all__ = ["AnswerCache", "AnswerCaches", "parse"]
+
+
+try:  # the compiled loop (dnsd/_fastloop.c) recognises these classes in the tables it reads
+    import dnsd._fastloop as _fastloop
+except ImportError:  # not built: the pure loop serves
+    pass
+else:
+    _fastloop.setup(Draw, Sample, _LbMemo)

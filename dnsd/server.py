@@ -35,14 +35,15 @@ from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthEvent, HealthStore
 from dnsd.health.view import HealthView
-from dnsd.net import UDP_LOOPS
+from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
-from dnsd.net.udp_thread import BatchAnswerer, UdpThread
+from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
+from dnsd.process_tools import release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
@@ -90,6 +91,7 @@ class ServerOptions:
     cluster_nodes: frozenset[str] | None = None  # who may speak on the bus; None: anyone
     answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
     udp_loop: str = UDP_LOOPS[0]  # "thread": a blocking socket loop per listener
+    serving_loop: str = SERVING_LOOPS[0]  # that loop: compiled when built ("auto"), or pure
     first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
     workers: int = 1  # processes answering on the listen addresses (dnsd.workers)
     key_dir: Path | None = None  # DNSSEC keys (STATE_DIR/keys); None: zones are not signed
@@ -121,6 +123,7 @@ def load_snapshot(
     prepare_transfers(snapshot)
     if key_dir is not None:
         snapshot = with_keys(snapshot, zone_keys(config.zones, key_dir, create_keys))
+    release_free_memory()
     return snapshot
 
 
@@ -255,11 +258,18 @@ class DnsServer:
         return answer_query
 
     def batch_answerer(self, cache: AnswerCache | None, transport: str) -> BatchAnswerer:
+        return self.answering(cache, transport)[0]
+
+    def answering(
+        self, cache: AnswerCache | None, transport: str
+    ) -> tuple[BatchAnswerer, CacheHits | None]:
         """The answering function of one loop (a UDP thread, or the event loop's UDP or
         TCP), for a batch of queries: its own cache and metrics tally, everything bound once.
         The clock, the snapshot and the health view are read once per batch, the time taken
         is measured per batch (each query counts the batch's mean in the latency histogram),
-        and the tally's updates are written out here: no call per query but the cache's."""
+        and the tally's updates are written out here: no call per query but the cache's.
+        Second: what the compiled UDP loop needs to answer the cache's hits itself, with
+        the same cache, random source and tally (None: every query takes this function)."""
         answer = cache.answer if cache is not None else resolve
         if cache is not None:
             self.metrics.count_decisions_of(cache.lb_counts, cache.fallback_counts)
@@ -270,13 +280,28 @@ class DnsServer:
         holder, rng, options = self.holder, self.rng, self.options
         perf_counter, wall_clock = time.perf_counter, time.time
 
-        def answer_batch(wires: list[bytes], clients: list[Client]) -> list[bytes | None]:
+        def record(answered: int, queries: int, seconds: float) -> None:
+            """`answered` of `queries` answered in `seconds`: the mean into the histogram."""
+            if answered:
+                latency[bisect_left(buckets, seconds / queries)] += answered
+                sums[0] += seconds * answered / queries
+            if len(counts) > fold_at:  # random names: fold into labelled totals
+                fold()
+
+        def answer_batch(
+            wires: list[bytes], clients: list[Client], drawn: list[Any] | None = None
+        ) -> list[bytes | None]:
             started = perf_counter()
             snap, view, now = holder.current, self.view, wall_clock()
             replies: list[bytes | None] = []
-            for wire, client in zip(wires, clients, strict=True):
+            for i, (wire, client) in enumerate(zip(wires, clients, strict=True)):
                 try:
-                    reply = answer(wire, client, snap, view, rng, now, decided)
+                    if drawn is not None and drawn[i] is not None:  # the compiled loop drew
+                        reply = cache.answer_drawn(  # type: ignore[union-attr]
+                            wire, client, snap, view, rng, now, decided, drawn[i]
+                        )
+                    else:
+                        reply = answer(wire, client, snap, view, rng, now, decided)
                 except Exception:  # a bug must cost one answer, never the listener
                     ERROR_LOG.log(now, logging.ERROR, "error answering a query from %s",
                                   client.address, exc_info=True)  # fmt: skip
@@ -287,20 +312,20 @@ class DnsServer:
                     continue
                 key = reply[2:60]  # flags and rcode, the counts, the question
                 counts[key] = counts.get(key, 0) + 1
-            seconds = perf_counter() - started
-            answered = len(replies) - replies.count(None)
-            if answered:
-                latency[bisect_left(buckets, seconds / len(replies))] += answered
-                sums[0] += seconds * answered / len(replies)
-            if len(counts) > fold_at:  # random names: fold into labelled totals
-                fold()
+            record(len(replies) - replies.count(None), len(replies), perf_counter() - started)
             if options.query_log_sample:
                 for client, reply in zip(clients, replies, strict=True):
                     if reply and rng.random() < options.query_log_sample:
                         log_query(client, reply)
             return replies
 
-        return answer_batch
+        hits = None
+        if cache is not None and not options.query_log_sample:  # sampling sees every reply
+            hits = CacheHits(
+                cache, rng, counts,
+                lambda: cache.prepare(holder.current, self.view, wall_clock()), record,
+            )  # fmt: skip
+        return answer_batch, hits
 
     def _alert_event(self, event: HealthEvent) -> None:
         if event.kind == "backend":
@@ -545,8 +570,8 @@ class DnsServer:
                 sock.setblocking(True)
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own_cache = self.caches.new() if self.options.answer_cache else None
-                own = self.batch_answerer(own_cache, "udp")
-                thread = UdpThread(sock, own, self.rrl)
+                own, hits = self.answering(own_cache, "udp")
+                thread = UdpThread(sock, own, self.rrl, hits, self.options.serving_loop)
                 self._udp_threads.append(thread)
                 thread.start()
             else:
@@ -727,6 +752,7 @@ async def serve(options: ServerOptions) -> int:
         log.warning("%s", warning)
     server = DnsServer(options, snapshot, cache)
     await server.start()
+    release_free_memory()  # what starting (serials, the transfer digests) freed too
     stop = server.stop_requested
     assert stop is not None
     loop = asyncio.get_running_loop()

@@ -20,6 +20,7 @@ command -v systemd-analyze >/dev/null 2>&1 || debs+=(systemd)  # verifies docs/d
 command -v dockerd >/dev/null 2>&1 || debs+=(docker.io)  # the compose test bed, run for real
 command -v docker-compose >/dev/null 2>&1 || debs+=(docker-compose)
 command -v debootstrap >/dev/null 2>&1 || debs+=(debootstrap)  # docker/offline-images.sh
+command -v gcc >/dev/null 2>&1 || debs+=(gcc)  # builds the compiled serving loop (dnsd/_fastloop.c)
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

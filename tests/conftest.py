@@ -30,6 +30,7 @@ class ServerThread:
         admin_token: str | None = None,
         state_dir: Path | None = None,
         rrl: RrlSettings | None = None,
+        serving_loop: str = "auto",
     ) -> None:
         """Production defaults (`dnsd serve`'s UDP loop, answer cache and rate limiting);
         a test that sends many identical queries from 127.0.0.1 passes NO_RRL, as an
@@ -44,6 +45,7 @@ class ServerThread:
             admin_token=admin_token,
             state_dir=state_dir,
             rrl=rrl or RrlSettings(),
+            serving_loop=serving_loop,
         )
         self.server = DnsServer(options, load_snapshot(config_dir, 1, GEO))
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)

@@ -27,8 +27,10 @@ class DnsdProcess:
         env: dict[str, str] | None = None,
         listen: str = "127.0.0.1:0",
         nofile: int | None = None,
+        cwd: Path | None = None,
     ) -> None:
-        """`nofile`: run with this descriptor limit (soft and hard), as a small host would."""
+        """`nofile`: run with this descriptor limit (soft and hard), as a small host would.
+        `cwd`: the directory it runs in (`python -m` imports from there first)."""
         defaults = []
         if "--state-dir" not in extra:
             defaults += ["--state-dir", tempfile.mkdtemp(prefix="dnsd-state-")]
@@ -38,6 +40,7 @@ class DnsdProcess:
         self.args = [sys.executable, *serve, *defaults, *extra]
         self.extra_env = env or {}
         self.nofile = nofile
+        self.cwd = cwd
         self.admin_port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
@@ -49,7 +52,7 @@ class DnsdProcess:
         limit = self.nofile
         self.proc = subprocess.Popen(
             self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
-            preexec_fn=None if limit is None else lambda: resource.setrlimit(
+            cwd=self.cwd, preexec_fn=None if limit is None else lambda: resource.setrlimit(
                 resource.RLIMIT_NOFILE, (limit, limit)
             ),
         )  # fmt: skip

@@ -1,29 +1,67 @@
 """UDP served by a blocking socket loop in its own thread: a batch of datagrams in
-(recvmmsg, dnsd.net.mmsg), the batch answered, the replies out (sendmmsg); recvfrom and
-sendto one at a time where the batched calls are missing.
+(recvmmsg), the batch answered, the replies out (sendmmsg); recvfrom and sendto one at a
+time where the batched calls are missing.
 
 Measured faster than the asyncio and uvloop datagram protocols for this workload (README,
 "Performance"): no event-loop bookkeeping, no transport objects, one thread that only
 does this. The asyncio loop keeps TCP, the admin API and the probes. Answering is
 synchronous and never awaits, so the thread needs no locks beyond the GIL; it has its
 own answer cache.
+
+Two loops, one behaviour: the *compiled* one (dnsd/_fastloop.c, built at install when a C
+compiler is present) answers the answer cache's hits in C — the same tables, the same
+random source, the same metrics — and hands everything else to the Python answerer; the
+*pure* one (dnsd.net.mmsg through ctypes) hands every query to it. The log says which
+serves. tests/property/test_serving_loops.py checks they send the same bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import socket
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
 from dnsd.net.rrl import ResponseRateLimiter, limited
 from dnsd.net.udp import new_client
 from dnsd.reply import Client
 
+if TYPE_CHECKING:
+    from dnsd.fastpath import AnswerCache
+
+_fastloop: ModuleType | None
+try:
+    import dnsd._fastloop as _fastloop
+except ImportError:  # built without a C compiler: the pure loop serves
+    _fastloop = None
+
 log = logging.getLogger("dnsd.net.udp")
-BatchAnswerer = Callable[[list[bytes], list[Client]], list[bytes | None]]
+# (queries, their clients[, the outcome the compiled loop drew for each or None]) → replies
+BatchAnswerer = Callable[..., list[bytes | None]]
+
+
+def compiled_available() -> bool:
+    """Whether the compiled loop was built (and this platform has recvmmsg)."""
+    return _fastloop is not None and mmsg.available()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheHits:
+    """What the compiled loop needs to answer cache hits itself: the loop's answer cache,
+    random source and metrics tally (DnsServer.answering builds it beside the answerer)."""
+
+    cache: AnswerCache
+    rng: random.Random
+    counts: dict[bytes, int]  # the tally's per-reply counts
+    prepare: Callable[[], None]  # per batch: the cache checks snapshot, health and clock
+    record: Callable[[int, int, float], None]  # (answered, queries, seconds) → the histogram
 
 
 class UdpThread:
@@ -32,21 +70,99 @@ class UdpThread:
         sock: socket.socket,
         answer: BatchAnswerer,
         rrl: ResponseRateLimiter | None,
+        hits: CacheHits | None = None,
+        serving_loop: str = "auto",
     ) -> None:
         self.sock = sock
         self._answer = answer
         self._rrl = rrl if rrl is not None and rrl.enabled else None
+        self._hits = hits
         self._stopping = False
+        self.why = ""
+        self.loop = self._choose(serving_loop)
         self._thread = threading.Thread(target=self._run, name="dnsd udp", daemon=True)
 
+    def _choose(self, wanted: str) -> str:
+        """ "compiled" or "pure", and why (for the log line)."""
+        if wanted == "pure":
+            self.why = "--serving-loop pure"
+        elif not compiled_available():
+            if wanted == "compiled":
+                raise RuntimeError("--serving-loop compiled: dnsd._fastloop was not built")
+            self.why = "dnsd._fastloop was not built at install (no C compiler)"
+        elif self._hits is None:
+            self.why = "no answer cache, or --query-log-sample sees every reply"
+        else:
+            self.why = "dnsd._fastloop"
+            return "compiled"
+        return "pure"
+
     def start(self) -> None:
+        host, port = self.sock.getsockname()[:2]
+        log.info("udp %s port %d: the %s serving loop answers (%s)", host, port, self.loop,
+                 self.why)  # fmt: skip
         self._thread.start()
 
     def _run(self) -> None:
-        if mmsg.available():
+        if self.loop == "compiled":
+            assert _fastloop is not None and self._hits is not None
+            self._run_compiled(self._hits)
+        elif mmsg.available():
             self._run_batched(mmsg.DatagramBatch(self.sock))
         else:
             self._run_plain()
+
+    def _run_compiled(self, hits: CacheHits) -> None:
+        """recvmmsg → the cache's hits answered in C → the rest in Python → sendmmsg."""
+        assert _fastloop is not None
+        batch = _fastloop.Batch(self.sock.fileno(), self.sock.family == socket.AF_INET, 64)
+        answer, rrl, cache, rng = self._answer, self._rrl, hits.cache, hits.rng
+        memos, counts, lb_counts = cache.memos("udp"), hits.counts, cache.lb_counts
+        prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
+
+        def limit(client: Client, reply: bytes, query: bytes) -> bytes | None:
+            return limited(rrl, client.address, reply, query)  # type: ignore[arg-type]
+
+        rate_limit = limit if rrl is not None else None
+        clients: dict[Any, Client] = {}
+        while True:
+            try:
+                count = batch.receive()
+            except OSError:
+                if self._stopping:
+                    return
+                continue
+            if self._stopping:
+                return
+            if not count:
+                continue
+            started = perf_counter()
+            prepare()
+            misses, answered = batch.answer_hits(
+                clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
+            )
+            cache.hits += answered
+            record(answered, count, perf_counter() - started)
+            if misses:
+                # A datagram cut by the kernel (None) goes in empty: dropped and counted.
+                wires = [batch.datagram(i) or b"" for i, _ in misses]
+                whos = [self._client(clients, batch, i) for i, _ in misses]
+                replies = answer(wires, whos, [drawn for _, drawn in misses])
+                for (i, _), reply, client, wire in zip(misses, replies, whos, wires, strict=True):
+                    if reply is None:  # the answerer counted it
+                        continue
+                    if rrl is not None:
+                        reply = limited(rrl, client.address, reply, wire)
+                        if reply is None:
+                            continue
+                    batch.queue(i, reply)
+            if batch.queued and batch.flush():
+                log.debug("udp: some replies of a batch could not be sent")
+
+    @staticmethod
+    def _client(clients: dict[Any, Client], batch: Any, i: int) -> Client:
+        key = batch.source_key(i)
+        return clients.get(key) or new_client(clients, key, batch.source(i)[0])
 
     def _run_batched(self, batch: mmsg.DatagramBatch) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""

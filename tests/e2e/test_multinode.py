@@ -115,7 +115,7 @@ def all_nodes(cluster, predicate, timeout: float, name: str = "www.mn.test") -> 
             return time.monotonic() - started
         if time.monotonic() - started >= timeout:
             seen = {k: answers(n.port, name) for k, n in cluster["nodes"].items()}
-            logs = {k: n.output()[-3000:] for k, n in cluster["nodes"].items()}
+            logs = {k: n.output[-3000:] for k, n in cluster["nodes"].items()}
             raise AssertionError(f"not within {timeout} s: {seen}\nnode logs: {logs}")
         time.sleep(0.02)
 
