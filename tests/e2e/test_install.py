@@ -33,8 +33,7 @@ def test_pip_install_without_a_compiler_serves_with_the_pure_loop(tmp_path: Path
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(
-        "import sys\n"
-        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]\n"
+        "import sys\nsys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]\n"
     )
     env = {"PYTHONPATH": f"{site}:{hooks}"}  # run from tmp_path: not the checkout's dnsd
     with DnsdProcess(ROOT / "zones", "--admin", "off", env=env, cwd=tmp_path) as proc:
