@@ -180,6 +180,11 @@ def dnsd(d: Path, port: int) -> list[str]:
     return dnsd_serve(d, port, pools)
 
 
+def pure(build: Callable[[Path, int], list[str]]) -> Callable[[Path, int], list[str]]:
+    """The same dnsd with the pure-Python serving loop (--serving-loop pure)."""
+    return lambda d, port: [*build(d, port), "--serving-loop", "pure"]
+
+
 def dnsd_signed(d: Path, port: int) -> list[str]:
     """The same zone signed online (`dnssec: {}`): queried with DO=1 (dnsperf -D)."""
     cmd = dnsd(d, port)
@@ -287,10 +292,14 @@ def dnsperf(
 
 
 def serve(
-    name: str, build: Callable[[Path, int], list[str]], run: Callable[[int, Path], dict[str, float]]
+    name: str,
+    build: Callable[[Path, int], list[str]],
+    run: Callable[[int, Path], dict[str, float]],
+    warm: Callable[[int, Path], None] | None = None,
 ) -> dict[str, float] | None:
+    """Start the server, `warm` it (not measured), `run` the measurement."""
     for _attempt in range(3):  # a port taken between choosing it and binding: another one
-        result = _serve_once(name, build, run)
+        result = _serve_once(name, build, run, warm)
         if result != "retry":
             return result  # type: ignore[return-value]
     print(f"{name}: no port could be bound in 3 attempts", file=sys.stderr)
@@ -298,7 +307,10 @@ def serve(
 
 
 def _serve_once(
-    name: str, build: Callable[[Path, int], list[str]], run: Callable[[int, Path], dict[str, float]]
+    name: str,
+    build: Callable[[Path, int], list[str]],
+    run: Callable[[int, Path], dict[str, float]],
+    warm: Callable[[int, Path], None] | None,
 ) -> dict[str, float] | str | None:
     with tempfile.TemporaryDirectory(
         prefix="bench-" + re.sub(r"[^a-z0-9]+", "-", name) + "-"
@@ -324,8 +336,13 @@ def _serve_once(
                     print(f"{name}: did not start: {err}", file=sys.stderr)
                     return None
                 time.sleep(0.2)
+            if warm is not None:
+                warm(port, d)
+            cpu_before = _cpu_s(proc.pid)
             result = run(port, d)
             result["rss_mib"] = _rss_mib(proc.pid)  # after the run: caches filled
+            answered = result.get("sent", float("nan")) - result.get("lost", 0.0)
+            result["cpu_us"] = (_cpu_s(proc.pid) - cpu_before) / answered * 1e6
             return result
         finally:
             proc.terminate()
@@ -333,6 +350,17 @@ def _serve_once(
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds a process (all its threads) has used: user + system. Per answer, it says
+    how much of its core a server needs when the load generator, not the server, is the
+    limit (every server below the harness ceiling answers the same QPS)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mib(pid: int) -> float:
@@ -464,7 +492,13 @@ plugins => {{ geoip => {{
 def ecs_run(
     name: str, build: Callable[[Path, int], list[str]], seconds: int
 ) -> dict[str, float] | None:
-    return serve(name, build, lambda port, d: dnsperf(port, ecs_queries(d), seconds, ("-B",)))
+    def warm(port: int, d: Path) -> None:  # each query once first: caches filled
+        dnsperf(port, ecs_queries(d), 0, ("-B", "-n", "1"))
+
+    def run(port: int, d: Path) -> dict[str, float]:
+        return dnsperf(port, d / "ecs-queries.bin", seconds, ("-B",))
+
+    return serve(name, build, run, warm)
 
 
 def big_config(d: Path, port: int) -> list[str]:
@@ -617,7 +651,7 @@ def main() -> None:
         dnssec_report(args.runs, args.seconds)
         return
     servers: dict[str, Callable[[Path, int], list[str]]] = {
-        "dnsd": dnsd, "gdnsd (metafo)": gdnsd, "knot (static)": knot,
+        "dnsd": dnsd, "dnsd pure": pure(dnsd), "gdnsd (metafo)": gdnsd, "knot (static)": knot,
         "pdns LUA": pdns(False), "pdns LUA shared": pdns(True), "python floor": python_floor,
     }  # fmt: skip
     rows = {}
@@ -629,7 +663,7 @@ def main() -> None:
     print(f"\ndnsd vs peers, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, server on core 0, {HARNESS}, "
           f"median of {args.runs} × {args.seconds}s; harness ceiling {CEILING.get('qps', float('nan')):.0f} QPS")  # fmt: skip
     print(
-        f"{'server':<18} {'QPS':>9} {'avg latency':>12} {'lost':>6}  {'dnsd/peer':>9} {'RSS':>8}  runs"
+        f"{'server':<18} {'QPS':>9} {'avg latency':>12} {'lost':>6}  {'dnsd/peer':>9} {'CPU/answer':>10} {'RSS':>8}  runs"
     )
     ours = rows.get("dnsd")
     for name, r in rows.items():
@@ -638,16 +672,22 @@ def main() -> None:
             continue
         ratio = f"{ours['qps'] / r['qps']:.2f}×" if ours else "-"
         print(
-            f"{name:<18} {r['qps']:>9.0f} {r['latency_ms']:>10.3f}ms {r['lost']:>6.0f}  {ratio:>9} {r['rss_mib']:>5.0f} MiB  {r['runs']}"
+            f"{name:<18} {r['qps']:>9.0f} {r['latency_ms']:>10.3f}ms {r['lost']:>6.0f}  {ratio:>9} {r['cpu_us']:>8.2f}µs {r['rss_mib']:>5.0f} MiB  {r['runs']}"
         )
+    gdnsd_row = rows.get("gdnsd (metafo)")
+    if ours and gdnsd_row and rows.get("dnsd pure"):
+        print(f"dnsd ÷ gdnsd: compiled loop {ours['qps'] / gdnsd_row['qps']:.2f}, "
+              f"pure-Python loop {rows['dnsd pure']['qps'] / gdnsd_row['qps']:.2f}")  # fmt: skip
     if args.only and "dnsd" not in args.only:
         return
-    for name, build in (("dnsd", dnsd_geo), ("gdnsd (geoip)", gdnsd_geo)):
+    ecs_rows = (("dnsd", dnsd_geo), ("dnsd pure", pure(dnsd_geo)), ("gdnsd (geoip)", gdnsd_geo))
+    for name, build in ecs_rows:
         runs = [ecs_run(name, build, args.seconds) for _ in range(args.runs)]
         done = [r for r in runs if r is not None]
         if done:
             qps = statistics.median(r["qps"] for r in done)
-            print(f"{name + ', ECS from 10,000 /24s (geo)':<34} {qps:>9.0f} QPS, lost {sum(r['lost'] for r in done):.0f}, runs {[round(r['qps']) for r in done]}")  # fmt: skip
+            cpu = statistics.median(r["cpu_us"] for r in done)
+            print(f"{name + ', ECS from 10,000 /24s (geo)':<34} {qps:>9.0f} QPS, {cpu:.2f} µs CPU per answer, lost {sum(r['lost'] for r in done):.0f}, runs {[round(r['qps']) for r in done]}")  # fmt: skip
     # 10,000 distinct names: 5,000 of the load-balanced ones, 5,000 of the static ones.
     names = [f"lb{i}.{ZONE} A" for i in random.sample(range(10_000), 5000)]
     names += [f"s{i}.{ZONE} A" for i in random.sample(range(100_000), 5000)]

@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,9 +30,14 @@
 #define MAX_WALK 64    /* draw nodes on one path (plans nest at most a few levels) */
 #define COUNT_KEY 58   /* the metrics key: reply bytes 2..60 */
 
-static PyTypeObject *DrawType, *SampleType, *MemoType;
-static PyObject *s_scale, *s_thresholds, *s_branches, *s_pick, *s_client, *s_plan, *s_valid,
-    *s_tree, *s_tails, *s_random;
+static PyTypeObject *DrawType, *SampleType, *MemoType, *PlanType;
+static PyObject *s_pick, *s_random;
+/* Where the __slots__ of those classes sit in their objects: read directly (borrowed), as
+ * the member descriptors would, without a call and a reference count per attribute. */
+static Py_ssize_t at_scale, at_thresholds, at_branches, at_client, at_plan, at_valid, at_tree,
+    at_tails;
+#define SLOT_OF(obj, at) (*(PyObject **)((char *)(obj) + (at)))
+#define MAX_COUNT_KEYS 65536 /* reply → its metrics key, remembered (then started afresh) */
 
 typedef struct {
     PyObject_HEAD
@@ -45,9 +51,11 @@ typedef struct {
     struct sockaddr_in6 *names;
     struct iovec *riov, *siov;
     struct mmsghdr *rmsg, *smsg;
+    PyObject *count_keys; /* reply (after the ID) → its metrics key */
 } Batch;
 
 static void Batch_dealloc(Batch *self) {
+    Py_XDECREF(self->count_keys);
     PyMem_Free(self->rbuf);
     PyMem_Free(self->sbuf);
     PyMem_Free(self->names);
@@ -73,6 +81,9 @@ static int Batch_init(Batch *self, PyObject *args, PyObject *kwargs) {
     self->count = 0;
     self->queued = 0;
     self->namelen = ipv4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    Py_XSETREF(self->count_keys, PyDict_New());
+    if (self->count_keys == NULL)
+        return -1;
     self->rbuf = PyMem_Calloc((size_t)size, SLOT);
     self->sbuf = PyMem_Calloc((size_t)size, SEND_SLOT);
     self->names = PyMem_Calloc((size_t)size, sizeof(struct sockaddr_in6));
@@ -247,34 +258,34 @@ static PyObject *walk(PyObject *node, PyObject *rng, PyObject *random) {
         PyTypeObject *type = Py_TYPE(node);
         PyObject *next;
         if (type == DrawType) {
-            PyObject *scale = PyObject_GetAttr(node, s_scale);
-            PyObject *thresholds = scale ? PyObject_GetAttr(node, s_thresholds) : NULL;
-            PyObject *branches = thresholds ? PyObject_GetAttr(node, s_branches) : NULL;
-            PyObject *r = branches ? PyObject_CallNoArgs(random) : NULL;
+            PyObject *scale = SLOT_OF(node, at_scale);
+            PyObject *thresholds = SLOT_OF(node, at_thresholds);
+            PyObject *branches = SLOT_OF(node, at_branches);
             next = NULL;
-            if (r != NULL && PyTuple_Check(thresholds) && PyTuple_Check(branches)) {
-                double point = PyFloat_AsDouble(r) * PyFloat_AsDouble(scale);
-                Py_ssize_t lo = 0, hi = PyTuple_GET_SIZE(thresholds); /* bisect_right */
-                while (lo < hi) {
-                    Py_ssize_t mid = (lo + hi) / 2;
-                    if (point < PyFloat_AsDouble(PyTuple_GET_ITEM(thresholds, mid)))
-                        hi = mid;
-                    else
-                        lo = mid + 1;
+            if (scale == NULL || thresholds == NULL || branches == NULL ||
+                !PyTuple_Check(thresholds) || !PyTuple_Check(branches)) {
+                PyErr_SetString(PyExc_TypeError, "a draw without scale, thresholds or branches");
+            } else {
+                PyObject *r = PyObject_CallNoArgs(random);
+                if (r != NULL) {
+                    double point = PyFloat_AsDouble(r) * PyFloat_AsDouble(scale);
+                    Py_DECREF(r);
+                    Py_ssize_t lo = 0, hi = PyTuple_GET_SIZE(thresholds); /* bisect_right */
+                    while (lo < hi) {
+                        Py_ssize_t mid = (lo + hi) / 2;
+                        if (point < PyFloat_AsDouble(PyTuple_GET_ITEM(thresholds, mid)))
+                            hi = mid;
+                        else
+                            lo = mid + 1;
+                    }
+                    if (!PyErr_Occurred() && lo < PyTuple_GET_SIZE(branches)) {
+                        next = PyTuple_GET_ITEM(branches, lo);
+                        Py_INCREF(next);
+                    } else if (!PyErr_Occurred()) {
+                        PyErr_SetString(PyExc_IndexError, "a draw without its branch");
+                    }
                 }
-                if (!PyErr_Occurred() && lo < PyTuple_GET_SIZE(branches)) {
-                    next = PyTuple_GET_ITEM(branches, lo);
-                    Py_INCREF(next);
-                } else if (!PyErr_Occurred()) {
-                    PyErr_SetString(PyExc_IndexError, "a draw without its branch");
-                }
-            } else if (r != NULL) {
-                PyErr_SetString(PyExc_TypeError, "a draw's thresholds and branches are tuples");
             }
-            Py_XDECREF(scale);
-            Py_XDECREF(thresholds);
-            Py_XDECREF(branches);
-            Py_XDECREF(r);
         } else if (type == SampleType) {
             next = PyObject_CallMethodObjArgs(node, s_pick, rng, Py_None, NULL);
         } else {
@@ -309,24 +320,20 @@ static int add_count(PyObject *table, PyObject *key) {
  * outcome when one was drawn (a new reference) and no finished reply exists for it yet. */
 static PyObject *memo_reply(PyObject *memo, PyObject *client, PyObject *rng, PyObject *random,
                             PyObject *lb_counts, PyObject *on_fallback, PyObject **drawn) {
-    PyObject *reply = NULL, *outcome = NULL, *tails = NULL, *plan = NULL, *valid = NULL,
-             *tree = NULL;
-    PyObject *owner = PyObject_GetAttr(memo, s_client);
-    if (owner == NULL || owner != client)
-        goto done;
-    plan = PyObject_GetAttr(memo, s_plan);
-    valid = plan ? PyObject_GetAttr(plan, s_valid) : NULL;
-    tree = valid == Py_True ? PyObject_GetAttr(memo, s_tree) : NULL;
-    if (tree == NULL || tree == Py_None)
-        goto done;
-    outcome = walk(tree, rng, random);
-    if (outcome == NULL)
-        goto done;
-    tails = PyObject_GetAttr(memo, s_tails);
-    PyObject *found = tails && PyDict_Check(tails) ? PyDict_GetItemWithError(tails, outcome) : NULL;
+    if (SLOT_OF(memo, at_client) != client)
+        return NULL; /* made for another client: the Python path */
+    PyObject *plan = SLOT_OF(memo, at_plan);
+    if (plan == NULL || Py_TYPE(plan) != PlanType || SLOT_OF(plan, at_valid) != Py_True)
+        return NULL;
+    PyObject *tree = SLOT_OF(memo, at_tree), *tails = SLOT_OF(memo, at_tails);
+    if (tree == NULL || tree == Py_None || tails == NULL || !PyDict_Check(tails))
+        return NULL;
+    Py_INCREF(tails); /* a Sample's pick runs Python code: hold what is read after it */
+    PyObject *reply = NULL, *outcome = walk(tree, rng, random);
+    PyObject *found = outcome ? PyDict_GetItemWithError(tails, outcome) : NULL;
     if (found == NULL) {
-        if (!PyErr_Occurred()) {
-            *drawn = outcome;
+        if (outcome != NULL && !PyErr_Occurred()) {
+            *drawn = outcome; /* the Python path finishes it with this outcome */
             outcome = NULL;
         }
         goto done;
@@ -350,13 +357,32 @@ static PyObject *memo_reply(PyObject *memo, PyObject *client, PyObject *rng, PyO
     reply = PyTuple_GET_ITEM(found, 0);
     Py_INCREF(reply);
 done:
-    Py_XDECREF(owner);
-    Py_XDECREF(plan);
-    Py_XDECREF(valid);
-    Py_XDECREF(tree);
     Py_XDECREF(outcome);
-    Py_XDECREF(tails);
+    Py_DECREF(tails);
     return reply;
+}
+
+/* The metrics key of a reply (its bytes 2..60: flags, rcode, counts, question), made once
+ * per cached reply object: both are long-lived, so their hashes are computed once too. */
+static PyObject *count_key(PyObject *keys, PyObject *reply) {
+    PyObject *key = PyDict_GetItemWithError(keys, reply);
+    if (key != NULL) {
+        Py_INCREF(key);
+        return key;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t body = PyBytes_GET_SIZE(reply);
+    key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(reply), body < COUNT_KEY ? body : COUNT_KEY);
+    if (key == NULL)
+        return NULL;
+    if (PyDict_GET_SIZE(keys) >= MAX_COUNT_KEYS)
+        PyDict_Clear(keys);
+    if (PyDict_SetItem(keys, reply, key) < 0) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    return key;
 }
 
 /* answer_hits(clients, memos, rng, lb_counts, counts, limit, on_fallback)
@@ -397,10 +423,9 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
             }
             if (reply != NULL) {
                 Py_ssize_t body = PyBytes_GET_SIZE(reply);
-                PyObject *count_key = PyBytes_FromStringAndSize(
-                    PyBytes_AS_STRING(reply), body < COUNT_KEY ? body : COUNT_KEY);
-                hit = count_key != NULL && add_count(counts, count_key) == 0;
-                Py_XDECREF(count_key);
+                PyObject *key_of_reply = count_key(self->count_keys, reply);
+                hit = key_of_reply != NULL && add_count(counts, key_of_reply) == 0;
+                Py_XDECREF(key_of_reply);
                 if (hit && limit != Py_None) { /* RRL sees the finished reply */
                     full = PyBytes_FromStringAndSize(NULL, 2 + body);
                     PyObject *query = full ? PyBytes_FromStringAndSize((const char *)wire, length)
@@ -487,20 +512,46 @@ static PyTypeObject BatchType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* setup(Draw, Sample, LbMemo): the classes the walk and the memo look-up recognise. */
+/* The offset of slot `name` of `type` (a member descriptor from __slots__), or -1. */
+static Py_ssize_t slot_offset(PyObject *type, const char *name) {
+    PyObject *descr = PyObject_GetAttrString(type, name);
+    if (descr == NULL)
+        return -1;
+    Py_ssize_t at = -1;
+    if (Py_TYPE(descr) == &PyMemberDescr_Type) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX || member->type == T_OBJECT)
+            at = member->offset;
+    }
+    Py_DECREF(descr);
+    if (at < 0)
+        PyErr_Format(PyExc_TypeError, "%s is not a __slots__ attribute", name);
+    return at;
+}
+
+/* setup(Draw, Sample, LbMemo, PlanEntry): the classes the walk and the memo look-up read. */
 static PyObject *fastloop_setup(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *draw, *sample, *memo;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &draw, &PyType_Type, &sample,
-                          &PyType_Type, &memo))
+    PyObject *draw, *sample, *memo, *plan;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyType_Type, &draw, &PyType_Type, &sample,
+                          &PyType_Type, &memo, &PyType_Type, &plan))
+        return NULL;
+    if ((at_scale = slot_offset(draw, "scale")) < 0 ||
+        (at_thresholds = slot_offset(draw, "thresholds")) < 0 ||
+        (at_branches = slot_offset(draw, "branches")) < 0 ||
+        (at_client = slot_offset(memo, "client")) < 0 ||
+        (at_plan = slot_offset(memo, "plan")) < 0 || (at_tree = slot_offset(memo, "tree")) < 0 ||
+        (at_tails = slot_offset(memo, "tails")) < 0 ||
+        (at_valid = slot_offset(plan, "valid")) < 0)
         return NULL;
     Py_XSETREF(DrawType, (PyTypeObject *)Py_NewRef(draw));
     Py_XSETREF(SampleType, (PyTypeObject *)Py_NewRef(sample));
     Py_XSETREF(MemoType, (PyTypeObject *)Py_NewRef(memo));
+    Py_XSETREF(PlanType, (PyTypeObject *)Py_NewRef(plan));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
-    {"setup", fastloop_setup, METH_VARARGS, "setup(Draw, Sample, LbMemo)"},
+    {"setup", fastloop_setup, METH_VARARGS, "setup(Draw, Sample, LbMemo, PlanEntry)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -515,18 +566,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fastloop(void) {
     if (PyType_Ready(&BatchType) < 0)
         return NULL;
-    s_scale = PyUnicode_InternFromString("scale");
-    s_thresholds = PyUnicode_InternFromString("thresholds");
-    s_branches = PyUnicode_InternFromString("branches");
     s_pick = PyUnicode_InternFromString("pick");
-    s_client = PyUnicode_InternFromString("client");
-    s_plan = PyUnicode_InternFromString("plan");
-    s_valid = PyUnicode_InternFromString("valid");
-    s_tree = PyUnicode_InternFromString("tree");
-    s_tails = PyUnicode_InternFromString("tails");
     s_random = PyUnicode_InternFromString("random");
-    if (!s_scale || !s_thresholds || !s_branches || !s_pick || !s_client || !s_plan ||
-        !s_valid || !s_tree || !s_tails || !s_random)
+    if (!s_pick || !s_random)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
-def setup(draw: type, sample: type, memo: type) -> None: ...
+def setup(draw: type, sample: type, memo: type, plan: type) -> None: ...
 
 class Batch:
     queued: int

@@ -588,4 +588,4 @@ try:  # the compiled loop (dnsd/_fastloop.c) recognises these classes in the tab
 except ImportError:  # not built: the pure loop serves
     pass
 else:
-    _fastloop.setup(Draw, Sample, _LbMemo)
+    _fastloop.setup(Draw, Sample, _LbMemo, _PlanEntry)
