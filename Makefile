@@ -28,5 +28,6 @@ check: test
 ## bench: benchmarks (not part of the test run); loopback only, bounded
 bench:
 	$(PYTHON) bench/peers.py
+	$(PYTHON) bench/bigconfig.py
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py
