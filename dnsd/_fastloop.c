@@ -37,7 +37,10 @@ static PyObject *s_pick, *s_random;
 static Py_ssize_t at_scale, at_thresholds, at_branches, at_client, at_plan, at_valid, at_tree,
     at_tails;
 #define SLOT_OF(obj, at) (*(PyObject **)((char *)(obj) + (at)))
-#define MAX_COUNT_KEYS 65536 /* reply → its metrics key, remembered (then started afresh) */
+/* reply → its metrics key, remembered until this many entries or reply bytes (the table
+ * keeps those replies alive), then started afresh */
+#define MAX_COUNT_KEYS 65536
+#define MAX_COUNT_KEY_BYTES (8 << 20)
 
 typedef struct {
     PyObject_HEAD
@@ -52,6 +55,7 @@ typedef struct {
     struct iovec *riov, *siov;
     struct mmsghdr *rmsg, *smsg;
     PyObject *count_keys; /* reply (after the ID) → its metrics key */
+    Py_ssize_t count_key_bytes; /* the replies' sizes in count_keys */
 } Batch;
 
 static void Batch_dealloc(Batch *self) {
@@ -81,6 +85,7 @@ static int Batch_init(Batch *self, PyObject *args, PyObject *kwargs) {
     self->count = 0;
     self->queued = 0;
     self->namelen = ipv4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    self->count_key_bytes = 0;
     Py_XSETREF(self->count_keys, PyDict_New());
     if (self->count_keys == NULL)
         return -1;
@@ -364,7 +369,8 @@ done:
 
 /* The metrics key of a reply (its bytes 2..60: flags, rcode, counts, question), made once
  * per cached reply object: both are long-lived, so their hashes are computed once too. */
-static PyObject *count_key(PyObject *keys, PyObject *reply) {
+static PyObject *count_key(Batch *self, PyObject *reply) {
+    PyObject *keys = self->count_keys;
     PyObject *key = PyDict_GetItemWithError(keys, reply);
     if (key != NULL) {
         Py_INCREF(key);
@@ -376,12 +382,15 @@ static PyObject *count_key(PyObject *keys, PyObject *reply) {
     key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(reply), body < COUNT_KEY ? body : COUNT_KEY);
     if (key == NULL)
         return NULL;
-    if (PyDict_GET_SIZE(keys) >= MAX_COUNT_KEYS)
+    if (PyDict_GET_SIZE(keys) >= MAX_COUNT_KEYS || self->count_key_bytes > MAX_COUNT_KEY_BYTES) {
         PyDict_Clear(keys);
+        self->count_key_bytes = 0;
+    }
     if (PyDict_SetItem(keys, reply, key) < 0) {
         Py_DECREF(key);
         return NULL;
     }
+    self->count_key_bytes += body;
     return key;
 }
 
@@ -415,15 +424,18 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
             PyObject *client = key ? PyDict_GetItemWithError(clients, key) : NULL;
             tail = client ? PyBytes_FromStringAndSize((const char *)wire + 2, length - 2) : NULL;
             PyObject *memo = tail ? PyDict_GetItemWithError(memos, tail) : NULL;
+            Py_XINCREF(client); /* held: the walk and the limiter may run Python code */
             if (memo != NULL && PyBytes_CheckExact(memo)) {
                 reply = memo;
                 Py_INCREF(reply);
             } else if (memo != NULL && Py_TYPE(memo) == MemoType) {
+                Py_INCREF(memo);
                 reply = memo_reply(memo, client, rng, random, lb_counts, on_fallback, &drawn);
+                Py_DECREF(memo);
             }
             if (reply != NULL) {
                 Py_ssize_t body = PyBytes_GET_SIZE(reply);
-                PyObject *key_of_reply = count_key(self->count_keys, reply);
+                PyObject *key_of_reply = count_key(self, reply);
                 hit = key_of_reply != NULL && add_count(counts, key_of_reply) == 0;
                 Py_XDECREF(key_of_reply);
                 if (hit && limit != Py_None) { /* RRL sees the finished reply */
@@ -449,6 +461,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
                     queue_reply(self, i, wire, PyBytes_AS_STRING(reply), body);
                 }
             }
+            Py_XDECREF(client);
         }
         if (PyErr_Occurred()) {
             /* A fault here costs nothing: the Python path answers (and logs) the query. */

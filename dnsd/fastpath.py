@@ -229,7 +229,10 @@ class AnswerCache:
         rng: random.Random,
         now: float,
         on_decision: DecisionObserver | None = None,
+        drawn: Outcome | None = None,
     ) -> bytes | None:
+        """The reply to `wire`. `drawn`: the outcome the compiled loop already drew from
+        this query's memo (dnsd/_fastloop.c) when it had no finished reply for it."""
         self.prepare(snap, health, now)
         # Identical queries differ only in their ID: the bytes after it are the memo key.
         tail = bytes(wire[2:])  # a no-op for the bytes sockets deliver
@@ -240,6 +243,9 @@ class AnswerCache:
             if memo.__class__ is bytes:
                 return wire[:2] + memo
             lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
+            if drawn is not None:
+                query = Query(wire, client, snap, health, rng, now, on_decision)
+                return self._balanced_memo(lb_memo, query, drawn)
             # The hot load-balanced case: the compiled draws lead to a finished reply.
             if lb_memo.client is client and lb_memo.plan.valid and lb_memo.tree is not None:
                 outcome = walk(lb_memo.tree, rng)
@@ -288,26 +294,6 @@ class AnswerCache:
         """The table of query bytes after the ID → reply after the ID, or a load-balanced
         memo (dnsd/_fastloop.c reads the UDP one; it is cleared in place, never replaced)."""
         return self._memo_udp if transport == "udp" else self._memo_tcp
-
-    def answer_drawn(
-        self,
-        wire: bytes,
-        client: Client,
-        snap: Snapshot,
-        health: HealthView,
-        rng: random.Random,
-        now: float,
-        on_decision: DecisionObserver | None,
-        outcome: Outcome,
-    ) -> bytes | None:
-        """A memo hit whose draws the compiled loop already made (`outcome`) but whose
-        finished reply is not cached yet: the same as `answer` from there on."""
-        memo = self.memos(client.transport).get(bytes(wire[2:]))
-        if memo is None or memo.__class__ is bytes:  # gone meanwhile: answered afresh
-            return self.answer(wire, client, snap, health, rng, now, on_decision)
-        self.hits += 1
-        query = Query(wire, client, snap, health, rng, now, on_decision)
-        return self._balanced_memo(memo, query, outcome)  # type: ignore[arg-type]
 
     def count_fallback(self, lb: str) -> None:
         self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1

@@ -297,9 +297,8 @@ class DnsServer:
             for i, (wire, client) in enumerate(zip(wires, clients, strict=True)):
                 try:
                     if drawn is not None and drawn[i] is not None:  # the compiled loop drew
-                        reply = cache.answer_drawn(  # type: ignore[union-attr]
-                            wire, client, snap, view, rng, now, decided, drawn[i]
-                        )
+                        assert cache is not None
+                        reply = cache.answer(wire, client, snap, view, rng, now, decided, drawn[i])
                     else:
                         reply = answer(wire, client, snap, view, rng, now, decided)
                 except Exception:  # a bug must cost one answer, never the listener

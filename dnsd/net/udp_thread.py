@@ -125,15 +125,7 @@ class UdpThread:
 
         rate_limit = limit if rrl is not None else None
         clients: dict[Any, Client] = {}
-        while True:
-            try:
-                count = batch.receive()
-            except OSError:
-                if self._stopping:
-                    return
-                continue
-            if self._stopping:
-                return
+        while (count := self._received(batch)) is not None:
             if not count:
                 continue
             started = perf_counter()
@@ -148,16 +140,41 @@ class UdpThread:
                 wires = [batch.datagram(i) or b"" for i, _ in misses]
                 whos = [self._client(clients, batch, i) for i, _ in misses]
                 replies = answer(wires, whos, [drawn for _, drawn in misses])
-                for (i, _), reply, client, wire in zip(misses, replies, whos, wires, strict=True):
-                    if reply is None:  # the answerer counted it
-                        continue
-                    if rrl is not None:
-                        reply = limited(rrl, client.address, reply, wire)
-                        if reply is None:
-                            continue
-                    batch.queue(i, reply)
-            if batch.queued and batch.flush():
-                log.debug("udp: some replies of a batch could not be sent")
+                self._queue(batch, [i for i, _ in misses], replies, whos, wires)
+            self._flush(batch)
+
+    def _received(self, batch: Any) -> int | None:
+        """How many datagrams the next receive brought (0: none, try again); None once the
+        thread is stopping."""
+        try:
+            count = int(batch.receive())
+        except OSError:
+            count = 0
+        return None if self._stopping else count
+
+    def _queue(
+        self,
+        batch: Any,
+        indices: list[int],
+        replies: list[bytes | None],
+        clients: list[Client],
+        wires: list[bytes],
+    ) -> None:
+        """Queue each reply to its sender, through response rate limiting."""
+        rrl = self._rrl
+        for i, reply, client, wire in zip(indices, replies, clients, wires, strict=True):
+            if reply is None:  # the answerer counted it
+                continue
+            if rrl is not None:
+                reply = limited(rrl, client.address, reply, wire)
+                if reply is None:
+                    continue
+            batch.queue(i, reply)
+
+    @staticmethod
+    def _flush(batch: Any) -> None:
+        if batch.queued and batch.flush():
+            log.debug("udp: some replies of a batch could not be sent")
 
     @staticmethod
     def _client(clients: dict[Any, Client], batch: Any, i: int) -> Client:
@@ -166,33 +183,17 @@ class UdpThread:
 
     def _run_batched(self, batch: mmsg.DatagramBatch) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
-        answer, rrl = self._answer, self._rrl
+        answer = self._answer
         clients: dict[int | bytes, Client] = {}
-        while True:
-            try:
-                count = batch.receive()
-            except OSError:
-                if self._stopping:
-                    return
-                continue
-            if self._stopping:
-                return
+        while (count := self._received(batch)) is not None:
             # A datagram cut by the kernel (None) goes in empty: dropped and counted.
             wires = [data or b"" for data in batch.datagrams(count)]
             whos = [
                 clients.get(key) or new_client(clients, key, batch.source(i)[0])
                 for i, key in enumerate(batch.source_keys(count))
             ]
-            for i, (reply, client) in enumerate(zip(answer(wires, whos), whos, strict=True)):
-                if reply is None:  # the answerer counted it
-                    continue
-                if rrl is not None:
-                    reply = limited(rrl, client.address, reply, wires[i])
-                    if reply is None:
-                        continue
-                batch.queue(i, reply)
-            if batch.queued and batch.flush():
-                log.debug("udp: some replies of a batch could not be sent")
+            self._queue(batch, list(range(count)), answer(wires, whos), whos, wires)
+            self._flush(batch)
 
     def _run_plain(self) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
