@@ -161,15 +161,17 @@ class UdpThread:
         wires: list[bytes],
     ) -> None:
         """Queue each reply to its sender, through response rate limiting."""
-        rrl = self._rrl
         for i, reply, client, wire in zip(indices, replies, clients, wires, strict=True):
-            if reply is None:  # the answerer counted it
-                continue
-            if rrl is not None:
-                reply = limited(rrl, client.address, reply, wire)
-                if reply is None:
-                    continue
-            batch.queue(i, reply)
+            out = self._outgoing(reply, client, wire)
+            if out is not None:
+                batch.queue(i, out)
+
+    def _outgoing(self, reply: bytes | None, client: Client, wire: bytes) -> bytes | None:
+        """What is sent for `reply`: None when the answerer dropped it (and counted it) or
+        the rate limiter did; else the reply or its truncated slip."""
+        if reply is None or self._rrl is None:
+            return reply
+        return limited(self._rrl, client.address, reply, wire)
 
     @staticmethod
     def _flush(batch: Any) -> None:
@@ -197,7 +199,7 @@ class UdpThread:
 
     def _run_plain(self) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
-        answer, rrl = self._answer, self._rrl
+        answer = self._answer
         clients: dict[str, Client] = {}
         while True:
             try:
@@ -209,13 +211,9 @@ class UdpThread:
             if self._stopping:
                 return
             client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
-            reply = answer([data], [client])[0]
-            if reply is None:  # the answerer counted it
+            reply = self._outgoing(answer([data], [client])[0], client, data)
+            if reply is None:
                 continue
-            if rrl is not None:
-                reply = limited(rrl, client.address, reply, data)
-                if reply is None:
-                    continue
             try:
                 sendto(reply, addr)
             except OSError as exc:
