@@ -106,6 +106,7 @@ def observation_of(
 
 
 MAX_SKEW_S = 5.0  # a message's times may be this far ahead of our clock, no further
+SILENT_S = 5.0  # a subscription this long without a message is pinged; as long again: dead
 MAX_MESSAGE = 4 * 1024 * 1024  # bytes; a larger message is refused before it is opened
 
 
@@ -174,12 +175,9 @@ class RedisBus:
         while not self._stopping:
             try:
                 self._client = aioredis.from_url(
-                    # health_check_interval: a silent subscription is pinged, so a
-                    # half-open connection is noticed and replaced.
                     self.url,
                     socket_timeout=2,
                     socket_connect_timeout=2,
-                    health_check_interval=5,
                 )
                 await self._client.ping()
                 pubsub = self._pubsub = self._client.pubsub()
@@ -191,10 +189,7 @@ class RedisBus:
                     await extra.catch_up(self._client)
                 self._set_connected(True)
                 backoff = 0.2
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        self._on_message(message)
+                await self._listen(pubsub)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # whatever the client raises: reconnect, since
@@ -216,6 +211,25 @@ class RedisBus:
                 self._pubsub = None
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
+
+    async def _listen(self, pubsub: Any) -> None:
+        """Hand each message on; raise ConnectionError when the subscription has gone
+        silent: nothing (not even our own observations) for SILENT_S, and no answer to a
+        PING within SILENT_S more. A connection can die without closing (a dropped route,
+        a frozen peer) and the client then only ever returns "no message"."""
+        heard, pinged = time.monotonic(), False
+        while True:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            now = time.monotonic()
+            if message is not None:
+                heard, pinged = now, False
+                if message.get("type") in ("message", "pmessage"):
+                    self._on_message(message)
+            elif now - heard > SILENT_S:
+                if pinged:
+                    raise ConnectionError(f"the subscription went silent for {2 * SILENT_S:.0f} s")
+                await pubsub.ping()
+                heard, pinged = now, True
 
     def status(self) -> dict[str, Any]:
         out = {"url": _redacted(self.url), "node": self.node, "connected": self.connected,
