@@ -11,7 +11,7 @@ import pytest
 
 from dnsd.drill.backend import DemoBackend
 from dnsd.health.bus import SILENT_S
-from tests.e2e.test_multinode import ADDRESSES, CLUSTER_KEY, NODES, TOKEN, all_nodes, config
+from tests.e2e.test_multinode import ADDRESSES, CLUSTER_KEY, all_nodes, config, start_nodes
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess, Redis
 
@@ -73,18 +73,9 @@ def cluster(tmp_path):
     (tmp_path / "cluster.key").write_text(CLUSTER_KEY)
     redis = Redis().start()
     proxy = loop.call(FreezingProxy(redis.port).start())
-    nodes = {}
-    try:
-        for name, region in NODES.items():
-            port = proxy.port if name == "a" else redis.port  # a reaches Redis through it
-            nodes[name] = DnsdProcess(
-                tmp_path / "zones", "--redis", f"redis://127.0.0.1:{port}/0", "--node", name,
-                "--pop-region", region, "--rrl-rate", "0", "--redis-max-age", "10",
-                "--redis-key-file", str(tmp_path / "cluster.key"), "--cluster-nodes", "a,b,c",
-                env={"DNSD_ADMIN_TOKEN": TOKEN},
-            ).__enter__()  # fmt: skip
-        for proc in nodes.values():
-            proc.wait_for_log("sharing health as node")
+    nodes: dict[str, DnsdProcess] = {}
+    try:  # node a reaches Redis through the proxy
+        start_nodes(nodes, tmp_path, {"a": proxy.port, "b": redis.port, "c": redis.port})
         yield {"loop": loop, "backends": backends, "nodes": nodes, "proxy": proxy}
     finally:
         for proc in nodes.values():

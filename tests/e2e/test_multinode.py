@@ -70,18 +70,9 @@ def cluster(tmp_path_factory):
     redis = Redis().start()
     redis.cli("hset", OBS_HASH, "junk|field", "not a message")  # must not stop a node starting
     (directory / "cluster.key").write_text(CLUSTER_KEY)
-    nodes = {}
+    nodes: dict[str, DnsdProcess] = {}
     try:
-        for name, region in NODES.items():
-            proc = DnsdProcess(
-                directory / "zones", "--redis", f"redis://127.0.0.1:{redis.port}/0", "--node", name,
-                "--pop-region", region, "--rrl-rate", "0", "--redis-max-age", "10",
-                "--redis-key-file", str(directory / "cluster.key"), "--cluster-nodes", "a,b,c",
-                env={"DNSD_ADMIN_TOKEN": TOKEN},
-            )  # fmt: skip
-            nodes[name] = proc.__enter__()
-        for proc in nodes.values():
-            proc.wait_for_log("sharing health as node")
+        start_nodes(nodes, directory, {name: redis.port for name in NODES})
         yield {"loop": loop, "backends": backends, "nodes": nodes, "redis": redis}
     finally:
         for proc in nodes.values():
@@ -90,6 +81,20 @@ def cluster(tmp_path_factory):
         for b in backends.values():
             loop.call(b.stop())
         loop.close()
+
+
+def start_nodes(nodes: dict[str, DnsdProcess], directory, redis_ports: dict[str, int]) -> None:
+    """The three nodes of NODES on `directory`/zones, each reaching Redis on its port, into
+    `nodes` (filled as they start, so the caller stops whichever did); back once all share."""
+    for name, region in NODES.items():
+        nodes[name] = DnsdProcess(
+            directory / "zones", "--redis", f"redis://127.0.0.1:{redis_ports[name]}/0",
+            "--node", name, "--pop-region", region, "--rrl-rate", "0", "--redis-max-age", "10",
+            "--redis-key-file", str(directory / "cluster.key"), "--cluster-nodes", "a,b,c",
+            env={"DNSD_ADMIN_TOKEN": TOKEN},
+        ).__enter__()  # fmt: skip
+    for proc in nodes.values():
+        proc.wait_for_log("sharing health as node")
 
 
 CLUSTER_KEY = "test-cluster-key-0123456789abcdef"
