@@ -398,7 +398,7 @@ static PyObject *count_key(Batch *self, PyObject *reply) {
  *   -> (misses, answered)
  * Answers and queues every datagram of the batch whose reply the cache holds; `misses`
  * lists (i, drawn) for the others, drawn being the outcome already drawn or None.
- * `limit`: None, or the response rate limiter as limit(client, reply, query) -> reply|None. */
+ * `limit`: None, or the response rate limiter as limit(reply, client, query) -> reply|None. */
 static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
     PyObject *clients, *memos, *rng, *lb_counts, *counts, *limit, *on_fallback;
     if (!PyArg_ParseTuple(args, "O!O!OO!O!OO", &PyDict_Type, &clients, &PyDict_Type, &memos,
@@ -446,7 +446,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
                     if (query != NULL) {
                         memcpy(PyBytes_AS_STRING(full), wire, 2);
                         memcpy(PyBytes_AS_STRING(full) + 2, PyBytes_AS_STRING(reply), body);
-                        sent = PyObject_CallFunctionObjArgs(limit, client, full, query, NULL);
+                        sent = PyObject_CallFunctionObjArgs(limit, full, client, query, NULL);
                     }
                     Py_XDECREF(query);
                     if (sent == NULL) {

@@ -21,6 +21,6 @@ class Batch:
         rng: Any,
         lb_counts: dict[Any, int],
         counts: dict[bytes, int],
-        limit: Callable[[Any, bytes, bytes], bytes | None] | None,
+        limit: Callable[[bytes, Any, bytes], bytes | None] | None,
         on_fallback: Callable[[str], None],
     ) -> tuple[list[tuple[int, Any]], int]: ...

@@ -120,10 +120,7 @@ class UdpThread:
         memos, counts, lb_counts = cache.memos("udp"), hits.counts, cache.lb_counts
         prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
 
-        def limit(client: Client, reply: bytes, query: bytes) -> bytes | None:
-            return limited(rrl, client.address, reply, query)  # type: ignore[arg-type]
-
-        rate_limit = limit if rrl is not None else None
+        rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
         while (count := self._received(batch)) is not None:
             if not count:
