@@ -1,7 +1,7 @@
 # dnsd developer commands. `make test` is what CI runs (.ci/run).
 PYTHON ?= python3
 
-.PHONY: serve test check lint deps bench
+.PHONY: serve test test-latest check lint deps bench
 
 ## serve: install dnsd and serve the bundled zones/ on 127.0.0.1:5353
 serve:
@@ -22,6 +22,10 @@ lint:
 ## (in-process code only: the `dnsd serve` processes that e2e tests start are not traced)
 test: deps lint
 	$(PYTHON) -m pytest --cov=dnsd --cov-report=term:skip-covered
+
+## test-latest: the same with the newest releases instead of tests/constraints.txt (the lock)
+test-latest:
+	DNSD_TEST_LATEST=1 $(MAKE) test
 
 check: test
 

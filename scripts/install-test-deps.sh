@@ -33,4 +33,12 @@ if [ ${#debs[@]} -gt 0 ]; then
   $sudo rm -f /usr/sbin/policy-rc.d
 fi
 
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+# The lock (tests/constraints.txt) unless DNSD_TEST_LATEST=1 (make test-latest): the newest
+# releases, to see whether a new upstream release breaks anything before the lock moves.
+if [ "${DNSD_TEST_LATEST:-0}" = 1 ]; then
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --upgrade \
+    --upgrade-strategy eager -e '.[test]'
+else
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    -c tests/constraints.txt -e '.[test]'
+fi

@@ -286,6 +286,10 @@ def load_yaml(text: str, prefer: str | None = None) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        if "maximum nesting depth" in problem:
+            # libyaml ≥ 0.2.5 (PyYAML 6.0.4 wheels) stops at its own depth (1,000) before our
+            # composer sees the document: the same limit, said in our words.
+            problem = f"too large: nested deeper than {MAX_DEPTH} levels"
         kind = (
             "YAML error"
             if problem.startswith(("too large", "a mapping key"))
