@@ -15,9 +15,26 @@ from dnsd import __version__
 from dnsd.admin.control import ServerControl
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
+from dnsd.health.store import SourceHealth
 from dnsd.steering import ClientInfo, SteeringInputs, steer
 
 PROBE_CLIENT = ipaddress.ip_address("192.0.2.1")  # a placeholder address: location is set directly
+
+
+def source_document(h: SourceHealth) -> dict[str, Any]:
+    """One probe source of one backend; a stale one (its node lost) shows what it said last
+    and when (health.md "Stale sources")."""
+    doc: dict[str, Any] = {
+        "state": "stale" if h.stale else h.state.state,
+        "rtt_ms": round(h.rtt.ewma_ms, 3) if h.rtt else None,
+        "samples": h.rtt.samples if h.rtt else 0,
+        "last_at": h.state.last.at if h.state.last else None,
+        "last_error": h.state.last.error if h.state.last else None,
+    }
+    if h.stale:
+        doc["last_state"] = h.state.state
+        doc["last_seen"] = h.state.since
+    return doc
 
 
 def status_document(server: ServerControl, now: float, events: int = 50) -> dict[str, Any]:
@@ -29,13 +46,7 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
         for backend in pool.backends:
             health = view.backend(pool, backend)
             sources = {
-                source: {
-                    "state": h.state.state,
-                    "rtt_ms": round(h.rtt.ewma_ms, 3) if h.rtt else None,
-                    "samples": h.rtt.samples if h.rtt else 0,
-                    "last_at": h.state.last.at if h.state.last else None,
-                    "last_error": h.state.last.error if h.state.last else None,
-                }
+                source: source_document(h)
                 for source, h in store.source_states(pool, backend).items()
             }
             backends.append(
@@ -49,6 +60,7 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
                     "healthy": health.healthy,
                     "probed": health.probed,
                     "override": health.override,
+                    "quorum": "degraded" if health.quorum_degraded else "ok",
                     "sources": sources,
                 }
             )

@@ -55,6 +55,11 @@ class RemoteObservations:
         """The observation when it still counts."""
         return self._seen.get(key) if key in self._fresh else None
 
+    def stale(self, key: Key) -> RemoteObservation | None:
+        """The last observation of a source that no longer counts (health.md "Stale
+        sources"): kept for display, it does not vote."""
+        return self._seen.get(key) if key not in self._fresh else None
+
     def expire(self, now: float) -> int:
         """Stop counting observations older than max_age_s (not while frozen): how many."""
         if self.frozen:

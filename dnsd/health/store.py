@@ -25,7 +25,14 @@ from dnsd.health.fsm import ProbeResult, SourceState, State, on_result
 from dnsd.health.overrides import OverrideError, Overrides, PersistError, entry_key
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.remote import RemoteObservation, RemoteObservations
-from dnsd.health.verdict import Verdict, effective, news_level, next_view, verdict
+from dnsd.health.verdict import (
+    Verdict,
+    effective,
+    news_level,
+    next_view,
+    quorum_degraded,
+    verdict,
+)
 from dnsd.health.view import BackendHealth, BackendOverride, HealthView, PoolOverride, RttSample
 from dnsd.snapshot import NodeSettings, Snapshot
 
@@ -62,6 +69,14 @@ class SourceHealth:
     state: SourceState
     rtt: RttSample | None = None
     node: str | None = None  # another node's observation (shared through Redis)
+    # Another node's last observation, older than the bus's max age (its node died or was
+    # cut off): shown with its last state and time, but it does not vote (health.md).
+    stale: bool = False
+
+    @property
+    def vote(self) -> State | None:
+        """What this source says for the quorum: None when it is stale."""
+        return None if self.stale else self.state.state
 
 
 class HealthStore:
@@ -197,6 +212,9 @@ class HealthStore:
             elif remote is not None:
                 state = SourceState(state=remote.state, since=remote.published_at)
                 out[source] = SourceHealth(state, remote.rtt, node="remote")
+            elif (lost := self.remote.stale((target, source))) is not None:
+                state = SourceState(state=lost.state, since=lost.published_at)
+                out[source] = SourceHealth(state, None, node="remote", stale=True)
             else:
                 out[source] = SourceHealth(SourceState())
         return out
@@ -248,10 +266,9 @@ class HealthStore:
         for pool, backend, monitor in self._monitored():
             key = (pool.name, backend.name)
             sources = self.source_states(pool, backend)
-            probed = verdict(
-                (h.state.state for h in sources.values()), monitor.quorum, monitor.initial
-            )
             previous = self._verdicts.get(key)
+            votes = [h.vote for h in sources.values()]
+            probed = verdict(votes, monitor.quorum, monitor.initial, previous)
             level = news_level(previous, probed)
             if level is not None:
                 log.log(
@@ -266,6 +283,7 @@ class HealthStore:
                 probed=probed,
                 override=override,
                 rtt=MappingProxyType({s: h.rtt for s, h in sources.items() if h.rtt}),
+                quorum_degraded=quorum_degraded(votes, monitor.quorum, monitor.initial),
             )
         for key, override in overrides.backends.items():
             if key not in backends:  # an unmonitored backend can still be overridden

@@ -20,14 +20,49 @@ Verdict = State  # "unknown" until a source has decided, then "healthy" or "unhe
 Initial = Literal["healthy", "unhealthy"]
 
 
-def verdict(states: Iterable[State], quorum: int | None, initial: Initial) -> Verdict:
-    """Unhealthy when at least `quorum` sources say so (default: a majority); a source that
-    has not decided counts as down when the monitor starts `initial: unhealthy`."""
-    states = list(states)
+def verdict(
+    states: Iterable[State | None],
+    quorum: int | None,
+    initial: Initial,
+    last: Verdict | None = None,
+) -> Verdict:
+    """The backend's probed state from its sources' states (health.md "Source regions and
+    quorum", "Stale sources"); `last` is held when the fresh sources decide nothing."""
+    decided = decide(list(states), quorum, initial)
+    if decided is not None:
+        return decided
+    return last if last is not None else "unknown"
+
+
+def decide(states: list[State | None], quorum: int | None, initial: Initial) -> Verdict | None:
+    """What the fresh sources decide, or None when they decide nothing.
+
+    `None` is a stale source (its node died or was cut off): it does not vote. A source
+    that has not decided yet counts as down only when the monitor starts `initial:
+    unhealthy`. Unhealthy when at least `quorum` fresh sources say so (default: a majority
+    of all sources); healthy when so many fresh sources say healthy that no quorum could say
+    otherwise (for the default majority: a quorum of them). With every source fresh one of
+    the two always holds; with stale sources between them nothing is decided, so losing a
+    checker neither readmits a failing backend nor fails a healthy one.
+    """
+    fresh = [s for s in states if s is not None]
     if all(s == "unknown" for s in states):
-        return "unknown"
-    down = sum(1 for s in states if s == "unhealthy" or (s == "unknown" and initial == "unhealthy"))
-    return "unhealthy" if down >= (quorum or len(states) // 2 + 1) else "healthy"
+        return "unknown"  # nothing decided yet, ever
+    if all(s == "unknown" for s in fresh):
+        return None
+    needed = quorum or len(states) // 2 + 1
+    down = sum(1 for s in fresh if s == "unhealthy" or (s == "unknown" and initial == "unhealthy"))
+    if down >= needed:
+        return "unhealthy"
+    if len(fresh) - down >= len(states) - needed + 1:
+        return "healthy"
+    return None
+
+
+def quorum_degraded(states: Iterable[State | None], quorum: int | None, initial: Initial) -> bool:
+    """The verdict is held, not decided: too few fresh sources agree (status `quorum:
+    degraded`)."""
+    return decide(list(states), quorum, initial) is None
 
 
 def effective(probed: Verdict, override: BackendOverride | None, initial: Initial) -> bool:

@@ -35,6 +35,9 @@ class BackendHealth:
     probed: Literal["unknown", "healthy", "unhealthy", "unmonitored"] = "unmonitored"
     override: BackendOverride | None = None
     rtt: Mapping[str, RttSample] = field(default_factory=lambda: MappingProxyType({}))
+    # Too few fresh probe sources for a quorum either way: the verdict is held (health.md
+    # "Stale sources"), which the status shows as `quorum: degraded`.
+    quorum_degraded: bool = False
 
 
 UNMONITORED = BackendHealth()

@@ -83,18 +83,26 @@ def cluster(tmp_path_factory):
         loop.close()
 
 
-def start_nodes(nodes: dict[str, DnsdProcess], directory, redis_ports: dict[str, int]) -> None:
+def start_nodes(
+    nodes: dict[str, DnsdProcess], directory, redis_ports: dict[str, int], max_age_s: float = 10
+) -> None:
     """The three nodes of NODES on `directory`/zones, each reaching Redis on its port, into
     `nodes` (filled as they start, so the caller stops whichever did); back once all share."""
-    for name, region in NODES.items():
-        nodes[name] = DnsdProcess(
-            directory / "zones", "--redis", f"redis://127.0.0.1:{redis_ports[name]}/0",
-            "--node", name, "--pop-region", region, "--rrl-rate", "0", "--redis-max-age", "10",
-            "--redis-key-file", str(directory / "cluster.key"), "--cluster-nodes", "a,b,c",
-            env={"DNSD_ADMIN_TOKEN": TOKEN},
-        ).__enter__()  # fmt: skip
+    for name in NODES:
+        nodes[name] = start_node(name, directory, redis_ports[name], max_age_s)
     for proc in nodes.values():
         proc.wait_for_log("sharing health as node")
+
+
+def start_node(name: str, directory, redis_port: int, max_age_s: float = 10) -> DnsdProcess:
+    """Node `name` of NODES (its region as its probe source), started."""
+    return DnsdProcess(
+        directory / "zones", "--redis", f"redis://127.0.0.1:{redis_port}/0",
+        "--node", name, "--pop-region", NODES[name], "--rrl-rate", "0",
+        "--redis-max-age", str(max_age_s),
+        "--redis-key-file", str(directory / "cluster.key"), "--cluster-nodes", "a,b,c",
+        env={"DNSD_ADMIN_TOKEN": TOKEN},
+    ).__enter__()  # fmt: skip
 
 
 CLUSTER_KEY = "test-cluster-key-0123456789abcdef"

@@ -11,7 +11,7 @@ import pytest
 from dnsd.health.overrides import Overrides
 from dnsd.health.probes import is_local_failure
 from dnsd.health.seal import Rejected, Sealer
-from dnsd.health.verdict import effective, news_level, next_view, verdict
+from dnsd.health.verdict import effective, news_level, next_view, quorum_degraded, verdict
 from dnsd.health.view import BackendHealth, HealthView, RttSample
 
 
@@ -32,6 +32,29 @@ from dnsd.health.view import BackendHealth, HealthView, RttSample
 )
 def test_quorum_verdict(states, quorum, initial, expected) -> None:
     assert verdict(states, quorum, initial) == expected
+
+
+@pytest.mark.parametrize(
+    ("states", "quorum", "last", "expected", "degraded"),
+    [
+        # health.md "Stale sources": None is a source whose node was lost; it does not vote.
+        (["unhealthy", None, "healthy"], None, "unhealthy", "unhealthy", True),  # not readmitted
+        (["unhealthy", None, "healthy"], None, "healthy", "healthy", True),  # nor failed
+        (["healthy", None, "healthy"], None, "unhealthy", "healthy", False),  # 2 fresh agree
+        (["unhealthy", None, "unhealthy"], None, "healthy", "unhealthy", False),
+        ([None, None, "healthy"], None, "unhealthy", "unhealthy", True),
+        ([None, None, None], None, "unhealthy", "unhealthy", True),
+        (["unhealthy", None, "healthy"], None, None, "unknown", True),  # nothing to hold
+        (["unhealthy", "healthy", None], 1, "healthy", "unhealthy", False),  # quorum 1: any one
+        (["healthy", "healthy", None], 1, "unhealthy", "unhealthy", True),  # 3rd could say down
+        (["unhealthy", "unhealthy", None], 3, "healthy", "healthy", True),
+        (["healthy", "unhealthy", None], 3, "unhealthy", "healthy", False),  # quorum 3: one up
+        (["unknown", None], None, "unhealthy", "unhealthy", True),
+    ],
+)
+def test_stale_sources_do_not_vote(states, quorum, last, expected, degraded) -> None:
+    assert verdict(states, quorum, "healthy", last) == expected
+    assert quorum_degraded(states, quorum, "healthy") is degraded
 
 
 @pytest.mark.parametrize(
