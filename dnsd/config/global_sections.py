@@ -204,8 +204,14 @@ def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) ->
     mtype = ck.get_enum(d, "type", path, MONITOR_TYPES, default="tcp")
     interval = ck.get_duration(d, "interval", path, default=15.0, lo=0.05)
     timeout = ck.get_duration(d, "timeout", path, default=5.0, lo=0.01)
-    if "timeout" in d and "interval" in d and timeout > interval:
-        ck.warn(d.line_of("timeout"), join(path, "timeout"), "timeout is longer than the interval")
+    if timeout >= interval:  # also with a default: `interval: 1s` alone keeps timeout 5 s
+        where = "timeout" if "timeout" in d else "interval"
+        ck.warn(
+            d.line_of(where),
+            join(path, where),
+            f"timeout ({timeout:g}s) is not shorter than the interval ({interval:g}s): a hung "
+            "backend's probe runs into the next one and the outage bound grows",
+        )
     codes: tuple[tuple[int, int], ...] = ((200, 299),)
     if "expected_codes" in d:
         parsed = parse_expected_codes(d["expected_codes"])

@@ -1,7 +1,8 @@
 """Probe implementations: HTTP/HTTPS through one shared aiohttp session, TCP connect.
 
 Each probe returns a ProbeResult and never raises; a slow or hung backend costs one
-timeout. `retries` immediate re-tries happen inside one probe before it counts as failed.
+timeout. `retries` immediate re-tries happen inside one probe before it counts as failed,
+all within the one `timeout`.
 """
 
 from __future__ import annotations
@@ -45,20 +46,28 @@ def target_of(backend: Backend, monitor: Monitor) -> ProbeTarget:
 async def probe(
     session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
 ) -> ProbeResult:
-    result = await _once(session, target, monitor, source)
+    """One probe, retries included, within `timeout` as a whole (health.md: each retry gets
+    the time left), so `retries` never stretches the outage bound."""
+    deadline = time.perf_counter() + monitor.timeout_s
+    result = await _once(session, target, monitor, source, monitor.timeout_s)
     for _ in range(monitor.retries):
-        if result.ok or result.local:
+        left = deadline - time.perf_counter()
+        if result.ok or result.local or left <= 0:
             break
-        result = await _once(session, target, monitor, source)
+        result = await _once(session, target, monitor, source, left)
     return result
 
 
 async def _once(
-    session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
+    session: aiohttp.ClientSession,
+    target: ProbeTarget,
+    monitor: Monitor,
+    source: str,
+    timeout_s: float,
 ) -> ProbeResult:
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(monitor.timeout_s):
+        async with asyncio.timeout(timeout_s):
             if monitor.type == "tcp":
                 error = await _tcp(target)
             elif monitor.type in ("http", "https"):

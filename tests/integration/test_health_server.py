@@ -9,6 +9,7 @@ from dnsd.drill.backend import DemoBackend
 from tests.conftest import NO_RRL, ServerThread
 from tests.dnsclient import ask
 from tests.health_harness import HEADER, write_config
+from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
 
 
@@ -82,3 +83,35 @@ def test_corrupt_state_file_does_not_stop_the_server(tmp_path: Path) -> None:
         assert address(dnsd.port) == "192.0.2.10"
         dnsd.wait_for_log("is unreadable")
     assert list(state.glob("overrides.json.corrupt-*"))
+
+
+def test_retries_never_stretch_the_outage_bound(tmp_path: Path) -> None:
+    """health.md: `timeout` bounds the whole probe, retries included: a black-holed backend is
+    out within interval × unhealthy_threshold + timeout (3 s here; 6.3–6.9 s when each retry
+    had its own timeout)."""
+    monitor = "type: http\ninterval: 1s\ntimeout: 1s\nunhealthy_threshold: 2\nretries: 2\n"
+    extra = "  sorry: {backends: [{name: s, address: 192.0.2.99}]}\n"
+    loop = LoopThread()
+    backend = loop.call(DemoBackend("b0", control_port=None).start())
+    try:
+        directory = write_config(tmp_path / "z", monitor, [("b0", backend.port)])
+        text = (directory / "h.test.yaml").read_text()
+        text = text.replace("load_balancers:\n", extra + "load_balancers:\n")
+        text = text.replace("{default_pools: [p]}", "{default_pools: [p], fallback_pool: sorry}")
+        (directory / "h.test.yaml").write_text(text)
+        with DnsdProcess(directory, "--rrl-rate", "0") as proc:
+            deadline = time.monotonic() + 10
+            while address(proc.port) != "127.0.0.1":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)
+            loop.call(backend.set_mode("blackhole"))
+            started = time.monotonic()
+            while address(proc.port) != "192.0.2.99":
+                assert time.monotonic() - started < 10
+                time.sleep(0.02)
+            took = time.monotonic() - started
+    finally:
+        loop.call(backend.stop())
+        loop.close()
+    assert took <= 1 * 2 + 1 + 0.6, f"detected after {took:.2f} s"

@@ -248,6 +248,22 @@ def test_check_warns_about_ignored_trickle_and_long_ttls(tmp_path, lbs, expected
     assert expected in "\n".join(str(r) for r in reasons if r.warning)
 
 
+@pytest.mark.parametrize(
+    ("monitor", "warned"),
+    [
+        ("{type: tcp, interval: 1s, timeout: 1s}", "monitors.m.timeout: timeout (1s) is not shorter than the interval (1s)"),
+        ("{type: tcp, interval: 2s}", "monitors.m.interval: timeout (5s) is not shorter than the interval (2s)"),
+        ("{type: tcp, interval: 1s, timeout: 0.5s}", None),
+        ("{type: tcp}", None),
+    ],
+)  # fmt: skip
+def test_check_warns_when_a_probe_can_outlast_its_interval(tmp_path, monitor, warned) -> None:
+    reasons = check_directory(write(tmp_path, z=HEADER + f"monitors:\n  m: {monitor}\n"))
+    assert not [r for r in reasons if not r.warning]
+    warnings = "\n".join(str(r) for r in reasons if r.warning and "timeout" in str(r))
+    assert (warned in warnings) if warned else warnings == "", warnings
+
+
 def test_no_warning_for_a_300_second_ttl(tmp_path) -> None:
     lbs = "load_balancers:\n  w: {default_pools: [p], ttl: 300}\n"
     assert check_directory(write(tmp_path, z=HEADER + "  www: {lb: w}\n" + POOL + lbs)) == []
