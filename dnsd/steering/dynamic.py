@@ -11,7 +11,14 @@ without data follow in failover order. The fallback pool takes part when healthy
 from __future__ import annotations
 
 from dnsd.config.model import LoadBalancer
-from dnsd.steering.inputs import Able, Ordering, SteeringInputs, defaults_then_fallback, pool_rtt_ms
+from dnsd.steering.inputs import (
+    Able,
+    Ordering,
+    SteeringInputs,
+    defaults_then_fallback,
+    last_pool_rtt_ms,
+    pool_rtt_ms,
+)
 
 
 def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
@@ -27,11 +34,12 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
         if measured:
             rest = [r for r in refs if rtts[r] is None]
             shown = ", ".join(f"{r} {rtts[r]:.1f} ms" for r in measured)
+            primary, why = _primary(lb, able, inp, source, measured[0], rtts[measured[0]])  # type: ignore[arg-type]
             return Ordering(
                 measured + rest,
-                f"dynamic: RTT measured from {vantage}: {shown}",
+                f"dynamic: RTT measured from {vantage}: {shown}{why}",
                 location_dependent=True,
-                primary=measured[0],
+                primary=primary,
                 rtt_source=source,
             )
     why = "no current RTT data" + (f" from {region} or this node" if region else " on this node")
@@ -41,3 +49,20 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
         location_dependent=region is not None,
         primary=lb.default_pools[0],
     )
+
+
+def _primary(
+    lb: LoadBalancer, able: Able, inp: SteeringInputs, source: str, fastest: str, fastest_ms: float
+) -> tuple[str, str]:
+    """steering.md §3: the primary is the best-ranked pool before health is applied — a
+    listed pool that failed keeps its last measured RTT, so when the fastest pool fails the
+    trickle does not move to a third pool; every answer fails over (the trickle plays no
+    part while the primary is down)."""
+    best, best_ms = fastest, fastest_ms
+    for ref in lb.default_pools:
+        if ref == fastest:
+            continue
+        last = last_pool_rtt_ms(inp, lb, ref, source)
+        if last is not None and last < best_ms and not able(ref):
+            best, best_ms = ref, last
+    return best, "" if best == fastest else f" (primary {best}, {best_ms:.1f} ms, is down)"

@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dnsd.config.model import LB_PREFIX, LoadBalancer
+from dnsd.config.model import LB_PREFIX, LoadBalancer, Pool
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot
 from dnsd.steering.client import ClientInfo
@@ -57,14 +57,31 @@ def pool_rtt_ms(
     pool = inp.snap.config.pools.get(ref)
     if pool is None:
         return None
+    return _mean_rtt_ms(inp, lb, pool, region, current=True)
+
+
+def last_pool_rtt_ms(inp: SteeringInputs, lb: LoadBalancer, ref: str, region: str) -> float | None:
+    """steering.md §3: the pool's last measured RTT from `region`, healthy or not and however
+    old (a failed fastest pool keeps its rank as the primary: its failure is a failover)."""
+    pool = inp.snap.config.pools.get(ref)
+    return None if pool is None else _mean_rtt_ms(inp, lb, pool, region, current=False)
+
+
+def _mean_rtt_ms(
+    inp: SteeringInputs, lb: LoadBalancer, pool: Pool, region: str, current: bool
+) -> float | None:
+    """Mean EWMA of the pool's usable backends from `region` with ≥ min_samples samples;
+    `current`: of healthy backends with data within rtt_max_age only."""
     values = []
     for backend in pool.backends:
-        if not (inp.health.usable(pool, backend) and inp.health.is_healthy(pool, backend)):
+        if not inp.health.usable(pool, backend):
+            continue
+        if current and not inp.health.is_healthy(pool, backend):
             continue
         sample = inp.health.backend(pool, backend).rtt.get(region)
         if sample is None or sample.samples < lb.min_samples:
             continue
-        if inp.now - sample.last_at > lb.rtt_max_age_s:
+        if current and inp.now - sample.last_at > lb.rtt_max_age_s:
             continue
         values.append(sample.ewma_ms)
     return sum(values) / len(values) if values else None

@@ -369,3 +369,18 @@ def test_hash_selection_is_sticky_per_client_subnet() -> None:
     assert len({answer("198.51.100.7", s) for s in range(20)}) == 1
     assert answer("198.51.100.7", 1) == answer("198.51.100.200", 2)  # same /24
     assert len({answer(f"203.0.{i}.1", 0) for i in range(40)}) > 1  # different subnets spread
+
+
+def test_dynamic_trickle_after_the_fastest_pool_fails_is_an_ordinary_failover() -> None:
+    """steering.md §3: the fastest pool stays the primary by its last RTT, so when it fails
+    every answer goes to the next pool: no share of 10,000 seeded draws to a third pool."""
+    dyn = lb(
+        "w", ["p1", "p2", "p3"], steering="dynamic", min_samples=3, rtt_max_age_s=600, trickle=0.1
+    )
+    rtts = {"p1": 20.0, "p2": 60.0, "p3": 90.0}
+    healthy = draws(dyn, health=rtt_view(rtts, region="local"))
+    assert binomial_ok(healthy["p2"], 10_000, 0.1) and healthy["p3"] == 0, healthy  # trickle
+    failed = draws(dyn, health=rtt_view(rtts, region="local", down={"p1"}))
+    assert failed == Counter({"p2": 10_000}), failed
+    decision = run([dyn], health=rtt_view(rtts, region="local", down={"p1"}))
+    assert decision.primary == "p1" and "primary p1, 20.0 ms, is down" in decision.reasons[0]
