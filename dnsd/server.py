@@ -40,6 +40,7 @@ from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.sdnotify import SystemdNotifier
+from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
@@ -238,10 +239,13 @@ class DnsServer:
                 self.bus, self._config_writer, options.state_dir, self._config_refused
             )
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
+        self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         self._tcp_handler = TcpHandler(
-            self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer
-        )
-        for collector in (StateCollector(self.holder, self.store), self._tcp_handler, self.rrl):
+            self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
+            self.loops,
+        )  # fmt: skip
+        collectors = (StateCollector(self.holder, self.store), self._tcp_handler, self.rrl)
+        for collector in (*collectors, self.loops):
             self.metrics.register(collector)
         if self.bus is not None:
             self.metrics.register(self.bus)
@@ -375,7 +379,12 @@ class DnsServer:
 
     @property
     def ready(self) -> bool:
-        """Config loaded and the first round of probes done (health.md, interfaces.md)."""
+        """Config loaded, the first round of probes done (health.md, interfaces.md) and every
+        listener serving (a serving loop being restarted, or a dead worker, is not ready)."""
+        return self.ready_to_serve and not self.loops.down()
+
+    @property
+    def ready_to_serve(self) -> bool:
         if self.follower is not None:
             return self.follower.first_view.is_set()
         return self.scheduler.first_round.is_set()
@@ -415,11 +424,39 @@ class DnsServer:
                 self.options.workers,
                 argv,
                 self.store,
-                report=self.metrics.set_worker_counts,
-                retire=self.metrics.retire_worker,
+                report=self._worker_report,
+                retire=self._worker_retired,
                 serials=self.versions.serials if self.versions is not None else dict,
+                restarted=self._worker_restarted,
             )
             self.pool.start()
+            self.loops.external_down = self.pool.dead
+        self._systemd_tasks.append(asyncio.create_task(self._watch_loops()))
+
+    def _worker_report(self, pid: int, counts: dict[str, Any]) -> None:
+        self.metrics.set_worker_counts(pid, counts)
+        self.loops.worker_report(pid, counts.get("loops", {}))
+
+    def _worker_restarted(self) -> None:
+        self.loops.add_restart("worker")
+
+    def _worker_retired(self, pid: int) -> None:
+        self.metrics.retire_worker(pid)
+        self.loops.worker_retired(pid)
+
+    async def _watch_loops(self) -> None:
+        """systemd's STATUS names every listener that is down, and says when all serve again."""
+        said: list[str] = []
+        while True:
+            await asyncio.sleep(LOOP_WATCH_S)
+            down = self.loops.down()
+            if down != said and self.ready_to_serve:
+                if down:
+                    self.systemd.send(f"STATUS=serving loop down: {'; '.join(down)}")
+                else:
+                    zones = len(self.holder.current.zones)
+                    self.systemd.send(f"STATUS=serving {zones} zone(s): every loop is back")
+                said = down
 
     def _config_refused(self, errors: list[str]) -> None:
         generation = self.holder.current.generation
@@ -512,7 +549,7 @@ class DnsServer:
         assert self.follower is not None
         while True:
             await asyncio.sleep(REPORT_EVERY_S)
-            counts = self.metrics.serving_counts()
+            counts = {**self.metrics.serving_counts(), "loops": self.loops.report()}
             await asyncio.to_thread(self.follower.report, counts)
 
     def admin_tokens(self) -> tuple[Token, ...]:
@@ -570,7 +607,7 @@ class DnsServer:
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own_cache = self.caches.new() if self.options.answer_cache else None
                 own, hits = self.answering(own_cache, "udp")
-                thread = UdpThread(sock, own, self.rrl, hits, self.options.serving_loop)
+                thread = UdpThread(sock, own, self.rrl, hits, self.options.serving_loop, self.loops)
                 self._udp_threads.append(thread)
                 thread.start()
             else:
@@ -682,6 +719,7 @@ def _key_files(key_dir: Path, signing: Mapping[str, ZoneKeys]) -> dict[Path, flo
 
 
 KEY_CHECK_S = 1.0
+LOOP_WATCH_S = 0.5  # how soon systemd's STATUS names a listener that is down
 UDP_RECEIVE_BUFFER = 4 << 20
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
 ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this

@@ -131,11 +131,13 @@ class WorkerPool:
         report: Callable[[int, dict[str, Any]], None],
         retire: Callable[[int], None],
         serials: Callable[[], dict[str, int]] = dict,
+        restarted: Callable[[], None] = lambda: None,
     ) -> None:
         """`report(pid, counts)` is told each worker's latest serving counts; `retire(pid)`
         that a worker is gone (its last counts stay in the totals); `serials()` gives the
         SOA serials the main process serves (dnsd.xfr.versions), sent when they change."""
         self.serials = serials
+        self.restarted = restarted  # counted as dnsd_serving_loop_restarts_total{loop="worker"}
         self._sent_serials: dict[str, int] = {}
         self.count = count
         self.argv = argv
@@ -175,6 +177,14 @@ class WorkerPool:
             worker.send("reload", generation)
         self._sent_serials = serials
 
+    def dead(self) -> list[str]:
+        """Worker processes that exited and are not started again yet (not ready)."""
+        return [
+            f"worker {w.index} (pid {w.process.pid}) exited with {w.process.returncode}"
+            for w in self.workers
+            if w.process.poll() is not None
+        ]
+
     async def _restart_dead(self) -> None:
         while True:
             await asyncio.sleep(RESTART_PAUSE_S)
@@ -185,6 +195,7 @@ class WorkerPool:
                     await asyncio.to_thread(worker.stop, 1.0)
                     self.retire(worker.process.pid)
                     self.workers[i] = self._start(worker.index)
+                    self.restarted()
 
     async def stop(self) -> None:
         if self._watch is not None:

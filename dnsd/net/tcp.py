@@ -7,17 +7,21 @@ import asyncio
 import ipaddress
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dnsd.net.counters import NetCounters
+from dnsd.net.supervisor import ServingLoops
 from dnsd.net.udp import Answerer, client_address
+from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.xfr.outgoing import transfer_type
 
 log = logging.getLogger("dnsd.net.tcp")
+FAILURE_LOG = RateLimitedLog(log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,11 @@ class TcpHandler:
         counters: NetCounters,
         limits: TcpLimits,
         transfers: Transfers | None = None,
+        loops: ServingLoops | None = None,
     ) -> None:
+        loops = loops if loops is not None else ServingLoops()
+        self.state = loops.add("tcp", "tcp")
+        self._faults = loops.faults
         self._answer = answer
         self._transfers = transfers
         self._counters = counters
@@ -101,6 +109,13 @@ class TcpHandler:
             self._counters.tcp_timeouts += 1
         except asyncio.CancelledError:
             pass  # the server is stopping: nothing awaits this task's result
+        except Exception as exc:
+            # A bug: this connection ends, the listener goes on. Logged through our logger
+            # (not asyncio's raw stderr), at a bounded rate, and counted.
+            self.state.restarts += 1
+            FAILURE_LOG.log(time.monotonic(), logging.ERROR,
+                            "tcp: a connection's handler failed (%s: %s); the listener goes on",
+                            type(exc).__name__, exc, exc_info=True)  # fmt: skip
         finally:
             self.active -= 1
             left = self._per_client.pop(network, 1) - 1
@@ -148,6 +163,8 @@ class TcpHandler:
             async with asyncio.timeout(limits.read_timeout_s):
                 (length,) = struct.unpack("!H", first + await reader.readexactly(1))
                 body = await reader.readexactly(length)
+            if self._faults is not None:
+                self._faults.check("tcp")
             if self._transfers is not None and transfer_type(body) is not None:
                 replies: list[bytes | None] = list(await self._transfers(body, client))
             else:
@@ -156,5 +173,6 @@ class TcpHandler:
                 if reply is None:  # unanswerable (counted by the answerer): close
                     return
                 writer.write(struct.pack("!H", len(reply)) + reply)
+                self.state.count("tcp", 1)
                 async with asyncio.timeout(limits.write_timeout_s):
                     await writer.drain()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
 from dnsd.net.rrl import ResponseRateLimiter, limited
+from dnsd.net.supervisor import ServingLoops, supervise
 from dnsd.net.udp import new_client
 from dnsd.reply import Client
 
@@ -72,6 +73,7 @@ class UdpThread:
         rrl: ResponseRateLimiter | None,
         hits: CacheHits | None = None,
         serving_loop: str = "auto",
+        loops: ServingLoops | None = None,
     ) -> None:
         self.sock = sock
         self._answer = answer
@@ -80,6 +82,10 @@ class UdpThread:
         self._stopping = False
         self.why = ""
         self.loop = self._choose(serving_loop)
+        host, port = sock.getsockname()[:2]
+        loops = loops if loops is not None else ServingLoops()
+        self.state = loops.add(self.loop, f"udp {host} port {port}")
+        self._faults = loops.faults
         self._thread = threading.Thread(target=self._run, name="dnsd udp", daemon=True)
 
     def _choose(self, wanted: str) -> str:
@@ -104,34 +110,46 @@ class UdpThread:
         self._thread.start()
 
     def _run(self) -> None:
+        """The loop, supervised: an unexpected error is logged, counted and the loop started
+        again (dnsd.net.supervisor); it never ends silently."""
+        supervise(self.state, self._serve, lambda: self._stopping)
+
+    def _serve(self, started: Callable[[], None]) -> None:
+        if self._faults is not None:
+            self._faults.check(self.loop)
         if self.loop == "compiled":
             assert _fastloop is not None and self._hits is not None
-            self._run_compiled(self._hits)
+            self._run_compiled(self._hits, started)
         elif mmsg.available():
-            self._run_batched(mmsg.DatagramBatch(self.sock))
+            self._run_batched(mmsg.DatagramBatch(self.sock), started)
         else:
-            self._run_plain()
+            self._run_plain(started)
 
-    def _run_compiled(self, hits: CacheHits) -> None:
+    def _run_compiled(self, hits: CacheHits, started: Callable[[], None]) -> None:
         """recvmmsg → the cache's hits answered in C → the rest in Python → sendmmsg."""
         assert _fastloop is not None
         batch = _fastloop.Batch(self.sock.fileno(), self.sock.family == socket.AF_INET, 64)
+        faults, count_answers = self._faults, self.state.count
         answer, rrl, cache, rng = self._answer, self._rrl, hits.cache, hits.rng
         memos, counts, lb_counts = cache.memos("udp"), hits.counts, cache.lb_counts
         prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
 
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
+        started()
         while (count := self._received(batch)) is not None:
             if not count:
                 continue
-            started = perf_counter()
+            if faults is not None:
+                faults.check(self.loop)
+            began = perf_counter()
             prepare()
             misses, answered = batch.answer_hits(
                 clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
             )
             cache.hits += answered
-            record(answered, count, perf_counter() - started)
+            count_answers("compiled", answered)
+            record(answered, count, perf_counter() - began)
             if misses:
                 # A datagram cut by the kernel (None) goes in empty: dropped and counted.
                 wires = [batch.datagram(i) or b"" for i, _ in misses]
@@ -158,10 +176,13 @@ class UdpThread:
         wires: list[bytes],
     ) -> None:
         """Queue each reply to its sender, through response rate limiting."""
+        queued = 0
         for i, reply, client, wire in zip(indices, replies, clients, wires, strict=True):
             out = self._outgoing(reply, client, wire)
             if out is not None:
                 batch.queue(i, out)
+                queued += 1
+        self.state.count("pure", queued)  # built by the Python answerer
 
     def _outgoing(self, reply: bytes | None, client: Client, wire: bytes) -> bytes | None:
         """What is sent for `reply`: None when the answerer dropped it (and counted it) or
@@ -180,11 +201,14 @@ class UdpThread:
         key = batch.source_key(i)
         return clients.get(key) or new_client(clients, key, batch.source(i)[0])
 
-    def _run_batched(self, batch: mmsg.DatagramBatch) -> None:
+    def _run_batched(self, batch: mmsg.DatagramBatch, started: Callable[[], None]) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
-        answer = self._answer
+        answer, faults = self._answer, self._faults
         clients: dict[int | bytes, Client] = {}
+        started()
         while (count := self._received(batch)) is not None:
+            if faults is not None and count:
+                faults.check(self.loop)
             # A datagram cut by the kernel (None) goes in empty: dropped and counted.
             wires = [data or b"" for data in batch.datagrams(count)]
             whos = [
@@ -194,10 +218,11 @@ class UdpThread:
             self._queue(batch, list(range(count)), answer(wires, whos), whos, wires)
             self._flush(batch)
 
-    def _run_plain(self) -> None:
+    def _run_plain(self, started: Callable[[], None]) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
-        answer = self._answer
+        answer, faults = self._answer, self._faults
         clients: dict[str, Client] = {}
+        started()
         while True:
             try:
                 data, addr = recvfrom(4096)
@@ -207,10 +232,13 @@ class UdpThread:
                 continue
             if self._stopping:
                 return
+            if faults is not None:
+                faults.check(self.loop)
             client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
             reply = self._outgoing(answer([data], [client])[0], client, data)
             if reply is None:
                 continue
+            self.state.count("pure", 1)
             try:
                 sendto(reply, addr)
             except OSError as exc:
