@@ -35,3 +35,4 @@ bench:
 	$(PYTHON) bench/bigconfig.py
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py
+	$(PYTHON) bench/health_churn.py

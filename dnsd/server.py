@@ -181,6 +181,7 @@ class DnsServer:
         self._udp_threads: list[UdpThread] = []
         self.metrics = Metrics()
         self.store.listeners.append(self.metrics.observe_event)
+        self.store.on_published = self.metrics.observe_publish
         self.scheduler.on_probe = self.metrics.observe_probe
         self.admin_bound: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None

@@ -25,6 +25,7 @@ from dnsd.health.store import HealthEvent, HealthStore
 from dnsd.snapshot import SnapshotHolder
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PUBLISH_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
 KNOWN_QTYPES = frozenset(
     {"A", "AAAA", "CNAME", "MX", "TXT", "NS", "SOA", "SRV", "CAA", "PTR", "ANY", "DS", "HTTPS"}
@@ -62,6 +63,12 @@ class Metrics:
             "dnsd_override_changes_total", "Operator override changes", ["kind"], registry=r
         )
         self.reloads = Counter("dnsd_reloads", "Configuration reloads", ["result"], registry=r)
+        self.publish_seconds = Histogram(
+            "dnsd_health_publish_seconds",
+            "Event-loop time one health view publication took, listeners included "
+            "(change=states: a verdict or override moved; rtt: only RTTs)",
+            ["change"], buckets=PUBLISH_BUCKETS, registry=r,
+        )  # fmt: skip
         for result in ("ok", "failed"):
             self.reloads.labels(result)
         self.register(_CountsCollector(self))
@@ -133,6 +140,9 @@ class Metrics:
         self.lb_counts[key] = self.lb_counts.get(key, 0) + 1
         if fail_open:
             self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
+
+    def observe_publish(self, seconds: float, states_changed: bool) -> None:
+        self.publish_seconds.labels("states" if states_changed else "rtt").observe(seconds)
 
     def observe_event(self, event: HealthEvent) -> None:
         if event.kind == "override":

@@ -108,6 +108,8 @@ class HealthStore:
         self.override_listeners: list[Callable[[dict[str, Any]], None]] = []
         self.view = HealthView()
         self.view_listeners: list[Callable[[HealthView], None]] = []  # every view published
+        # (seconds the publication took with its listeners, whether states changed)
+        self.on_published: Callable[[float, bool], None] | None = None
 
     # The override tables, read by the status document and tests.
     @property
@@ -260,6 +262,7 @@ class HealthStore:
 
     # -- the published view ------------------------------------------------------------------
     def publish(self) -> HealthView:
+        started = time.perf_counter()
         backends: dict[tuple[str, str], BackendHealth] = {}
         now = self._clock()
         overrides = self.overrides
@@ -288,10 +291,14 @@ class HealthStore:
         for key, override in overrides.backends.items():
             if key not in backends:  # an unmonitored backend can still be overridden
                 backends[key] = BackendHealth(healthy=override != "down", override=override)
-        self.view = next_view(self.view, backends, overrides.pools, overrides.trickle)
+        last_view = self.view
+        self.view = next_view(last_view, backends, overrides.pools, overrides.trickle)
         self._last_publish = now
         for listener in self.view_listeners:
             listener(self.view)
+        if self.on_published is not None:  # the event-loop time one health change costs
+            changed = self.view.states_generation != last_view.states_generation
+            self.on_published(time.perf_counter() - started, changed)
         return self.view
 
     # -- overrides ---------------------------------------------------------------------------

@@ -1,17 +1,13 @@
 """What a zone transfers (pure): its static records as configured, plus every load-balanced
 name's current answer for a client with no location — A/AAAA (or a CNAME) at the load
-balancer's TTL, at the current health. A secondary that loses every dnsd node keeps
-serving that last failover-aware answer (docs/dns.md, "Zone transfers").
-
-The answer is the full answer path's (`steer`), with a fixed random source so the same
-health gives the same content: a trickle or a `random` policy contributes one stable draw.
+balancer's TTL, at the current health (dnsd.xfr.lb_answers, kept per name). A secondary
+that loses every dnsd node keeps serving that last failover-aware answer (docs/dns.md,
+"Zone transfers").
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,18 +16,15 @@ import dns.name
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-from dnslib import AAAA, CNAME, QTYPE, RR, A, DNSHeader, DNSLabel, DNSRecord
+from dnslib import QTYPE, RR, DNSHeader, DNSLabel, DNSRecord
 
 from dnsd.config.model import RRset as RRsetModel
 from dnsd.config.model import Zone
 from dnsd.dnssec.signer import window
-from dnsd.geo.locate import NOWHERE
 from dnsd.health.view import HealthView
 from dnsd.snapshot import CompiledZone, Snapshot
-from dnsd.steering import ClientInfo, SteeringInputs, steer
+from dnsd.xfr.lb_answers import LbAnswers
 
-NO_LOCATION = ClientInfo(address=ipaddress.IPv4Address(0), location=NOWHERE)
-DRAW_SEED = 0  # the fixed random source of transferred answers
 # Not configured records: the SOA (a version's own), and the DNSSEC keys and signatures a
 # signed zone gets when it is signed for transfer (dnsd.dnssec.zone_signing).
 UNSIGNED_ONLY = frozenset({QTYPE.SOA, 46, 47, 48, 59, 60})  # SOA RRSIG NSEC DNSKEY CDS CDNSKEY
@@ -49,7 +42,7 @@ class ZoneContent:
     name: str
     soa: dns.rrset.RRset
     zone: CompiledZone
-    answers: tuple[dns.rrset.RRset, ...]
+    answers: LbAnswers  # iterates the load-balanced RRsets in DNS order
     digest: str
 
     @property
@@ -62,7 +55,7 @@ class ZoneContent:
 
     @property
     def size(self) -> int:
-        return sum(len(rrset) for rrset in self.rrsets())
+        return sum(len(rrset) for rrset in self.static) + len(self.answers)
 
     def rrsets(self) -> list[dns.rrset.RRset]:
         """Every RRset but the SOA: the configured ones, then the load-balanced answers."""
@@ -75,16 +68,21 @@ class ZoneContent:
 
 def zone_content(snap: Snapshot, view: HealthView, name: str, now: float) -> ZoneContent:
     """The zone `name` as it transfers now (its SOA as the snapshot serves it)."""
+    return content_of(snap, name, now, LbAnswers.compute(snap, view, snap.zones[name], now))
+
+
+def content_of(snap: Snapshot, name: str, now: float, answers: LbAnswers) -> ZoneContent:
+    """The zone `name` with these load-balanced answers: O(1) in the number of names (the
+    configured records' digest is made once per configuration, the answers' incrementally)."""
     zone = snap.zones[name]
     static_digest = _static_digest(zone)
-    answers = sorted(lb_answers(snap, view, zone, now), key=_order)
     soa = _convert([zone.soa])[0]
     f = soa[0]
     digest = hashlib.sha256(
         f"{static_digest}\n{f.mname} {f.rname} {f.refresh} {f.retry} {f.expire} {f.minimum} "
-        f"{soa.ttl}\n{_text(answers)}\n{signing_marker(snap, name, now)}".encode()
+        f"{soa.ttl}\n{answers.digest}\n{signing_marker(snap, name, now)}".encode()
     ).hexdigest()
-    return ZoneContent(name, soa, zone, tuple(answers), digest)
+    return ZoneContent(name, soa, zone, answers, digest)
 
 
 def signing_marker(snap: Snapshot, name: str, now: float) -> str:
@@ -96,30 +94,6 @@ def signing_marker(snap: Snapshot, name: str, now: float) -> str:
         return ""
     states = " ".join(f"{k.tag}:{k.state(now)}" for k in keys.keys)
     return f"signed {window(now)[0]} {states}"
-
-
-def lb_answers(
-    snap: Snapshot, view: HealthView, zone: CompiledZone, now: float
-) -> list[dns.rrset.RRset]:
-    """Each load-balanced owner's answer for a client with no location."""
-    out: list[RR] = []
-    for owner, node in zone.nodes.items():
-        if node.lb is None:
-            continue
-        found: list[RR] = []
-        for qtype in (QTYPE.A, QTYPE.AAAA):
-            inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
-            decision = steer(inputs, node.lb, qtype)
-            final = decision.innermost()
-            if final.cname:
-                found = [RR(owner, QTYPE.CNAME, ttl=decision.ttl, rdata=CNAME(final.cname))]
-                break
-            rdata_type = AAAA if qtype == QTYPE.AAAA else A
-            found += [
-                RR(owner, qtype, ttl=decision.ttl, rdata=rdata_type(a)) for a in final.addresses
-            ]
-        out.extend(found)
-    return _convert(out)
 
 
 def prepare_transfers(snap: Snapshot) -> None:

@@ -22,7 +22,8 @@ from typing import Any, Final
 from dnsd.health.overrides import write_atomically
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot, with_serials
-from dnsd.xfr.content import ZoneContent, signing_marker, zone_content
+from dnsd.xfr.content import ZoneContent, content_of, signing_marker
+from dnsd.xfr.lb_answers import LbAnswers
 from dnsd.xfr.serials import MASK, next_serial
 
 log = logging.getLogger("dnsd.xfr")
@@ -44,30 +45,42 @@ class ZoneVersions:
         self._persist = persist  # `dnsd export` reads the state but never writes it
         self._served: dict[str, Served] = self._load()
         self._journal: dict[str, deque[ZoneContent]] = {}
-        # zone → (its Zone config, the view generation) the last content was made from
-        self._inputs: dict[str, tuple[object, int, str]] = {}
+        # zone → (its Zone config, its signing marker) the last content was made from
+        self._inputs: dict[str, tuple[object, str]] = {}
         self.listeners: list[Callable[[str, int], None]] = []
 
     def update(self, snap: Snapshot, view: HealthView, now: float) -> Snapshot:
+        """O(zones + changed names) per health view: a zone whose configuration and signing
+        state are unchanged recomputes only the load-balanced names the view can change."""
         serials: dict[str, int] = {}
         changed_any = False
         for name, compiled in snap.zones.items():
             config = compiled.config
-            has_lbs = bool(config.lb_names)  # only then does health change the content
-            key = (config, view.generation if has_lbs else 0, signing_marker(snap, name, now))
+            marker = signing_marker(snap, name, now)
             last = self._journal.get(name)
             seen = self._inputs.get(name)
-            if seen is not None and seen[0] is config and seen[1:] == key[1:] and last:
-                serials[name] = last[-1].serial
-                continue
-            self._inputs[name] = key
-            content = zone_content(snap, view, name, now)
+            newest = last[-1] if last else None
+            if newest is not None and seen is not None and seen[0] is config and seen[1] == marker:
+                if not config.lb_names or newest.answers.view is view:
+                    serials[name] = newest.serial
+                    continue
+                # Only the health view moved: recompute the names it can change.
+                answers = newest.answers.updated(snap, view, compiled, now)
+                if answers.total == newest.answers.total:
+                    last[-1] = replace(newest, answers=answers)  # type: ignore[index]
+                    serials[name] = newest.serial
+                    continue
+            else:
+                self._inputs[name] = (config, marker)
+                answers = LbAnswers.compute(snap, view, compiled, now)
+            content = content_of(snap, name, now, answers)
             previous = self._served.get(name)
             floor = None if config.serial_auto else config.soa.serial
             changed = previous is not None and previous.digest != content.digest
             serial = next_serial(previous.serial if previous else None, changed, floor, now)
             content = _with_serial(content, serial)
             if last and last[-1].serial == serial and last[-1].digest == content.digest:
+                last[-1] = content
                 serials[name] = serial
                 continue
             self._remember(name, content)
