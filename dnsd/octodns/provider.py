@@ -173,7 +173,7 @@ class DnsdProvider(BaseProvider):
         by_name: dict[str, list[Any]] = defaultdict(list)
         for record in desired.records:
             by_name[record.name].append(record)
-        for rname, records in by_name.items():
+        for records in by_name.values():
             fqdn = records[0].fqdn
             dynamic = [r for r in records if getattr(r, "dynamic", None)]
             if dynamic and len(records) > 1:
@@ -266,6 +266,7 @@ class DnsdProvider(BaseProvider):
                     if name.startswith(stems) and f"{section}/{name}" not in keep:
                         changes.append(Change(parse_route(f"{section}/{name}"), None, missing_ok=True))  # fmt: skip
         self._send(changes)
+
 
 LOC_DEFAULTS = ["1.00m", "10000.00m", "10.00m"]  # size, precisions (RFC 1876 §3)
 
