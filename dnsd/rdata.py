@@ -14,6 +14,8 @@ NS, CNAME, PTR, MX, SOA; SRV's target never). Every other type is a raw `RD`, pa
 
 from __future__ import annotations
 
+import functools
+from ipaddress import IPv4Address, IPv6Address
 from typing import Final
 
 import dns.name
@@ -66,14 +68,23 @@ def type_text(rtype: int) -> str:
 
 def from_text(rtype: int, text: str, origin: str) -> RD:
     """Presentation text (relative names under `origin`) → RDATA. Raises on bad text."""
+    if rtype == 1 or rtype == 28:  # an address has one spelling: ipaddress reads it 5x faster
+        address = text.strip()
+        if "\\" not in address and not address.startswith('"'):
+            return A(str(IPv4Address(address))) if rtype == 1 else AAAA(str(IPv6Address(address)))
     rdata = dns.rdata.from_text(
         dns.rdataclass.IN,
         dns.rdatatype.RdataType.make(rtype),
         text,
-        origin=dns.name.from_text(origin),
+        origin=_origin(origin),
         relativize=False,
     )
     return from_dnspython(rdata)
+
+
+@functools.lru_cache(maxsize=64)
+def _origin(origin: str) -> dns.name.Name:
+    return dns.name.from_text(origin)
 
 
 def from_dnspython(rdata: dns.rdata.Rdata) -> RD:
