@@ -22,7 +22,7 @@ import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
-from dnslib import AAAA, CNAME, MX, NS, PTR, RD, SOA, SRV, A, DNSBuffer
+from dnslib import AAAA, CNAME, MX, NS, PTR, RD, RR, SOA, SRV, A, DNSBuffer
 
 from dnsd.dnsname import key_of_labels
 
@@ -132,3 +132,15 @@ def target(rtype: int, rd: RD) -> str | None:
         name = dns.name.from_wire(to_wire(rd), 2)[0]
         return key_of_labels(name.labels[:-1]) if len(name) > 1 else None
     return None
+
+
+def record_text(rr: RR) -> str:
+    """One reply record in zone-file form, its RDATA as dnspython writes it (a raw `RD` has
+    no text of its own in dnslib but `\\# n hex`)."""
+    owner = key_of_labels(rr.rname.label)
+    rtype = int(rr.rtype)
+    try:
+        data = to_text(rtype, rr.rdata)
+    except Exception:  # not a type dnspython reads (OPT and the like): dnslib's own text
+        data = rr.rdata.toZone()
+    return f"{owner} {rr.ttl} IN {type_text(rtype)} {data}"
