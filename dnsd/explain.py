@@ -16,6 +16,7 @@ from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 from dnsd.config.model import Config
 from dnsd.geo.ecs import ECS_OPTION
 from dnsd.health.view import BackendHealth, HealthView, view_of
+from dnsd.rdata import record_text
 from dnsd.resolve import answer_query
 from dnsd.snapshot import Snapshot
 
@@ -96,7 +97,7 @@ def explain_query(
         ],
         "ttl": reply.rr[-1].ttl if reply.rr else None,
         "ecs_scope": ecs_scope(reply),
-        "records": [rr.toZone() for rr in reply.rr],
+        "records": [record_text(rr) for rr in reply.rr],
     }
     if result.client is not None:
         loc = result.client.location

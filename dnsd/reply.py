@@ -28,6 +28,7 @@ from dnslib import (
 
 from dnsd.cookies import COOKIE_OPTION, CookieFormErr, ServerCookies
 from dnsd.cookies import split as split_cookie
+from dnsd.dnsname import key_of_labels, to_label
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.steering import LbDecision
 from dnsd.steering.client import ClientInfo
@@ -138,22 +139,10 @@ def reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
     return reply
 
 
-_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_*")
-
-
 def lookup_name(qname: DNSLabel) -> str:
-    """The lower-case text the zone lookup uses: "www.example.test.". Bytes no configured
-    name can hold — a "." inside a label, "\\", anything beyond letters, digits, "-", "_"
-    and "*" — are written as RFC 1035 `\\DDD` escapes, so such a label keeps its place
-    (wildcards still match it) and never equals a configured one."""
-    labels = []
-    for label in qname.label:
-        label = label.lower()
-        if set(label) <= _PLAIN:
-            labels.append(label.decode("ascii"))
-        else:
-            labels.append("".join(chr(b) if b in _PLAIN else f"\\{b:03d}" for b in label))
-    return ".".join(labels) + "." if labels else "."
+    """The lower-case text the zone lookup uses: "www.example.test.", a name with other
+    bytes in dnspython's escaped form (dnsd.dnsname: the same keys the zone tree holds)."""
+    return key_of_labels(qname.label)
 
 
 def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:
@@ -161,12 +150,12 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
     reply.header.aa = int(result.authoritative)
     qname = reply.q.qname  # lower case: owners become pointers to the question (see reply_for)
     for part in result.answer:
-        owner = qname if part.owner is None else DNSLabel(part.owner)
+        owner = qname if part.owner is None else to_label(part.owner)
         rrset = part.rrset
         for rdata in rrset.rdatas:
             reply.add_answer(RR(owner, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if decision is not None:
-        owner = qname if result.lb_owner is None else DNSLabel(result.lb_owner)
+        owner = qname if result.lb_owner is None else to_label(result.lb_owner)
         qtype = QTYPE.A if query.q.qtype == QTYPE.ANY else query.q.qtype
         final = decision.innermost()
         if final.cname:
@@ -177,14 +166,14 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
         if not final.cname and not final.addresses:
             result.negative = True
     for rrset in result.authority:
-        label = DNSLabel(rrset.owner)
+        label = to_label(rrset.owner)
         for rdata in rrset.rdatas:
             reply.add_auth(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if result.negative and result.zone is not None:
         soa = result.zone.soa
         reply.add_auth(RR(soa.rname, QTYPE.SOA, ttl=result.zone.negative_ttl, rdata=soa.rdata))
     for rrset in result.additional:
-        label = DNSLabel(rrset.owner)
+        label = to_label(rrset.owner)
         for rdata in rrset.rdatas:
             reply.add_ar(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
 

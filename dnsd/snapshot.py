@@ -18,8 +18,10 @@ from dnslib import QTYPE, RD, RR, SOA
 from dnsd.config.model import ClientNetwork, Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.cookies import ServerCookies
+from dnsd.dnsname import labels, parent
 from dnsd.dnssec.keys import ZoneKeys
 from dnsd.errors import Reason
+from dnsd.rdata import DNAME, target
 from dnsd.xfr.tsig import Keyring, keyring
 
 if TYPE_CHECKING:
@@ -113,6 +115,7 @@ class CompiledZone:
     negative_ttl: int  # min(SOA TTL, SOA minimum), RFC 2308
     label_count: int
     config: Zone  # as configured: transfer ACL, notify targets, serial rule
+    dnames: Mapping[str, str] = field(default_factory=dict)  # DNAME owner → target (RFC 6672)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +200,7 @@ def _rrsets(held: RRset | list[RRset] | None) -> RRsets:
 
 
 def label_count(name: str) -> int:
-    return 0 if name == "." else name.rstrip(".").count(".") + 1
+    return len(labels(name))
 
 
 def compile_zone(
@@ -228,7 +231,7 @@ def compile_zone(
     for owner in list(by_owner):
         name = owner
         while name != zone.name:
-            name = name.split(".", 1)[1] or "."
+            name = parent(name)
             by_owner.setdefault(name, None)
     nodes = {
         owner: Node(_rrsets(held), lbs.get(zone.lb_names.get(owner, "")))
@@ -237,6 +240,11 @@ def compile_zone(
     cuts = frozenset(
         owner for owner, node in nodes.items() if owner != zone.name and QTYPE.NS in node.rrsets
     )
+    dnames: dict[str, str] = {}
+    for owner, node in nodes.items():
+        dname = node.rrsets.get(DNAME)
+        if dname is not None:
+            dnames[owner] = target(DNAME, dname.rdatas[0]) or "."
     return CompiledZone(
         name=zone.name,
         nodes=MappingProxyType(nodes),
@@ -245,6 +253,7 @@ def compile_zone(
         negative_ttl=min(zone.soa.ttl, zone.soa.minimum),
         label_count=label_count(zone.name),
         config=zone,
+        dnames=MappingProxyType(dnames),
     )
 
 

@@ -5,7 +5,8 @@ delegation cuts (referral with glue, AA clear), exact match, CNAME chains follow
 the zone (RFC 6604: the final name decides the rcode), wildcard synthesis from the closest
 encloser, NXDOMAIN vs NODATA (empty non-terminals exist, RFC 8020), ANY per RFC 8482 (one
 RRset, never the whole name). A load-balanced name is returned as a pending `lb` step; the
-caller runs steering for it. No I/O, no clocks, no randomness.
+caller runs steering for it. A DNAME above the name answers with itself and a CNAME made
+from it (RFC 6672 §3.2), followed like any CNAME. No I/O, no clocks, no randomness.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from dnslib import QTYPE, RCODE
+from dnslib import CNAME, QTYPE, RCODE
 
 from dnsd.config.model import LoadBalancer, RRset
+from dnsd.dnsname import is_below_or_at, labels, parent, to_label, wire_length
+from dnsd.rdata import DNAME, target
 from dnsd.snapshot import CompiledZone, Node, Snapshot
 
 MAX_CNAME_HOPS: Final = 8
@@ -26,7 +29,8 @@ ANY_PREFERENCE: Final = (
     QTYPE.A, QTYPE.AAAA, QTYPE.CNAME, QTYPE.MX, QTYPE.TXT, QTYPE.NS, QTYPE.SRV, QTYPE.CAA,
     QTYPE.PTR, QTYPE.SOA,
 )  # fmt: skip
-NEEDS_ADDRESS: Final = {QTYPE.NS: "label", QTYPE.MX: "label", QTYPE.SRV: "target"}
+# RFC 1034 §3.6.2 glue and additional data; SVCB/HTTPS targets too (RFC 9460 §4).
+NEEDS_ADDRESS: Final = frozenset({QTYPE.NS, QTYPE.MX, QTYPE.SRV, 64, 65})
 
 
 @dataclass(slots=True)
@@ -54,10 +58,10 @@ class Lookup:
 
 def find_zone(snap: Snapshot, qname: str) -> CompiledZone | None:
     """The zone with the longest name that qname is in (or equal to)."""
-    labels = qname.rstrip(".").split(".") if qname != "." else []
-    start = max(0, len(labels) - snap.max_zone_labels)
-    for i in range(start, len(labels)):
-        zone = snap.zones.get(".".join(labels[i:]) + ".")
+    parts = labels(qname)
+    start = max(0, len(parts) - snap.max_zone_labels)
+    for i in range(start, len(parts)):
+        zone = snap.zones.get(".".join(parts[i:]) + ".")
         if zone is not None:
             return zone
     return snap.zones.get(".")
@@ -83,12 +87,15 @@ def lookup(snap: Snapshot, qname: str, qtype: int) -> Lookup:
 
 
 def _zone_of(zone: CompiledZone, name: str) -> CompiledZone | None:
-    return zone if name == zone.name or name.endswith("." + zone.name) else None
+    return zone if is_below_or_at(name, zone.name) else None
 
 
 def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Lookup) -> str | None:
     """Resolve `name` in `zone` into `out`; return a CNAME target to follow, or None."""
     cut = _delegation(zone, name)
+    if cut is not None and cut in zone.dnames:
+        synthesized = _synthesize(zone, cut, name, owner, out)
+        return None if qtype == QTYPE.CNAME else synthesized  # the CNAME asked for
     if cut is not None and not (cut == name and qtype == QTYPE.DS):
         _referral(zone, cut, out)
         return None
@@ -102,7 +109,7 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
     cname = node.rrsets.get(QTYPE.CNAME)
     if cname is not None and qtype not in (QTYPE.CNAME, ANY):
         out.answer.append(AnswerPart(owner, cname))
-        return str(cname.rdatas[0].label).lower()
+        return target(QTYPE.CNAME, cname.rdatas[0])
     if node.lb is not None and qtype in (QTYPE.A, QTYPE.AAAA, ANY):
         out.lb, out.lb_owner = node.lb, owner
         return None
@@ -116,16 +123,37 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
 
 
 def _delegation(zone: CompiledZone, name: str) -> str | None:
-    """The highest delegation cut at or above `name` (below the apex), if any."""
-    if not zone.cuts:
+    """The highest delegation cut at or above `name` (below the apex), or the highest
+    DNAME owner above it (the apex too), whichever comes first: each hides the rest."""
+    if not zone.cuts and not zone.dnames:
         return None
-    labels = name.rstrip(".").split(".")
-    below_apex = len(labels) - zone.label_count
+    parts = labels(name)
+    below_apex = len(parts) - zone.label_count
+    if below_apex > 0 and zone.name in zone.dnames:
+        return zone.name
     for depth in range(1, below_apex + 1):
-        candidate = ".".join(labels[len(labels) - zone.label_count - depth :]) + "."
-        if candidate in zone.cuts:
+        candidate = ".".join(parts[len(parts) - zone.label_count - depth :]) + "."
+        if candidate in zone.cuts or (depth < below_apex and candidate in zone.dnames):
             return candidate
     return None
+
+
+def _synthesize(
+    zone: CompiledZone, at: str, name: str, owner: str | None, out: Lookup
+) -> str | None:
+    """RFC 6672 §3.2: the DNAME at `at`, then `name` as a CNAME to the same labels under
+    the DNAME's target (TTL the DNAME's); a result longer than 255 octets is YXDOMAIN."""
+    dname = zone.nodes[at].rrsets[DNAME]
+    out.answer.append(AnswerPart(at, dname))
+    parts = labels(name)
+    prefix = parts[: len(parts) - len(labels(at))]
+    new_target = ".".join([*prefix, *labels(zone.dnames[at])]) + "."
+    if wire_length(new_target) > 255:
+        out.rcode = RCODE.YXDOMAIN
+        return None
+    synthesized = RRset(name, QTYPE.CNAME, dname.ttl, (CNAME(to_label(new_target)),))
+    out.answer.append(AnswerPart(owner, synthesized))
+    return new_target
 
 
 def _referral(zone: CompiledZone, cut: str, out: Lookup) -> None:
@@ -133,14 +161,14 @@ def _referral(zone: CompiledZone, cut: str, out: Lookup) -> None:
     out.authority.append(ns)
     out.authoritative = bool(out.answer)
     for rdata in ns.rdatas:
-        _add_glue(zone, str(rdata.label).lower(), out)
+        _add_glue(zone, target(QTYPE.NS, rdata) or "", out)
 
 
 def wildcard_node(zone: CompiledZone, name: str) -> Node | None:
     """RFC 4592: the source of synthesis is `*.` + the closest encloser, if it exists."""
     encloser = name
     while encloser != zone.name:
-        encloser = encloser.split(".", 1)[1] or "."
+        encloser = parent(encloser)
         if encloser in zone.nodes:
             return zone.nodes.get("*." + encloser if encloser != "." else "*.")
     return None
@@ -151,15 +179,14 @@ def _pick_any(node: Node) -> RRset | None:
         rrset = node.rrsets.get(rtype)
         if rrset is not None:
             return rrset
-    return None
+    return next(iter(node.rrsets.values()), None)  # a name with other types only
 
 
 def _add_addresses(zone: CompiledZone, rrset: RRset, out: Lookup) -> None:
-    attr = NEEDS_ADDRESS.get(rrset.rtype)
-    if attr is None:
+    if rrset.rtype not in NEEDS_ADDRESS:
         return
     for rdata in rrset.rdatas:
-        _add_glue(zone, str(getattr(rdata, attr)).lower(), out)
+        _add_glue(zone, target(rrset.rtype, rdata) or "", out)
 
 
 def _add_glue(zone: CompiledZone, target: str, out: Lookup) -> None:

@@ -86,19 +86,24 @@ class Knot(_KnotServer):
     """knotd as a secondary of `primary_port` for `zones`, with TSIG key (name, base64)."""
 
     def __init__(
-        self, workdir: Path, primary_port: int, zones: list[str], key: tuple[str, str]
-    ) -> None:
+        self, workdir: Path, primary_port: int, zones: list[str], key: tuple[str, str],
+        serve_transfers: bool = False,
+    ) -> None:  # fmt: skip
+        """`serve_transfers`: let 127.0.0.1 AXFR the zones from this secondary too (so a
+        test can read back exactly what it received)."""
         super().__init__(workdir)
         key_name, secret = key
+        acls = "[notify_from_primary, transfer_out]" if serve_transfers else "notify_from_primary"
         self.write_config(
             "log:\n  - target: stdout\n    any: info\n"
             f"key:\n  - id: {key_name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"
             f"remote:\n  - id: primary\n    address: 127.0.0.1@{primary_port}\n"
             f"    key: {key_name}\n"
             f"acl:\n  - id: notify_from_primary\n    address: 127.0.0.1\n    key: {key_name}\n"
-            "    action: notify\n",
+            "    action: notify\n"
+            "  - id: transfer_out\n    address: 127.0.0.1\n    action: transfer\n",
             "    zonefile-load: none\n",
-            [f"  - domain: {z}\n    master: primary\n    acl: notify_from_primary" for z in zones],
+            [f"  - domain: {z}\n    master: primary\n    acl: {acls}" for z in zones],
         )
 
 

@@ -8,18 +8,25 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from dnslib import AAAA, QTYPE, RD, RR, SOA, TXT, A, DNSLabel
+import dns.exception
+import dns.rdatatype
+from dnslib import QTYPE, RD, RR, SOA
 
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
-from dnsd.config.names import absolute, is_subdomain, name_problem
 from dnsd.config.yamlio import LineDict, LineList
 from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
+from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
 from dnsd.errors import Reason
+from dnsd.rdata import SIGNER_MANAGED, from_text, from_wire, target, type_number, type_problem
+from dnsd.rdata import type_text as rtype_name
 
 MAX_TTL = 2**31 - 1
-# Record types a zone may hold (SOA comes from the soa section).
-RECORD_TYPES = ("A", "AAAA", "CNAME", "MX", "TXT", "NS", "SRV", "CAA", "PTR", "DS")
+# Record types a zone may hold: every type dnspython knows but the meta types and the
+# ones dnsd makes itself (dnsd.rdata.type_problem), plus `TYPEnnn` for any other.
+RECORD_TYPES = tuple(
+    t.name for t in dns.rdatatype.RdataType if t.value and type_problem(t.value) is None
+)
 ZONE_KEYS = ("zone", "ttl", "soa", "records", "file", "transfer", "notify", "dnssec")
 DNSSEC_ALGORITHMS = (13, 15)  # ECDSAP256SHA256 (default), ED25519
 SOA_KEYS = ("mname", "rname", "serial", "refresh", "retry", "expire", "minimum", "ttl")
@@ -39,10 +46,10 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
     zone_raw = ck.get_str(doc, "zone", "")
     if zone_raw is None:
         return None, []
-    origin = absolute(str(zone_raw), ".")
-    problem = name_problem(origin)
-    if problem:
-        ck.error(doc.line_of("zone"), "zone", f"invalid zone name {zone_raw!r}: {problem}")
+    try:
+        origin = parse_name(str(zone_raw), ".")
+    except dns.exception.DNSException as exc:
+        ck.error(doc.line_of("zone"), "zone", f"invalid zone name {zone_raw!r}: {name_error(exc)}")
         return None, []
     ttl = ck.get_int(doc, "ttl", "", default=3600, lo=0, hi=MAX_TTL)
     rrsets: list[RRset] = []
@@ -62,12 +69,15 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         for owner_raw, spec in rmap.items():
             path = join("records", owner_raw)
             line = rmap.line_of(owner_raw)
-            owner = absolute(str(owner_raw), origin)
-            problem = name_problem(owner)
-            if problem:
-                ck.error(line, path, f"invalid name: {problem}")
+            try:
+                owner = parse_name(str(owner_raw), origin)
+            except dns.exception.DNSException as exc:
+                ck.error(line, path, f"invalid name: {name_error(exc)}")
                 continue
-            if not is_subdomain(owner, origin):
+            if "*" in labels(owner)[1:]:
+                ck.error(line, path, "invalid name: '*' may only be the leftmost label")
+                continue
+            if not is_below_or_at(owner, origin):
                 ck.error(line, path, f"name {owner} is outside zone {origin}")
                 continue
             node = ck.mapping(spec, line, path)
@@ -78,7 +88,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             if lb is not None:
                 clash += [t for t in types_at.get(owner, ()) if t in ADDRESS_RTYPES]
             for rtype in clash:
-                ck.error(line, path, f"{QTYPE.get(rtype)} at {owner} is also in the zone file")
+                ck.error(line, path, f"{rtype_name(rtype)} at {owner} is also in the zone file")
             rrsets.extend(sets)
             for rrset in sets:
                 types_at.setdefault(rrset.owner, set()).add(rrset.rtype)
@@ -86,6 +96,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
                 lb_names[owner] = lb
                 lb_uses.append(LbUse(lb, ck.file, node.line_of("lb"), join(path, "lb")))
             _check_owner(ck, node.line, path, owner, origin, sets, lb)
+    _check_signed(ck, doc, rrsets)
     if not any(s.owner == origin and s.rtype == QTYPE.NS for s in rrsets):
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
     transfer = _transfer(ck, doc) if "transfer" in doc else None
@@ -128,10 +139,11 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
     fk = Checker(str(path))
     soa: Soa | None = None
     by_key: dict[tuple[str, int], list[RD]] = {}
+    types: dict[tuple[str, int], str] = {}
     ttls: dict[tuple[str, int], int] = {}
     for rec in found:
         where = f"{rec.owner} {rec.rtype}"
-        if not is_subdomain(rec.owner, origin):
+        if not is_below_or_at(rec.owner, origin):
             fk.error(rec.line, where, f"name {rec.owner} is outside zone {origin}")
             continue
         if rec.rtype == "SOA":
@@ -140,19 +152,20 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
             else:
                 soa = _file_soa(rec)
             continue
-        if rec.rtype not in RECORD_TYPES:
-            fk.error(rec.line, where, f"record type {rec.rtype} is not served by dnsd "
-                     f"(it serves {', '.join(RECORD_TYPES)} and SOA)")  # fmt: skip
+        rtype = type_number(rec.rtype)
+        problem = type_problem(rtype) if rtype is not None else "unknown type"
+        if rtype is None or problem:
+            fk.error(rec.line, where, f"record type {rec.rtype} cannot be configured: {problem}")
             continue
-        problem = name_problem(rec.owner)
-        if problem:
-            fk.error(rec.line, where, f"invalid name: {problem}")
+        try:
+            rdata = from_wire(rtype, rec.wire)
+        except Exception as exc:  # dnslib's wire reader on RDATA dnspython accepted
+            fk.error(rec.line, where, f"invalid {rec.rtype} value {rec.text!r}: {exc}")
             continue
-        rdata = _record(fk, rec.rtype, rec.text, rec.owner, origin, rec.ttl, rec.line, where)
-        if rdata is not None:
-            key = (rec.owner, getattr(QTYPE, rec.rtype))
-            by_key.setdefault(key, []).append(rdata)
-            ttls[key] = rec.ttl
+        key = (rec.owner, rtype)
+        by_key.setdefault(key, []).append(rdata)
+        ttls[key] = rec.ttl
+        types[key] = rec.rtype
     if soa is None and "soa" not in doc:
         fk.error(0, "", f"no SOA record at {origin} (nor a soa: section in {ck.file})")
     sets = [
@@ -162,7 +175,7 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
     lines = {(rec.owner, rec.rtype): rec.line for rec in reversed(found)}
     for owner in dict.fromkeys(s.owner for s in sets):
         at = [s for s in sets if s.owner == owner]
-        line = min(lines.get((owner, QTYPE.get(s.rtype)), 0) for s in at)
+        line = min(lines.get((owner, types[(owner, s.rtype)]), 0) for s in at)
         _check_owner(fk, line, owner, owner, origin, at, None)
     ck.reasons.extend(fk.reasons)
     return soa, sets
@@ -247,8 +260,9 @@ def parse_host_port(text: str, default_port: int) -> tuple[str, int] | None:
 
 def soa_record(zone: Zone) -> RR:
     s = zone.soa
-    rdata = SOA(s.mname, s.rname, (s.serial, s.refresh, s.retry, s.expire, s.minimum))
-    return RR(zone.name, QTYPE.SOA, ttl=s.ttl, rdata=rdata)
+    times = (s.serial, s.refresh, s.retry, s.expire, s.minimum)
+    rdata = SOA(to_label(s.mname), to_label(s.rname), times)
+    return RR(to_label(zone.name), QTYPE.SOA, ttl=s.ttl, rdata=rdata)
 
 
 def _parse_soa(
@@ -270,10 +284,12 @@ def _parse_soa(
     names = {}
     for key in ("mname", "rname"):
         raw = ck.get_str(d, key, "soa", default=None)
-        name = absolute(str(raw), origin) if raw else (getattr(base, key) if base else origin)
-        problem = name_problem(name)
-        if raw and problem:
-            ck.error(d.line_of(key), f"soa.{key}", f"invalid name: {problem}")
+        name = getattr(base, key) if base else origin
+        if raw:
+            try:
+                name = parse_name(str(raw), origin)
+            except dns.exception.DNSException as exc:
+                ck.error(d.line_of(key), f"soa.{key}", f"invalid name: {name_error(exc)}")
         names[key] = name
     u32 = 2**32 - 1
     serial_auto = base is None
@@ -314,18 +330,22 @@ def _parse_owner(
         if key == "lb":
             lb = ck.get_str(node, "lb", path)
             continue
-        rtype = str(key).upper()
-        if rtype not in RECORD_TYPES:
+        rtype = type_number(str(key).upper())
+        if rtype is None:
             ck.keys(_single(node, key), path, (*RECORD_TYPES, "lb", "ttl"))
+            continue
+        problem = type_problem(rtype)
+        if problem:
+            ck.error(line, join(path, key), f"{key} records cannot be configured: {problem}")
             continue
         items = _items(ck, value, line, join(path, key))
         records = []
         for text, item_line, item_path in items:
-            rdata = _record(ck, rtype, text, owner, origin, ttl, item_line, item_path)
+            rdata = _record(ck, rtype, text, origin, item_line, item_path)
             if rdata is not None:
                 records.append(rdata)
         if records:
-            sets.append(RRset(owner, getattr(QTYPE, rtype), ttl, tuple(records)))
+            sets.append(RRset(owner, rtype, ttl, tuple(records)))
     return sets, lb
 
 
@@ -353,41 +373,30 @@ def _items(ck: Checker, value: Any, line: int, path: str) -> list[tuple[str, int
     return []
 
 
-def _record(
-    ck: Checker, rtype: str, text: str, owner: str, origin: str, ttl: int, line: int, path: str
-) -> RD | None:
-    """One record's RDATA (its owner, type and TTL are the RRset's)."""
+def _record(ck: Checker, rtype: int, text: str, origin: str, line: int, path: str) -> RD | None:
+    """One record's RDATA (its owner, type and TTL are the RRset's), read by dnspython
+    from its presentation form (names relative to the zone; `\\# n hex` for any type)."""
     try:
-        if rtype == "A":
-            return A(str(ipaddress.IPv4Address(text.strip())))
-        if rtype == "AAAA":
-            return AAAA(str(ipaddress.IPv6Address(text.strip())))
-        if rtype == "TXT" and not text.lstrip().startswith('"'):
-            # A plain YAML string is one TXT value; split into 255-byte character-strings.
+        if rtype == QTYPE.TXT and not text.lstrip().startswith('"'):
+            # A plain YAML string is one TXT value, its UTF-8 bytes in 255-byte strings.
             data = text.encode()
             chunks = [data[i : i + 255] for i in range(0, len(data), 255)] or [b""]
-            return TXT(chunks)
-        parsed = RR.fromZone(f"{owner} {ttl} IN {rtype} {text}", origin=origin)
-        if len(parsed) != 1:
-            raise ValueError("expected exactly one record")
-        rdata: RD = parsed[0].rdata
-        for target in _targets(rdata):
-            problem = name_problem(target)
-            if problem:
-                raise ValueError(f"target {target}: {problem}")
-        return rdata
-    except Exception as exc:
-        ck.error(line, path, f"invalid {rtype} value {text!r}: {exc}")
+            return from_wire(rtype, b"".join(bytes([len(c)]) + c for c in chunks))
+        return from_text(rtype, text, origin)
+    except Exception as exc:  # dnspython raises more than DNSException on hostile text
+        ck.error(line, path, f"invalid {rtype_name(rtype)} value {text!r}: {exc}")
         return None
 
 
-def _targets(rd: RD) -> list[str]:
-    """Names inside the RDATA (lower-case, absolute), for validation and additional data."""
-    for attr in ("label", "mx", "target"):
-        value = getattr(rd, attr, None)
-        if isinstance(value, DNSLabel):
-            return [str(value).lower()]
-    return []
+def _check_signed(ck: Checker, doc: LineDict, rrsets: list[RRset]) -> None:
+    """A signed zone publishes its own DNSKEY, CDS and CDNSKEY (dnsd.dnssec)."""
+    if "dnssec" not in doc:
+        return
+    for rrset in rrsets:
+        if rrset.rtype in SIGNER_MANAGED:
+            name = rtype_name(rrset.rtype)
+            ck.error(doc.line_of("dnssec"), "dnssec",
+                     f"{name} at {rrset.owner}: a signed zone publishes its own {name} records")  # fmt: skip
 
 
 def _check_owner(
@@ -399,7 +408,7 @@ def _check_owner(
     sets: list[RRset],
     lb: str | None,
 ) -> None:
-    types = {QTYPE.get(s.rtype) for s in sets}
+    types = {rtype_name(s.rtype) for s in sets}
     if "CNAME" in types:
         cname = next(s for s in sets if s.rtype == QTYPE.CNAME)
         if len(cname.rdatas) > 1:
@@ -416,3 +425,11 @@ def _check_owner(
         ck.warn(line, path, "only NS and DS records are served at a delegation point")
     if "DS" in types and (owner == origin or "NS" not in types):
         ck.error(line, path, "DS records belong at a delegation point (beside NS)")
+    if "DNAME" in types:
+        dname = next(s for s in sets if s.rtype == 39)
+        if len(dname.rdatas) > 1:
+            ck.error(line, join(path, "DNAME"), "a name can have only one DNAME (RFC 6672 §2.4)")
+        if "CNAME" in types or ("NS" in types and owner != origin):
+            ck.error(line, path, "DNAME cannot stand beside a CNAME or at a delegation point")
+        if target(39, dname.rdatas[0]) == owner:
+            ck.error(line, join(path, "DNAME"), "a DNAME may not point at its own name")

@@ -41,6 +41,7 @@ class FileRecord:
     text: str
     file: str
     line: int
+    wire: bytes = b""  # the RDATA as dnspython read it: what dnsd serves (dnsd.rdata)
 
 
 class ZoneFileError(Exception):
@@ -182,6 +183,7 @@ class _Collect(dns.zonefile.RRsetsReaderTransaction):
                     FileRecord(
                         owner, dns.rdatatype.to_text(rdtype), rdataset.ttl,
                         rdata.to_text(origin=None, relativize=False), file, line,
+                        rdata.to_wire(),
                     )
                 )  # fmt: skip
         out.sort(key=lambda r: (r.file, r.line))

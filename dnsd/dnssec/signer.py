@@ -32,6 +32,7 @@ import dns.rdtypes.ANY.NSEC
 import dns.rrset
 
 from dnsd.dnssec.keys import ZoneKeys
+from dnsd.rdata import to_dnspython
 from dnsd.snapshot import CompiledZone
 from dnsd.zone_lookup import wildcard_node
 
@@ -153,12 +154,9 @@ def _node_rrset(zone: CompiledZone, name: dns.name.Name, rdtype: int) -> dns.rrs
     rrset = node.rrsets.get(rdtype) if node is not None else None
     if rrset is None:
         return None
-    return dns.rrset.from_text_list(
-        name,
-        rrset.ttl,
-        dns.rdataclass.IN,
-        dns.rdatatype.RdataType.make(rdtype),
-        [rdata.toZone() for rdata in rrset.rdatas],
+    # From the RDATA's wire bytes (dnsd.rdata): no text round trip through dnslib.
+    return dns.rrset.from_rdata_list(
+        name, rrset.ttl, [to_dnspython(rdtype, rd) for rd in rrset.rdatas]
     )
 
 

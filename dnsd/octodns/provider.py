@@ -43,7 +43,12 @@ from dnsd.provision.directory import apply_to_directory, read_all
 from dnsd.provision.edit import ChangeRefused, relative
 from dnsd.provision.targets import SECTIONS, Change, parse_route
 
-TYPES = ("A", "AAAA", "CAA", "CNAME", "DS", "MX", "NS", "PTR", "SRV", "TXT")
+# Every octoDNS record type that is a DNS record type (not ALIAS or URLFWD): dnsd serves
+# them all from their presentation form (docs/octodns.md).
+TYPES = (
+    "A", "AAAA", "CAA", "CNAME", "DNAME", "DS", "HTTPS", "LOC", "MX", "NAPTR", "NS",
+    "OPENPGPKEY", "PTR", "SPF", "SRV", "SSHFP", "SVCB", "TLSA", "TXT", "URI",
+)  # fmt: skip
 
 
 class DnsdProvider(BaseProvider):
@@ -52,7 +57,10 @@ class DnsdProvider(BaseProvider):
     SUPPORTS_POOL_VALUE_STATUS = False
     SUPPORTS_DYNAMIC_SUBNETS = False
     SUPPORTS_MULTIVALUE_PTR = True
-    SUPPORTS_ROOT_NS = False  # the zone's own NS set stays as the YAML has it
+    # dnsd is the zone's authoritative server: a source's apex NS set is synced (octoDNS's
+    # default strict_supports refuses a zone with one otherwise); without one in the
+    # source, the zone's own NS set stays as the YAML has it.
+    SUPPORTS_ROOT_NS = True
     SUPPORTS: ClassVar[set[str]] = set(TYPES)
 
     def __init__(
@@ -153,7 +161,7 @@ class DnsdProvider(BaseProvider):
                 continue
             ttl = int(entry.get("ttl", info.get("ttl", 3600)))
             for rtype in TYPES:
-                if rtype not in entry or (rtype == "NS" and not rname):
+                if rtype not in entry:
                     continue
                 values = entry[rtype] if isinstance(entry[rtype], list) else [entry[rtype]]
                 zone.add_record(_static_record(zone, rname, fqdn, rtype, ttl, values, lenient), lenient=lenient)  # fmt: skip
@@ -165,7 +173,7 @@ class DnsdProvider(BaseProvider):
         by_name: dict[str, list[Any]] = defaultdict(list)
         for record in desired.records:
             by_name[record.name].append(record)
-        for rname, records in by_name.items():
+        for records in by_name.values():
             fqdn = records[0].fqdn
             dynamic = [r for r in records if getattr(r, "dynamic", None)]
             if dynamic and len(records) > 1:
@@ -178,7 +186,7 @@ class DnsdProvider(BaseProvider):
                     self._dynamic(record)
                 except Unmappable as exc:
                     raise SupportsException(f"{self.id}: {exc}") from None
-            ttls = {r.ttl for r in records if not (r._type == "NS" and not rname)}
+            ttls = {r.ttl for r in records}
             if len(ttls) > 1:
                 raise SupportsException(f"{self.id}: {fqdn}: dnsd keeps one TTL per name; the records here have {sorted(ttls)}")  # fmt: skip
         return desired
@@ -232,7 +240,7 @@ class DnsdProvider(BaseProvider):
             key = rname or "@"
             old = existing.get(key, {})
             entry: dict[str, Any] = {}
-            if not rname and "NS" in old:  # the zone's own NS set (SUPPORTS_ROOT_NS = False)
+            if not rname and "NS" in old:  # kept unless the source has a root NS (below)
                 entry["NS"] = old["NS"]
                 if "ttl" in old:
                     entry["ttl"] = old["ttl"]
@@ -258,6 +266,9 @@ class DnsdProvider(BaseProvider):
                     if name.startswith(stems) and f"{section}/{name}" not in keep:
                         changes.append(Change(parse_route(f"{section}/{name}"), None, missing_ok=True))  # fmt: skip
         self._send(changes)
+
+
+LOC_DEFAULTS = ["1.00m", "10000.00m", "10.00m"]  # size, precisions (RFC 1876 §3)
 
 
 def _check_of(record: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -296,5 +307,9 @@ def _static_record(
             dns.rdataclass.IN, dns.rdatatype.from_text(rtype), str(value),
             origin=dns.name.from_text(zone.name), relativize=False,
         )  # fmt: skip
-        rdatas.append(rdata.to_text())
+        text = rdata.to_text()
+        if rtype == "LOC":  # octoDNS reads all 12 fields; dnspython leaves defaults out
+            fields = text.split()
+            text = " ".join(fields + LOC_DEFAULTS[len(fields) - 9 :])
+        rdatas.append(text)
     return Record.from_rrsets(zone, [Rrset(fqdn, rtype, ttl, rdatas)], lenient=lenient)[0]

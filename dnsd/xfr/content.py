@@ -16,12 +16,14 @@ import dns.name
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-from dnslib import QTYPE, RR, DNSHeader, DNSLabel, DNSRecord
+from dnslib import QTYPE, RR, DNSHeader, DNSRecord
 
 from dnsd.config.model import RRset as RRsetModel
 from dnsd.config.model import Zone
+from dnsd.dnsname import to_label
 from dnsd.dnssec.signer import window
 from dnsd.health.view import HealthView
+from dnsd.rdata import to_wire
 from dnsd.snapshot import CompiledZone, Snapshot
 from dnsd.xfr.lb_answers import LbAnswers
 
@@ -109,11 +111,14 @@ _KEEP = 64  # zone configurations remembered (a reload of an unchanged file keep
 
 
 def _configured(zone: CompiledZone) -> list[tuple[str, int, RRsetModel]]:
+    # An unsigned zone's DNSKEY, CDS and CDNSKEY are configured records (written by hand).
+    signed = zone.config is not None and zone.config.dnssec_algorithm is not None
+    skip = UNSIGNED_ONLY if signed else {QTYPE.SOA}
     return [
         (owner, rtype, rrset)
         for owner, node in zone.nodes.items()
         for rtype, rrset in node.rrsets.items()
-        if rtype not in UNSIGNED_ONLY
+        if rtype not in skip
     ]
 
 
@@ -124,7 +129,7 @@ def _static_digest(zone: CompiledZone) -> str:
     if hit is not None and hit[0] is zone.config:
         return hit[1]
     lines = sorted(
-        f"{owner} {rtype} {rrset.ttl} " + " ".join(sorted(str(rdata) for rdata in rrset.rdatas))
+        f"{owner} {rtype} {rrset.ttl} " + " ".join(sorted(to_wire(rd).hex() for rd in rrset.rdatas))
         for owner, rtype, rrset in _configured(zone)
     )
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
@@ -152,7 +157,7 @@ def _remember(table: dict[int, Any], config: Zone, value: Any) -> None:
 
 
 def _records(rrset: RRsetModel) -> list[RR]:
-    label = DNSLabel(rrset.owner)
+    label = to_label(rrset.owner)
     return [RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata) for rdata in rrset.rdatas]
 
 

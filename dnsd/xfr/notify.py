@@ -27,6 +27,7 @@ import dns.rdatatype
 import dns.rrset
 
 from dnsd.ratelog import RateLimitedLog
+from dnsd.rdata import to_text as rdata_text
 from dnsd.snapshot import SnapshotHolder
 
 log = logging.getLogger("dnsd.xfr.notify")
@@ -74,7 +75,8 @@ class NotifySender:
             return
         transfer = compiled.config.transfer
         key = transfer.keys[0] if transfer and transfer.keys else None
-        message = notify_message(zone, compiled.soa.ttl, compiled.soa.rdata.toZone())
+        soa_text = rdata_text(6, compiled.soa.rdata)  # dnspython's text: names with any bytes
+        message = notify_message(zone, compiled.soa.ttl, soa_text)
         if key is not None:
             ring = self._holder.current.tsig_keyring
             message.use_tsig(ring, keyname=dns.name.from_text(key))

@@ -99,7 +99,10 @@ def write_octodns(tmp: Path, target: dict, zone: dict) -> Path:
 
 def octodns(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     binary = shutil.which(tool) or str(Path(sys.executable).parent / tool)
-    env = dict(os.environ, DNSD_TOKEN=TOKEN)
+    # The tools import dnsd.octodns from this checkout (not whichever dnsd is installed).
+    checkout = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (checkout, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, DNSD_TOKEN=TOKEN, PYTHONPATH=path)
     return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
@@ -166,7 +169,10 @@ def test_octodns_sync_into_dnsd_serves_dynamic_records_as_octodns_means(tmp_path
         dump = tmp_path / "dump"
         done = octodns("octodns-dump", "--config-file", str(config), "--output-dir", str(dump), "oc.test.", "dnsd")  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
-        assert _records(tmp_path / "config") == _records(dump)
+        dumped = _records(dump)
+        # dnsd's own NS set is read back too (SUPPORTS_ROOT_NS): the source had none
+        assert dumped.pop(("", "NS")) == {"ttl": 300, "value": "ns1.oc.test."}
+        assert _records(tmp_path / "config") == dumped
     # what was written is a configuration `dnsd check` accepts, names octoDNS's
     result = subprocess.run([sys.executable, "-m", "dnsd", "check", str(zones)], capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -217,3 +223,61 @@ def _records(directory: Path) -> dict:
     zone = Zone("oc.test.", [])
     YamlProvider("x", str(directory)).populate(zone)
     return {(r.name, r._type): r.data for r in zone.records}
+
+
+# Issue 30: a source zone as most real zones are — an apex NS set — with the record types
+# octoDNS knows beyond the basic ones, synced with octoDNS's defaults (strict_supports).
+RICH_SOURCE = {
+    "": [
+        {"type": "NS", "ttl": 300, "values": ["ns1.oc.test.", "ns2.oc.test."]},
+        {"type": "HTTPS", "ttl": 300, "value": {"svcpriority": 1, "targetname": ".", "svcparams": {"alpn": ["h2", "h3"]}}},
+        {"type": "CAA", "ttl": 300, "value": {"flags": 0, "tag": "issue", "value": "letsencrypt.org"}},
+    ],
+    "ns1": {"type": "A", "ttl": 300, "value": "127.0.0.1"},
+    "ns2": {"type": "A", "ttl": 300, "value": "127.0.0.2"},
+    "_dns.ns1": {"type": "SVCB", "ttl": 300, "value": {"svcpriority": 1, "targetname": "ns1.oc.test.", "svcparams": {"alpn": ["dot"]}}},
+    "_25._tcp.mail": {"type": "TLSA", "ttl": 300, "value": {"certificate_usage": 3, "selector": 1, "matching_type": 1, "certificate_association_data": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}},
+    "host": {"type": "SSHFP", "ttl": 300, "value": {"algorithm": 4, "fingerprint_type": 2, "fingerprint": "9dd2ae4e1e7d6e37bd3e6c3ee1c44b4a1ac2d3a4e5f60718293a4b5c6d7e8fe1"}},
+    "sip": {"type": "NAPTR", "ttl": 300, "value": {"order": 10, "preference": 100, "flags": "S", "service": "SIP+D2U", "regexp": "", "replacement": "_sip._udp.oc.test."}},
+    "old": {"type": "DNAME", "ttl": 300, "value": "new.oc.test."},
+    "_http._tcp": {"type": "URI", "ttl": 300, "value": {"priority": 10, "weight": 1, "target": "https://www.oc.test/"}},
+    "loc": {"type": "LOC", "ttl": 300, "value": {"lat_degrees": 52, "lat_minutes": 22, "lat_seconds": 23.0, "lat_direction": "N", "long_degrees": 4, "long_minutes": 53, "long_seconds": 32.0, "long_direction": "E", "altitude": -2.0, "size": 1.0, "precision_horz": 10000.0, "precision_vert": 10.0}},
+    "txt": {"type": "TXT", "ttl": 300, "values": ["v=spf1 -all", "a\\; b"]},
+}  # fmt: skip
+
+
+def test_a_source_with_a_root_ns_and_new_types_syncs_with_defaults(tmp_path: Path) -> None:
+    zones = tmp_path / "zones"
+    zones.mkdir()
+    # The zone as the servers already announce it: the source's NS set matches, so the
+    # sync needs no --force (octoDNS asks for it on any root NS change of an existing zone).
+    (zones / "oc.yaml").write_text(
+        DNSD_ZONE.replace("[ns1.oc.test.]", "[ns1.oc.test., ns2.oc.test.]")
+    )
+    config = write_octodns(tmp_path, {"directory": str(zones)}, RICH_SOURCE)
+    done = octodns("octodns-sync", "--config-file", str(config), "--doit")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert subprocess.run([sys.executable, "-m", "dnsd", "check", str(zones)]).returncode == 0
+    again = octodns("octodns-sync", "--config-file", str(config))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "No changes were planned" in again.stdout + again.stderr, again.stdout + again.stderr
+    with DnsdProcess(zones, "--rrl-rate", "0") as dnsd:
+        assert sorted(dig(dnsd.port, "oc.test", "NS")) == ["ns1.oc.test.", "ns2.oc.test."]
+        assert dig(dnsd.port, "oc.test", "HTTPS") == ['1 . alpn="h2,h3"']
+        assert dig(dnsd.port, "_dns.ns1.oc.test", "SVCB") == ['1 ns1.oc.test. alpn="dot"']
+        assert dig(dnsd.port, "old.oc.test", "DNAME") == ["new.oc.test."]
+        assert dig(dnsd.port, "x.old.oc.test", "A")[:1] == ["new.oc.test."] or dig(
+            dnsd.port, "x.old.oc.test", "CNAME"
+        ) == ["x.new.oc.test."]
+        assert sorted(dig(dnsd.port, "txt.oc.test", "TXT")) == ['"a; b"', '"v=spf1 -all"']
+        dump = tmp_path / "dump"
+        done = octodns("octodns-dump", "--config-file", str(config), "--output-dir", str(dump), "oc.test.", "dnsd")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _records(tmp_path / "config") == _records(dump)
+    # A new NS set in the source is synced too (with --force, as octoDNS requires).
+    changed = dict(RICH_SOURCE, **{"": [dict(RICH_SOURCE[""][0], values=["ns1.oc.test."]), *RICH_SOURCE[""][1:]]})  # fmt: skip
+    config = write_octodns(tmp_path, {"directory": str(zones)}, changed)
+    done = octodns("octodns-sync", "--config-file", str(config), "--doit", "--force")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with DnsdProcess(zones, "--rrl-rate", "0") as dnsd:
+        assert dig(dnsd.port, "oc.test", "NS") == ["ns1.oc.test."]
