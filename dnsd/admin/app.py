@@ -35,7 +35,7 @@ from dnsd.admin.gate import (
 )
 from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
-from dnsd.admin.status import status_document
+from dnsd.admin.status import DEFAULT_LIMIT, MAX_LIMIT, Page, status_document
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.store import OverrideError, PersistError
 from dnsd.ratelog import RateLimitedLog
@@ -111,7 +111,19 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(status_document(request.app[SERVER], time.time()))
+    q = request.query
+    try:
+        limit = int(q.get("limit", DEFAULT_LIMIT))
+        offset = int(q.get("offset", 0))
+    except ValueError:
+        return error(400, "limit and offset are whole numbers")
+    if not (1 <= limit <= MAX_LIMIT and offset >= 0):
+        return error(400, f"limit is 1 to {MAX_LIMIT}, offset 0 or more")
+    lb, pool = q.get("lb", ""), q.get("pool", "")
+    if len(lb) > 253 or len(pool) > 253:
+        return error(400, "lb and pool are names of at most 253 characters")
+    page = Page(lb=lb, pool=pool, limit=limit, offset=offset)
+    return web.json_response(status_document(request.app[SERVER], time.time(), page=page))
 
 
 async def explain(request: web.Request) -> web.Response:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from dataclasses import replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from dnslib import QTYPE
 
@@ -18,6 +19,7 @@ from dnsd.geo.regions import REGIONS
 from dnsd.health.store import SourceHealth
 from dnsd.steering import ClientInfo, SteeringInputs, steer
 
+T = TypeVar("T")
 PROBE_CLIENT = ipaddress.ip_address("192.0.2.1")  # a placeholder address: location is set directly
 
 
@@ -37,11 +39,54 @@ def source_document(h: SourceHealth) -> dict[str, Any]:
     return doc
 
 
-def status_document(server: ServerControl, now: float, events: int = 50) -> dict[str, Any]:
+DEFAULT_LIMIT = 100  # pools and load balancers per status document, unless asked otherwise
+MAX_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Which part of the status is asked for: names containing `lb` / `pool` (a load
+    balancer matches `pool` when it can answer from that pool), `limit` from `offset`."""
+
+    lb: str = ""
+    pool: str = ""
+    limit: int = DEFAULT_LIMIT
+    offset: int = 0
+
+    def take(self, items: Iterable[T], match: Callable[[T], bool]) -> tuple[list[T], int]:
+        """The page of the matching items, and how many match in all. O(items) with a
+        cheap test each: nothing per item is built beyond the page."""
+        page: list[T] = []
+        total = 0
+        for item in items:
+            if match(item):
+                if self.offset <= total < self.offset + self.limit:
+                    page.append(item)
+                total += 1
+        return page, total
+
+
+def status_document(
+    server: ServerControl, now: float, events: int = 50, page: Page | None = None
+) -> dict[str, Any]:
+    """The status for interfaces.md "Status at scale": built only for the page asked for
+    (default: the first 100 pools and load balancers), with the totals."""
+    page = page or Page()
     snap, store = server.holder.current, server.store
     view = store.view
+    lb_text, pool_text = page.lb.lower(), page.pool.lower()
+    pool_page, pools_total = page.take(
+        snap.config.pools.values(), lambda p: pool_text in p.name.lower()
+    )
+    lb_page, lbs_total = page.take(
+        snap.config.load_balancers.values(),
+        lambda lb: (
+            lb_text in lb.name.lower()
+            and (not pool_text or any(pool_text in ref.lower() for ref in lb_pools(lb)))
+        ),
+    )
     pools = []
-    for pool in snap.config.pools.values():
+    for pool in pool_page:
         backends = []
         for backend in pool.backends:
             health = view.backend(pool, backend)
@@ -77,7 +122,7 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
             }
         )
     lbs = []
-    for lb in snap.config.load_balancers.values():
+    for lb in lb_page:
         lbs.append(
             {
                 "name": lb.name,
@@ -110,6 +155,9 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
         },
         "pools": pools,
         "load_balancers": lbs,
+        "total": {"pools": pools_total, "load_balancers": lbs_total},
+        "offset": page.offset,
+        "limit": page.limit,
         "events": [e.to_json() for e in reversed(list(store.events)[-events:])],
         "overrides": {
             "backends": {f"{p}/{b}": s for (p, b), s in store.backend_overrides.items()},
@@ -117,6 +165,10 @@ def status_document(server: ServerControl, now: float, events: int = 50) -> dict
             "load_balancers": {k: {"trickle_ratio": v} for k, v in store.trickle_overrides.items()},
         },
     }
+
+
+def lb_pools(lb: Any) -> tuple[str, ...]:
+    return (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ()))
 
 
 def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
