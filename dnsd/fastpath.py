@@ -191,7 +191,7 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
     if opt != n:
         return None
     limit = "tcp" if transport == "tcp" else min(max(PLAIN_UDP_LIMIT, payload), EDNS_PAYLOAD)
-    key = (qname.lower(), qtype, qclass, limit, (bool(flags & 0x8000), ecs is not None))
+    key = (qname.lower(), qtype, qclass, limit, (flags & 0xC000, ecs is not None))  # DO, CO
     return Parsed(qname, qtype, qclass, key, ecs)
 
 
