@@ -28,6 +28,7 @@ from dnsd.snapshot import CompiledZone
 AA: Final = 0x04  # in the third octet of the header
 QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name
 KEPT: Final = 64
+EDNS_PAYLOAD: Final = 1232  # what dnsd advertises (dnsd.reply.EDNS_PAYLOAD)
 _PLAIN: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_*")
 
 
@@ -51,8 +52,6 @@ def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
                   co: bool) -> bytes | None:  # fmt: skip
     """The signed form of `reply` when it is a plain negative answer (AA, no answer, the
     SOA alone in the authority section); None for every other reply (the general path)."""
-    from dnsd.dnssec.signer import make_signature, nsec_types, window
-
     if len(reply) < 12 or not reply[2] & AA:
         return None
     qdcount, ancount, nscount, arcount = struct.unpack_from("!HHHH", reply, 4)
@@ -72,28 +71,8 @@ def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
     if rtype != wire.SOA:
         return None
     additional = reply[soa_rdata + 10 + rdlen :]
-    inception, expiration = window(now)
-    prepared = _prepare(zone, keys, inception, expiration, reply)
-
-    nxdomain = rcode == 3
-    types = (
-        [wire.RRSIG, wire.NSEC, wire.NXNAME]
-        if nxdomain
-        else nsec_types(zone, _text(qname), nxname=False, absent=qtype)
-    )
-    ttl = zone.negative_ttl
-    nsec = wire.successor(qname.lower()) + wire.bitmap(types)
-    key = prepared.key
-    head = wire.rrsig_head(key, wire.NSEC, qname, ttl, inception, expiration, prepared.origin)
-    sig = make_signature(key, head + wire.canonical_rrset(qname, wire.NSEC, ttl, (nsec,)))
-    records = wire.rr(QUESTION, wire.NSEC, ttl, nsec) + wire.rr(
-        QUESTION, wire.RRSIG, ttl, head + sig
-    )
-    if qtype == wire.NSEC and not (nxdomain and co):
-        counts, out_rcode = (2, 0), 0  # the NSEC is the answer (what Knot does)
-    else:
-        records = prepared.soa + records
-        counts, out_rcode = (0, 4), 3 if nxdomain and co else 0
+    prepared = _prepare(zone, keys, now, reply)
+    records, counts, out_rcode = _denial(prepared, qname, qtype, rcode == 3, co)
     header = (
         reply[:3]
         + bytes([(reply[3] & 0xF0) | out_rcode])
@@ -104,10 +83,76 @@ def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
     return header + reply[12 : qend + 4] + records + additional
 
 
-def _prepare(zone: CompiledZone, keys: ZoneKeys, inception: int, expiration: int,
-             reply: bytes) -> Prepared:  # fmt: skip
-    from dnsd.dnssec.signer import make_signature
+def compact_nxdomain(query: bytes, qname: bytes, qtype: int, zone: CompiledZone,
+                     keys: ZoneKeys, now: float, ecs_echo: bytes | None,
+                     limit: int | str) -> bytes | None:  # fmt: skip
+    """The whole signed reply to a DO=1 query (`query`, its question name `qname` as sent)
+    for a name that does not exist in `zone`, built without the full path — the same bytes
+    the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
+    for this version and day (the full path prepares it) or the reply would not fit."""
+    from dnsd.dnssec.signer import window
 
+    inception, _ = window(now)
+    prepared = _prepared.get((id(zone), id(keys), inception))
+    if prepared is None or prepared.zone is not zone or prepared.keys is not keys:
+        return None
+    co = _query_flags(query, 12 + len(qname) + 4) & wire.CO_FLAG
+    records, counts, rcode = _denial(prepared, qname.lower(), qtype, True, bool(co))
+    flags = 0x8400 | (query[2] & 0x01) << 8 | (query[3] & 0x10) | rcode  # QR AA, RD and CD kept
+    options = b"" if ecs_echo is None else struct.pack("!HH", 8, len(ecs_echo)) + ecs_echo
+    opt = b"\x00" + struct.pack("!HHBBHH", wire.OPT, EDNS_PAYLOAD, 0, 0, 0x8000 | co,
+                                len(options)) + options  # fmt: skip
+    reply = (
+        query[:2]
+        + struct.pack("!HHHHH", flags, 1, *counts, 1)
+        + query[12 : 12 + len(qname) + 4]
+        + records
+        + opt
+    )
+    if limit != "tcp" and len(reply) > int(limit):
+        return None
+    return reply
+
+
+def _denial(prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool,
+            co: bool) -> tuple[bytes, tuple[int, int], int]:  # fmt: skip
+    """(the records, (answer, authority) counts, rcode) of a compact denial for `qname`
+    (lower case): one NSEC at it and the one signature made per answer."""
+    from dnsd.dnssec.signer import make_signature, nsec_types
+
+    zone = prepared.zone
+    types = (
+        wire.NXNAME_BITMAP
+        if nxdomain
+        else wire.bitmap(nsec_types(zone, _text(qname), nxname=False, absent=qtype))
+    )
+    ttl = zone.negative_ttl
+    nsec = wire.successor(qname) + types
+    key = prepared.key
+    head = wire.rrsig_head(
+        key, wire.NSEC, qname, ttl, prepared.inception, prepared.expiration, prepared.origin
+    )
+    sig = make_signature(key, head + wire.canonical_rrset(qname, wire.NSEC, ttl, (nsec,)))
+    records = wire.rr(QUESTION, wire.NSEC, ttl, nsec) + wire.rr(
+        QUESTION, wire.RRSIG, ttl, head + sig
+    )
+    if qtype == wire.NSEC and not (nxdomain and co):
+        return records, (2, 0), 0  # the NSEC is the answer (what Knot does)
+    return prepared.soa + records, (0, 4), 3 if nxdomain and co else 0
+
+
+def _query_flags(query: bytes, pos: int) -> int:
+    """The EDNS flags of a query of the usual shape (its OPT record right after the
+    question), else 0."""
+    if len(query) >= pos + 11 and query[pos] == 0 and query[pos + 1 : pos + 3] == b"\x00\x29":
+        return int.from_bytes(query[pos + 7 : pos + 9], "big")
+    return 0
+
+
+def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Prepared:
+    from dnsd.dnssec.signer import make_signature, window
+
+    inception, expiration = window(now)
     cache_key = (id(zone), id(keys), inception)
     found = _prepared.get(cache_key)
     if found is not None and found.zone is zone and found.keys is keys:

@@ -24,7 +24,6 @@ SOA: Final = 6
 OPT: Final = 41
 NXNAME: Final = 128  # RFC 9824 §3.1: the meta-type that marks a nonexistent name
 CO_FLAG: Final = 0x4000  # EDNS header flag "compact answers OK" (RFC 9824 §4), after DO
-CLASS_IN: Final = b"\x00\x01"
 MAX_NAME: Final = 255
 # RFC 6979 deterministic ECDSA: the same RRset signs to the same bytes, so a cached reply and
 # the full path's agree byte for byte, and no signature depends on the random source.
@@ -60,7 +59,7 @@ def rrsig_head(key: ZoneKey, covered: int, owner: bytes, ttl: int, inception: in
 def canonical_rrset(owner: bytes, rtype: int, ttl: int, rdatas: Iterable[bytes]) -> bytes:
     """RFC 4034 §6.3: every RR in canonical form (owner in lower case, uncompressed RDATA
     in canonical form), ordered by RDATA, duplicates once."""
-    head = owner.lower() + struct.pack("!H", rtype) + CLASS_IN + struct.pack("!I", ttl)
+    head = owner.lower() + struct.pack("!HHI", rtype, 1, ttl)
     return b"".join(head + struct.pack("!H", len(rdata)) + rdata for rdata in sorted(set(rdatas)))
 
 

@@ -23,6 +23,7 @@ import random
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -52,6 +53,23 @@ def compiled_available() -> bool:
     return _fastloop is not None and mmsg.available()
 
 
+# The compiled loop's misses wait in a backlog, worked off MISS_BUDGET_S at a time between
+# receives; past MAX_BACKLOG the oldest go (a resolver has retried them by then).
+MISS_BUDGET_S = 0.0005
+MAX_BACKLOG = 2048
+
+
+class Backlog(deque[tuple[bytes, Client, Any, tuple[str, int]]]):
+    """Misses waiting for the Python answerer: (query, client, drawn outcome, source)."""
+
+    shed_total = 0  # misses dropped unanswered because the backlog was full
+
+    def shed(self, limit: int) -> None:
+        while len(self) > limit:
+            self.popleft()
+            self.shed_total += 1
+
+
 @dataclass(frozen=True, slots=True)
 class CacheHits:
     """What the compiled loop needs to answer cache hits itself: the loop's answer cache,
@@ -78,6 +96,8 @@ class UdpThread:
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
         self._stopping = False
+        self._blocking = True
+        self.backlog = Backlog()
         self.why = ""
         self.loop = self._choose(serving_loop)
         self._thread = threading.Thread(target=self._run, name="dnsd udp", daemon=True)
@@ -122,32 +142,54 @@ class UdpThread:
 
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
-        while (count := self._received(batch)) is not None:
-            if not count:
-                continue
-            started = perf_counter()
-            prepare()
-            misses, answered = batch.answer_hits(
-                clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
-            )
-            cache.hits += answered
-            record(answered, count, perf_counter() - started)
-            if misses:
-                # A datagram cut by the kernel (None) goes in empty: dropped and counted.
-                wires = [batch.datagram(i) or b"" for i, _ in misses]
-                whos = [self._client(clients, batch, i) for i, _ in misses]
-                replies = answer(wires, whos, [drawn for _, drawn in misses])
-                self._queue(batch, [i for i, _ in misses], replies, whos, wires)
-            self._flush(batch)
+        backlog = self.backlog
+        while (count := self._received(batch, wait=not backlog)) is not None:
+            if count:
+                started = perf_counter()
+                prepare()
+                misses, answered = batch.answer_hits(
+                    clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
+                )
+                cache.hits += answered
+                record(answered, count, perf_counter() - started)
+                self._flush(batch)  # the cache's answers leave before any miss is worked on
+                for i, drawn in misses:
+                    # A datagram cut by the kernel (None) goes in empty: dropped and counted.
+                    backlog.append((batch.datagram(i) or b"", self._client(clients, batch, i),
+                                    drawn, batch.source(i)))  # fmt: skip
+                backlog.shed(MAX_BACKLOG)
+            if backlog:
+                self._work_off(backlog, answer)
 
-    def _received(self, batch: Any) -> int | None:
+    def _received(self, batch: Any, wait: bool = True) -> int | None:
         """How many datagrams the next receive brought (0: none, try again); None once the
-        thread is stopping."""
+        thread is stopping. `wait` False: only what is there now (misses wait in the
+        backlog), so the socket is non-blocking while the backlog holds any."""
+        if wait != self._blocking:
+            self.sock.setblocking(wait)
+            self._blocking = wait
         try:
             count = int(batch.receive())
         except OSError:
             count = 0
         return None if self._stopping else count
+
+    def _work_off(self, backlog: Backlog, answer: BatchAnswerer) -> None:
+        """Answer the backlog's oldest misses for at most MISS_BUDGET_S, then go back to
+        the socket: a flood of queries the cache cannot answer (random names, each signed
+        in a signed zone) waits here, and never in front of the cache's answers (issue 31:
+        cached answers stay fast while a flood saturates signing)."""
+        deadline = time.perf_counter() + MISS_BUDGET_S
+        sendto = self.sock.sendto
+        while backlog and time.perf_counter() < deadline:
+            wire, client, drawn, source = backlog.popleft()
+            reply = answer([wire], [client], [drawn])[0]
+            out = self._outgoing(reply, client, wire)
+            if out is not None:
+                try:
+                    sendto(out, source)
+                except OSError as exc:
+                    log.debug("udp send to %s failed: %s", source[0], exc)
 
     def _queue(
         self,

@@ -76,7 +76,9 @@ def test_compact_denial_of_random_names_shares_the_nxdomain_bucket() -> None:
     def compact(name: str) -> bytes:
         owner = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\x00"
         nsec = b"\x01\x00" + owner + NXNAME_BITMAP
-        return reply(name) + b"\xc0\x0c\x00\x2f\x00\x01\x00\x00\x01\x2c" + bytes([0, len(nsec)]) + nsec
+        return (
+            reply(name) + b"\xc0\x0c\x00\x2f\x00\x01\x00\x00\x01\x2c" + bytes([0, len(nsec)]) + nsec
+        )
 
     rrl = ResponseRateLimiter(RrlSettings(rate=3, slip=0))
     client = A("198.51.100.7")
