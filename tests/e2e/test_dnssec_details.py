@@ -4,15 +4,18 @@ at names that exist, do not exist or are empty non-terminals, and nonexistent na
 254 and 255 octets; a CO=1 query gets NXDOMAIN with a compact NSEC whose signatures check
 against the validated DNSKEY (no installed validator speaks CO yet: unbound 1.17 and delv
 9.18 predate RFC 9824); NXNAME queries get FORMERR; a Knot secondary's AXFR equals dnsd's,
-CDS and CDNSKEY included, and ldns-verify-zone accepts it; and with `--rrl-rate 10`
-random DO=1 names are rate limited like NXDOMAIN."""
+CDS and CDNSKEY included, and ldns-verify-zone accepts it; DNSViz (offline, loopback
+only) finds no errors; and with `--rrl-rate 10` random DO=1 names are rate limited like
+NXDOMAIN."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,7 +31,16 @@ import pytest
 
 from dnsd.drill.ports import free_port_pair
 from dnsd.drill.resolver import Unbound
-from tests.e2e.test_dnssec import ZONE, Signed, anchor_file, delv, signed, signed_config, through
+from tests.e2e.test_dnssec import (
+    ROOT,
+    ZONE,
+    Signed,
+    anchor_file,
+    delv,
+    signed,
+    signed_config,
+    through,
+)
 from tests.processes import DnsdProcess
 from tests.secondaries import _KnotServer
 
@@ -209,3 +221,41 @@ def test_random_do_names_are_rate_limited_like_nxdomain(tmp_path: Path) -> None:
             if do:  # the answers that went out are compact denial, signed
                 nsec = next(r for r in full[0].authority if r.rdtype == dns.rdatatype.NSEC)
                 assert full[0].rcode() == dns.rcode.NOERROR and "NXNAME" in nsec.to_text()
+
+
+VIZ_ZONE = """\
+zone: viz.test
+ttl: 3600
+soa: {mname: ns1.viz.test., rname: hostmaster.viz.test., minimum: 300}
+dnssec: {algorithm: 13}
+records:
+  "@": {NS: ns1.viz.test., MX: ["10 mail.viz.test."], TXT: ["v=spf1 -all"]}
+  ns1: {A: 127.0.0.1}
+  mail: {A: 192.0.2.25, AAAA: "2001:db8::25"}
+  "*.apps": {A: 192.0.2.99}
+  docs: {CNAME: mail.viz.test.}
+  a.b: {A: 192.0.2.1}
+"""
+# On loopback the name server's address is a private one (in the glue and in the zone),
+# which DNSViz reports whatever the zone holds; nothing else is excused.
+LOOPBACK_ONLY = {"GLUE_PRIVATE_IP", "NS_NAME_PRIVATE_IP"}
+
+
+def test_dnsviz_finds_no_errors(tmp_path: Path) -> None:
+    """DNSViz, run offline in a network namespace with loopback only (`unshare -n`),
+    probes a signed zone through dnsd: existing names, a wildcard, a CNAME, an empty
+    non-terminal, nonexistent names (one of 255 octets)."""
+    config, state = tmp_path / "zones", tmp_path / "state"
+    config.mkdir()
+    (config / "viz.test.yaml").write_text(VIZ_ZONE)
+    names = ["viz.test.", "mail.viz.test.", "x.apps.viz.test.", "docs.viz.test.", "b.viz.test.",
+             "nothere.viz.test.", "x" * 60 + "." + "y" * 60 + ".viz.test."]  # fmt: skip
+    done = subprocess.run(
+        ["unshare", "-n", sys.executable, "-m", "tests.e2e.dnsviz_offline", str(config),
+         str(state), "viz.test.", *names],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [item for item in found if item[1] not in LOOPBACK_ONLY] == [], found
+    assert {item[1] for item in found} == LOOPBACK_ONLY  # DNSViz did look (and judge)
