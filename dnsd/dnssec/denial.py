@@ -23,6 +23,7 @@ import dns.rdatatype
 
 from dnsd.dnssec import wire
 from dnsd.dnssec.keys import ZoneKey, ZoneKeys
+from dnsd.dnssec.signer import make_signature, nsec_types, window
 from dnsd.snapshot import CompiledZone
 
 AA: Final = 0x04  # in the third octet of the header
@@ -90,8 +91,6 @@ def compact_nxdomain(query: bytes, qname: bytes, qtype: int, zone: CompiledZone,
     for a name that does not exist in `zone`, built without the full path — the same bytes
     the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
     for this version and day (the full path prepares it) or the reply would not fit."""
-    from dnsd.dnssec.signer import window
-
     inception, _ = window(now)
     prepared = _prepared.get((id(zone), id(keys), inception))
     if prepared is None or prepared.zone is not zone or prepared.keys is not keys:
@@ -118,8 +117,6 @@ def _denial(prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool,
             co: bool) -> tuple[bytes, tuple[int, int], int]:  # fmt: skip
     """(the records, (answer, authority) counts, rcode) of a compact denial for `qname`
     (lower case): one NSEC at it and the one signature made per answer."""
-    from dnsd.dnssec.signer import make_signature, nsec_types
-
     zone = prepared.zone
     types = (
         wire.NXNAME_BITMAP
@@ -150,8 +147,6 @@ def _query_flags(query: bytes, pos: int) -> int:
 
 
 def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Prepared:
-    from dnsd.dnssec.signer import make_signature, window
-
     inception, expiration = window(now)
     cache_key = (id(zone), id(keys), inception)
     found = _prepared.get(cache_key)

@@ -62,12 +62,9 @@ MAX_BACKLOG = 2048
 class Backlog(deque[tuple[bytes, Client, Any, tuple[str, int]]]):
     """Misses waiting for the Python answerer: (query, client, drawn outcome, source)."""
 
-    shed_total = 0  # misses dropped unanswered because the backlog was full
-
-    def shed(self, limit: int) -> None:
-        while len(self) > limit:
-            self.popleft()
-            self.shed_total += 1
+    def shed(self, limit: int) -> list[Client]:
+        """Drop the oldest past `limit`; the clients whose queries went."""
+        return [self.popleft()[1] for _ in range(len(self) - limit)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +154,8 @@ class UdpThread:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
                     backlog.append((batch.datagram(i) or b"", self._client(clients, batch, i),
                                     drawn, batch.source(i)))  # fmt: skip
-                backlog.shed(MAX_BACKLOG)
+                if shed := backlog.shed(MAX_BACKLOG):  # counted where the answerer counts
+                    answer([b""] * len(shed), shed)  # its drops: as empty datagrams
             if backlog:
                 self._work_off(backlog, answer)
 
