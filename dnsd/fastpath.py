@@ -362,9 +362,14 @@ class AnswerCache:
             entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
-        reply = _compact_denial(query, parsed, found) if snap.signing else None
-        if reply is None:
-            reply = query.resolve()
+        if snap.signing:
+            denial = _compact_denial(query, parsed, found)
+            if denial is not None:
+                # Not kept: names that do not exist are what floods are made of, and a
+                # table growing with them would evict the cache's answers (and feed the
+                # garbage collector's full passes); a denial costs one signature anyway.
+                return denial
+        reply = query.resolve()
         self._entries[parsed.key] = _static_entry(reply, parsed)
         return reply
 
