@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
-from dnsd.net.rrl import ResponseRateLimiter, limited
+from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.udp import new_client
 from dnsd.reply import Client
 
@@ -57,14 +57,49 @@ def compiled_available() -> bool:
 # receives; past MAX_BACKLOG the oldest go (a resolver has retried them by then).
 MISS_BUDGET_S = 0.0005
 MAX_BACKLOG = 2048
+MAX_KNOWN = 65536  # questions remembered as answered with data (the table starts again)
+Miss = tuple[bytes, Client, Any, tuple[str, int]]  # (query, client, drawn outcome, source)
 
 
-class Backlog(deque[tuple[bytes, Client, Any, tuple[str, int]]]):
-    """Misses waiting for the Python answerer: (query, client, drawn outcome, source)."""
+class Backlog:
+    """Misses waiting for the Python answerer. Questions this thread has answered with
+    data before (their bytes after the ID, in lower case) go first: a flood of names never
+    seen — random names, each needing a signature in a signed zone — cannot delay a known
+    name whose cached answer a reload or a health change has just cleared."""
+
+    def __init__(self) -> None:
+        self.known: deque[Miss] = deque()
+        self.new: deque[Miss] = deque()
+        self._answered: dict[bytes, None] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.known or self.new)
+
+    def __len__(self) -> int:
+        return len(self.known) + len(self.new)
+
+    def add(self, miss: Miss) -> None:
+        (self.known if miss[0][2:].lower() in self._answered else self.new).append(miss)
+
+    def next(self) -> Miss:
+        return self.known.popleft() if self.known else self.new.popleft()
+
+    def answered(self, wire: bytes, reply: bytes | None) -> None:
+        """Remember `wire`'s question when `reply` holds data: NOERROR and not compact
+        denial's nonexistent name (NXDOMAINs and random names never count)."""
+        if reply is None or len(reply) < 4 or reply[3] & 0x0F or NXNAME_BITMAP in reply:
+            return
+        if len(self._answered) >= MAX_KNOWN:
+            self._answered.clear()
+        self._answered[wire[2:].lower()] = None
 
     def shed(self, limit: int) -> list[Client]:
-        """Drop the oldest past `limit`; the clients whose queries went."""
-        return [self.popleft()[1] for _ in range(len(self) - limit)]
+        """Drop the oldest past `limit`, new questions first; the clients whose went."""
+        gone = []
+        for queue in (self.new, self.known):
+            while len(self) > limit and queue:
+                gone.append(queue.popleft()[1])
+        return gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +187,8 @@ class UdpThread:
                 self._flush(batch)  # the cache's answers leave before any miss is worked on
                 for i, drawn in misses:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
-                    backlog.append((batch.datagram(i) or b"", self._client(clients, batch, i),
-                                    drawn, batch.source(i)))  # fmt: skip
+                    backlog.add((batch.datagram(i) or b"", self._client(clients, batch, i),
+                                 drawn, batch.source(i)))  # fmt: skip
                 if shed := backlog.shed(MAX_BACKLOG):  # counted where the answerer counts
                     answer([b""] * len(shed), shed)  # its drops: as empty datagrams
             if backlog:
@@ -180,8 +215,9 @@ class UdpThread:
         deadline = time.perf_counter() + MISS_BUDGET_S
         sendto = self.sock.sendto
         while backlog and time.perf_counter() < deadline:
-            wire, client, drawn, source = backlog.popleft()
+            wire, client, drawn, source = backlog.next()
             reply = answer([wire], [client], [drawn])[0]
+            backlog.answered(wire, reply)
             out = self._outgoing(reply, client, wire)
             if out is not None:
                 try:
