@@ -36,3 +36,4 @@ bench:
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py
 	$(PYTHON) bench/health_churn.py
+	$(PYTHON) bench/dnssec_flood.py

@@ -73,7 +73,7 @@ def main() -> None:
         write_config(directory, args.names, {n: b.port for n, b in backends.items()})
         started = time.monotonic()
         marks: dict[str, float] = {}
-        with DnsdProcess(directory, "--rrl-rate", "0") as dnsd:
+        with DnsdProcess(directory, "--rrl-rate", "0", start_timeout_s=300) as dnsd:
             assert dnsd.proc is not None
             while len(marks) < 3:
                 since = time.monotonic() - started

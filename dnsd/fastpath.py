@@ -30,11 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dnslib import QTYPE, DNSRecord
+from dnslib import QTYPE, RCODE, DNSRecord
 from prometheus_client.core import CounterMetricFamily
 
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import COOKIE_OPTION
+from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.health.view import HealthView
@@ -56,7 +57,7 @@ from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
 from dnsd.steering.draws import Draw, Node, Outcome, Sample, walk
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
-from dnsd.zone_lookup import lookup
+from dnsd.zone_lookup import Lookup, lookup
 
 MAX_ENTRIES = 100_000
 MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
@@ -191,7 +192,7 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
     if opt != n:
         return None
     limit = "tcp" if transport == "tcp" else min(max(PLAIN_UDP_LIMIT, payload), EDNS_PAYLOAD)
-    key = (qname.lower(), qtype, qclass, limit, (bool(flags & 0x8000), ecs is not None))
+    key = (qname.lower(), qtype, qclass, limit, (flags & 0xC000, ecs is not None))  # DO, CO
     return Parsed(qname, qtype, qclass, key, ecs)
 
 
@@ -361,6 +362,13 @@ class AnswerCache:
             entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
+        if snap.signing:
+            denial = _compact_denial(query, parsed, found)
+            if denial is not None:
+                # Not kept: names that do not exist are what floods are made of, and a
+                # table growing with them would evict the cache's answers (and feed the
+                # garbage collector's full passes); a denial costs one signature anyway.
+                return denial
         reply = query.resolve()
         self._entries[parsed.key] = _static_entry(reply, parsed)
         return reply
@@ -525,6 +533,25 @@ def _render(
     result = QueryResult(reply, edns, decision, info)
     echo_ecs(result)
     return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))
+
+
+def _compact_denial(query: Query, parsed: Parsed, found: Lookup) -> bytes | None:
+    """A DO=1 query for a name a signed zone does not have: its signed denial made straight
+    from the query bytes (dnsd.dnssec.denial, the same bytes as the full path), so a
+    random-name flood costs one signature per query and nothing more (issue 31)."""
+    zone = found.zone
+    if (
+        found.rcode != RCODE.NXDOMAIN or found.answer or zone is None
+        or not parsed.key[4] or not parsed.key[4][0] & 0x8000
+        or parsed.qtype in (QTYPE.NSEC, 128)  # NSEC: an answer; NXNAME: FORMERR
+    ):  # fmt: skip
+        return None
+    keys = query.snap.signing.get(zone.name)
+    if keys is None:
+        return None
+    echo = parsed.ecs.echo(0) if parsed.ecs is not None else None
+    return compact_nxdomain(query.wire, parsed.qname, parsed.qtype, zone, keys, query.now,
+                            echo, parsed.key[3])  # fmt: skip
 
 
 def _static_entry(reply: bytes | None, parsed: Parsed) -> Static | None:

@@ -57,6 +57,7 @@ class Edns:
     do: bool
     ecs: ClientSubnet | None
     cookie: tuple[bytes, bytes] | None = None  # (client cookie, server cookie or b"")
+    co: bool = False  # "compact answers OK" (RFC 9824 §4): signed denial keeps NXDOMAIN
 
 
 # Signs a finished reply (dnsd.dnssec.signer.sign_reply bound to a zone, its keys, the time).
@@ -91,7 +92,9 @@ def parse_edns(query: DNSRecord) -> Edns | None:
         cookie = split_cookie(cookie_options[0].data) if cookie_options else None
     except (EcsError, CookieFormErr):
         raise FormErr from None
-    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(opts[0].ttl & 0x8000), ecs, cookie)
+    flags = opts[0].ttl
+    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(flags & 0x8000), ecs, cookie,
+                bool(flags & 0x4000))  # fmt: skip
 
 
 def echo_ecs(result: QueryResult) -> None:

@@ -9,7 +9,8 @@ Rcode contract (what each kind of input gets):
 * fewer than 12 bytes, or a response (QR=1): None, a deliberate drop the caller counts;
 * opcode other than QUERY: NOTIMP;
 * a header that parses but a body that does not (bad labels, pointer loops, truncated
-  records), QDCOUNT ≠ 1, several OPT records: FORMERR;
+  records), QDCOUNT ≠ 1, several OPT records, a question for OPT or NXNAME (RFC 9824
+  §3.5): FORMERR;
 * EDNS version > 0: BADVERS (RFC 6891 §6.1.3); a malformed Client Subnet option: FORMERR;
 * class other than IN, zone transfers over UDP, names outside every zone: REFUSED (TCP
   transfers are answered by dnsd.xfr.service);
@@ -67,6 +68,7 @@ TSIG_LOG = RateLimitedLog(log)
 TSIG_TYPE: Final = 250
 
 REFUSED_QTYPES: Final = frozenset({QTYPE.AXFR, QTYPE.IXFR})
+FORMERR_QTYPES: Final = frozenset({QTYPE.OPT, 128})  # 128: NXNAME (RFC 9824 §3.5)
 
 
 # Told of every load-balanced answer: (load balancer, pool that answered, client region,
@@ -139,7 +141,7 @@ def answer_query(
     qtype, qclass = query.q.qtype, query.q.qclass
     if qclass not in (CLASS_IN, CLASS_ANY) or qtype in REFUSED_QTYPES:
         reply.header.rcode = RCODE.REFUSED
-    elif qtype == QTYPE.OPT:
+    elif qtype in FORMERR_QTYPES:
         reply.header.rcode = RCODE.FORMERR
     else:
         found = lookup(snap, lookup_name(query.q.qname), qtype)
@@ -203,7 +205,7 @@ def signer_for(
     keys = snap.signing.get(zone.name)
     if keys is None:
         return None
-    return lambda wire: sign_reply(wire, zone, keys, now)
+    return lambda wire: sign_reply(wire, zone, keys, now, edns.co)
 
 
 def _cookie_only(

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import dns.dnssec
 import dns.name
+import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rdtypes.ANY.DNSKEY
@@ -102,6 +103,22 @@ class ZoneKeys:
         for key in self.published():
             rrset.add(key.dnskey, ttl)
         return rrset
+
+    def cds_rrsets(self, ttl: int) -> list[dns.rrset.RRset]:
+        """CDS and CDNSKEY (RFC 7344) for the parent: the DS and the DNSKEY of each key the
+        DS should point at — what the apex serves live, and what a transfer carries."""
+        origin = dns.name.from_text(self.zone)
+        out = []
+        for rdtype, rdatas in (
+            (dns.rdatatype.CDS, [k.ds().to_digestable() for k in self.sep_keys()]),
+            (dns.rdatatype.CDNSKEY, [k.dnskey.to_digestable() for k in self.sep_keys()]),
+        ):
+            rrset = dns.rrset.RRset(origin, dns.rdataclass.IN, rdtype)
+            for data in rdatas:
+                rrset.add(dns.rdata.from_wire(dns.rdataclass.IN, rdtype, data, 0, len(data)), ttl)
+            if rrset:
+                out.append(rrset)
+        return out
 
     def next_change(self) -> float | None:
         later = [t for k in self.keys for t in k.changes() if t > self.at]

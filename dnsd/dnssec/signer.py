@@ -8,29 +8,36 @@ for every RRset it carries, made as it leaves and cached per (RRset, key, window
 * Denial is compact (RFC 9824): NXDOMAIN is answered NOERROR with one NSEC at the name
   whose next name is `\\000.name` and whose bitmap holds RRSIG, NSEC and NXNAME; NODATA with
   one NSEC at the name listing its types. Each NSEC covers only that name: nothing to walk.
+  A query with the CO flag (RFC 9824 §4) gets the rcode NXDOMAIN back, and the flag.
+* A query for type NSEC is answered with that NSEC, as an answer (what Knot's online
+  signing does): a NODATA whose NSEC lists NSEC would contradict itself.
 * A wildcard answer is signed as the query name itself (an online signer may: the answer
   then needs no proof of non-existence, and validators see an ordinary answer).
 * Signatures hold from an hour before the start of the current day to seven days after
   it; a new day makes new ones, so no signature served is ever less than six days from
   expiry. At most `CACHE_SIZE` signatures are kept (least recently used go first).
+
+Negative answers — what a random-name flood asks for — take a wire-level path
+(`dnsd.dnssec.denial`): one signature over prepared bytes per answer.
 """
 
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Final
 
-import dns.dnssec
 import dns.flags
 import dns.message
 import dns.name
 import dns.rcode
+import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
-import dns.rdtypes.ANY.NSEC
 import dns.rrset
 
+from dnsd.dnssec import wire
 from dnsd.dnssec.keys import ZoneKeys
 from dnsd.rdata import to_dnspython
 from dnsd.snapshot import CompiledZone
@@ -53,11 +60,18 @@ def window(now: float) -> tuple[int, int]:
     return start - 3600, start + VALIDITY_DAYS * DAY
 
 
-def sign_reply(wire: bytes, zone: CompiledZone, keys: ZoneKeys, now: float) -> bytes:
-    """The reply `wire` (for a query with DO=1, in `zone`) with its RRSIGs and denial."""
-    message = dns.message.from_wire(wire)
+def sign_reply(wire_bytes: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
+               co: bool = False) -> bytes:  # fmt: skip
+    """The reply `wire_bytes` (for a query with DO=1, in `zone`) with its RRSIGs and
+    denial; `co`: the query set the CO flag."""
+    from dnsd.dnssec.denial import sign_negative  # the fast path for negative answers
+
+    fast = sign_negative(wire_bytes, zone, keys, now, co)
+    if fast is not None:
+        return fast
+    message = dns.message.from_wire(wire_bytes)
     if not message.question:
-        return wire
+        return wire_bytes
     question = message.question[0]
     origin = dns.name.from_text(zone.name)
     referral = not message.flags & dns.flags.AA and any(
@@ -69,9 +83,9 @@ def sign_reply(wire: bytes, zone: CompiledZone, keys: ZoneKeys, now: float) -> b
         if ds is not None:
             message.authority += [ds, _rrsig(ds, keys, now, origin)]
         else:
-            nsec = _nsec(zone, cut, origin, nxname=False, absent=dns.rdatatype.DS)
+            nsec = _nsec(zone, cut, nxname=False, absent=dns.rdatatype.DS)
             message.authority += [nsec, _rrsig(nsec, keys, now, origin)]
-        return message.to_wire(max_size=65535, want_shuffle=False)  # keep the draw's order
+        return _to_wire(message, co)
     message.answer = _with_signatures(message.answer, keys, now, origin)
     final = _final_name(question.name, message.answer)
     negative = message.rcode() == dns.rcode.NXDOMAIN or (
@@ -80,29 +94,38 @@ def sign_reply(wire: bytes, zone: CompiledZone, keys: ZoneKeys, now: float) -> b
     )  # dnsd puts the SOA in the authority section of negative answers only
     if negative:
         nxdomain = message.rcode() == dns.rcode.NXDOMAIN
-        if nxdomain:
-            message.set_rcode(dns.rcode.NOERROR)  # compact denial (RFC 9824 §3)
-        nsec = _nsec(zone, final, origin, nxname=nxdomain, absent=question.rdtype)
-        message.authority = [*message.authority, nsec]
+        message.set_rcode(dns.rcode.NXDOMAIN if nxdomain and co else dns.rcode.NOERROR)
+        nsec = _nsec(zone, final, nxname=nxdomain, absent=question.rdtype)
+        if question.rdtype == dns.rdatatype.NSEC and not (nxdomain and co):
+            message.authority = [r for r in message.authority if r.rdtype != dns.rdatatype.SOA]
+            message.answer += [nsec, _rrsig(nsec, keys, now, origin)]
+        else:
+            message.authority = [*message.authority, nsec]
     message.authority = _with_signatures(message.authority, keys, now, origin)
     cuts = [dns.name.from_text(c) for c in zone.cuts]
     message.additional = _with_signatures(
         message.additional, keys, now, origin,
         lambda r: r.rdtype in ADDRESS and not any(r.name.is_subdomain(c) for c in cuts),
     )  # fmt: skip
+    return _to_wire(message, co)
+
+
+def _to_wire(message: dns.message.Message, co: bool) -> bytes:
+    if co and message.edns >= 0:
+        message.ednsflags |= wire.CO_FLAG  # echoed (RFC 9824 §4)
     return message.to_wire(max_size=65535, want_shuffle=False)  # keep the draw's order
 
 
 def _with_signatures(
     rrsets: list[dns.rrset.RRset], keys: ZoneKeys, now: float, origin: dns.name.Name,
-    signable: object = None,
+    signable: Callable[[dns.rrset.RRset], bool] | None = None,
 ) -> list[dns.rrset.RRset]:  # fmt: skip
     out = []
     for rrset in rrsets:
         if rrset.rdtype == dns.rdatatype.RRSIG:
             continue
         out.append(rrset)
-        if signable is None or signable(rrset):  # type: ignore[operator]
+        if signable is None or signable(rrset):
             out.append(_rrsig(rrset, keys, now, origin))
     return out
 
@@ -112,30 +135,33 @@ def _rrsig(
 ) -> dns.rrset.RRset:
     key = keys.signer_for(rrset.rdtype)
     inception, expiration = window(now)
-    cache_key = (
-        rrset.name.canonicalize(), rrset.rdtype, rrset.ttl,
-        tuple(sorted(rd.to_digestable(origin) for rd in rrset)), key.tag, inception,
-    )  # fmt: skip
+    owner = rrset.name.canonicalize().to_wire()
+    rdatas = tuple(sorted(rd.to_digestable(origin) for rd in rrset))
+    cache_key = (owner, rrset.rdtype, rrset.ttl, rdatas, key.tag, inception)
     found = _cache.get(cache_key)
     if found is not None:
         _cache.move_to_end(cache_key)
         return found
-    rrsig = dns.dnssec.sign(
-        rrset, key.private, origin, key.dnskey, inception=inception, expiration=expiration,
-        origin=origin,
-    )  # fmt: skip
-    if CORRUPT_FOR_TESTS:
-        signature = bytearray(rrsig.signature)
-        signature[0] ^= 0xFF
-        signed = dns.rrset.from_rdata(
-            rrset.name, rrset.ttl, rrsig.replace(signature=bytes(signature))
-        )
-    else:
-        signed = dns.rrset.from_rdata(rrset.name, rrset.ttl, rrsig)
+    signer = origin.canonicalize().to_wire()
+    assert owner is not None and signer is not None
+    head = wire.rrsig_head(key, rrset.rdtype, owner, rrset.ttl, inception, expiration, signer)
+    sig = make_signature(key, head + wire.canonical_rrset(owner, rrset.rdtype, rrset.ttl, rdatas))
+    rdata = dns.rdata.from_wire(
+        dns.rdataclass.IN, dns.rdatatype.RRSIG, head + sig, 0, len(head) + len(sig)
+    )
+    signed = dns.rrset.from_rdata(rrset.name, rrset.ttl, rdata)
     _cache[cache_key] = signed
     if len(_cache) > CACHE_SIZE:
         _cache.popitem(last=False)
     return signed
+
+
+def make_signature(key: object, data: bytes) -> bytes:
+    """The signature over `data` (broken on purpose under DNSD_TEST_CORRUPT_SIGNATURES)."""
+    sig = wire.signature(key, data)  # type: ignore[arg-type]
+    if CORRUPT_FOR_TESTS:
+        return bytes([sig[0] ^ 0xFF]) + sig[1:]
+    return sig
 
 
 def _final_name(qname: dns.name.Name, answer: list[dns.rrset.RRset]) -> dns.name.Name:
@@ -160,21 +186,29 @@ def _node_rrset(zone: CompiledZone, name: dns.name.Name, rdtype: int) -> dns.rrs
     )
 
 
-def _nsec(
-    zone: CompiledZone, name: dns.name.Name, origin: dns.name.Name, nxname: bool, absent: int
-) -> dns.rrset.RRset:
-    """The one NSEC of compact denial: at `name`, next `\\000.name`; its bitmap never
-    holds `absent`, the type the answer says is not there."""
+def present_types(zone: CompiledZone, name: str) -> set[int]:
+    """The types at `name` (lower-case text) as the lookup serves them: its own, or the
+    wildcard's that answers for it; a load-balanced name has A and AAAA."""
+    node = zone.nodes.get(name) or wildcard_node(zone, name)
+    return {*(node.rrsets if node else ()), *(LB_TYPES if node and node.lb else ())}
+
+
+def nsec_types(zone: CompiledZone, name: str, nxname: bool, absent: int) -> list[int]:
+    """The bitmap of the one NSEC of compact denial at `name`: RRSIG, NSEC and NXNAME for
+    a name that does not exist; else the name's types with RRSIG and NSEC — never `absent`,
+    the type a NODATA answer says is not there (a query for NSEC gets the NSEC itself).
+    A query for RRSIG gets NODATA whose bitmap leaves RRSIG out, so it agrees with itself."""
     if nxname:
-        types = [dns.rdatatype.RRSIG, dns.rdatatype.NSEC, dns.rdatatype.NXNAME]
-    else:
-        text = name.to_text().lower()
-        node = zone.nodes.get(text) or wildcard_node(zone, text)
-        present = {*(node.rrsets if node else ()), *(LB_TYPES if node and node.lb else ())}
-        types = sorted((present - {absent}) | {dns.rdatatype.RRSIG, dns.rdatatype.NSEC})
-    following = dns.name.Name((b"\x00", *name.labels))
-    rdata = dns.rdtypes.ANY.NSEC.NSEC(
-        dns.rdataclass.IN, dns.rdatatype.NSEC, following,
-        dns.rdtypes.ANY.NSEC.Bitmap.from_rdtypes([dns.rdatatype.RdataType.make(t) for t in types]),
-    )  # fmt: skip
-    return dns.rrset.from_rdata(name, zone.negative_ttl, rdata)
+        return [wire.RRSIG, wire.NSEC, wire.NXNAME]
+    types = present_types(zone, name) | {wire.RRSIG, wire.NSEC}
+    return sorted(types if absent == wire.NSEC else types - {absent})  # NSEC: the answer
+
+
+def _nsec(zone: CompiledZone, name: dns.name.Name, nxname: bool, absent: int) -> dns.rrset.RRset:
+    """The one NSEC of compact denial: at `name`, next its immediate successor."""
+    owner = name.canonicalize().to_wire()
+    assert owner is not None
+    types = nsec_types(zone, name.to_text().lower(), nxname, absent)
+    rdata = wire.successor(owner) + wire.bitmap(types)
+    nsec = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.NSEC, rdata, 0, len(rdata))
+    return dns.rrset.from_rdata(name, zone.negative_ttl, nsec)

@@ -1,6 +1,7 @@
 """A whole zone signed the classic way, for what leaves dnsd as a zone: AXFR/IXFR and
 `dnsd export`. dnspython's `sign_zone` adds an NSEC chain and signs every RRset with the
-zone's active keys (KSK/CSK the DNSKEY set); the DNSKEY set holds every published key, so
+zone's active keys (KSK/CSK the DNSKEY set); the DNSKEY set holds every published key, and
+CDS/CDNSKEY point at the keys the DS should (the apex serves the same sets live), so
 a secondary serves what dnsd serves — the same keys, the same DS — and validators accept
 either. Made once per zone version and day (the signatures' window), never per query."""
 
@@ -21,6 +22,7 @@ from dnsd.dnssec.signer import window
 _signed: OrderedDict[tuple[str, str, int], tuple[dns.rrset.RRset, list[dns.rrset.RRset]]] = (
     OrderedDict()
 )
+KEY_TYPES = (dns.rdatatype.DNSKEY, dns.rdatatype.CDS, dns.rdatatype.CDNSKEY, dns.rdatatype.RRSIG)
 KEPT = 8  # signed zones kept (each as large as its zone, with its NSEC chain and RRSIGs)
 
 
@@ -44,8 +46,10 @@ def signed_zone(
     with zone.writer() as txn:
         txn.add(soa)
         txn.add(keys.dnskey_rrset(dnskey_ttl))
+        for rrset in keys.cds_rrsets(dnskey_ttl):  # as the apex serves them (with_keys)
+            txn.add(rrset)
         for rrset in rrsets:
-            if rrset.rdtype not in (dns.rdatatype.DNSKEY, dns.rdatatype.RRSIG):
+            if rrset.rdtype not in KEY_TYPES:
                 txn.add(rrset)
     signers = {keys.signer_for(dns.rdatatype.DNSKEY), keys.signer_for(dns.rdatatype.A)}
     dns.dnssec.sign_zone(

@@ -3,7 +3,10 @@
 Reflection attacks send queries with a victim's spoofed source; each answer is sent to the
 victim. RRL keeps a token bucket per (client prefix, response): the client's /24 (IPv4) or
 /56 (IPv6), and the question plus rcode — all NXDOMAIN/REFUSED/errors from one prefix share
-one bucket, so random-name floods are limited as one. Over the rate, replies are dropped,
+one bucket, so random-name floods are limited as one. A signed zone's compact denial
+(RFC 9824) answers a nonexistent name NOERROR with an NSEC whose bitmap holds NXNAME: such
+a reply is an NXDOMAIN for this purpose too, else DO=1 floods would escape the bucket
+(issue 31). Over the rate, replies are dropped,
 except every `slip`-th, which goes out truncated (TC=1, no records: tiny, no amplification)
 so a real client behind that prefix retries over TCP, which cannot be spoofed.
 A query with a valid server cookie (RFC 7873 §5.3: its source is not spoofed) is never
@@ -27,6 +30,10 @@ from dnsd.cookies import COOKIE_OPTION, ServerCookies
 
 Verdict = Literal["send", "drop", "slip"]
 NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
+NXDOMAIN_KEY = b"\x03"
+# The type bitmap of compact denial's NSEC for a nonexistent name: window 0, 17 octets,
+# RRSIG (46), NSEC (47) and NXNAME (128) — in a reply, the mark of an NXDOMAIN in disguise.
+NXNAME_BITMAP = b"\x00\x11" + b"\x00" * 5 + b"\x03" + b"\x00" * 10 + b"\x80"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +180,8 @@ def _response_key(reply: bytes) -> bytes:
     rcode = reply[3] & 0x0F if len(reply) >= 4 else 0
     if rcode in NEGATIVE_RCODES or len(reply) < 12:
         return bytes([rcode])
+    if rcode == 0 and NXNAME_BITMAP in reply:  # a memchr-speed scan of a few hundred bytes
+        return NXDOMAIN_KEY
     end = _question_end(reply)
     return bytes([rcode]) + reply[12:end].lower()
 

@@ -23,13 +23,14 @@ import random
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
-from dnsd.net.rrl import ResponseRateLimiter, limited
+from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
 from dnsd.net.udp import new_client
 from dnsd.reply import Client
@@ -51,6 +52,55 @@ BatchAnswerer = Callable[..., list[bytes | None]]
 def compiled_available() -> bool:
     """Whether the compiled loop was built (and this platform has recvmmsg)."""
     return _fastloop is not None and mmsg.available()
+
+
+# The compiled loop's misses wait in a backlog, worked off MISS_BUDGET_S at a time between
+# receives; past MAX_BACKLOG the oldest go (a resolver has retried them by then).
+MISS_BUDGET_S = 0.0005
+MAX_BACKLOG = 2048
+MAX_KNOWN = 65536  # questions remembered as answered with data (the table starts again)
+Miss = tuple[bytes, Client, Any, tuple[str, int]]  # (query, client, drawn outcome, source)
+
+
+class Backlog:
+    """Misses waiting for the Python answerer. Questions this thread has answered with
+    data before (their bytes after the ID, in lower case) go first: a flood of names never
+    seen — random names, each needing a signature in a signed zone — cannot delay a known
+    name whose cached answer a reload or a health change has just cleared."""
+
+    def __init__(self) -> None:
+        self.known: deque[Miss] = deque()
+        self.new: deque[Miss] = deque()
+        self._answered: dict[bytes, None] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.known or self.new)
+
+    def __len__(self) -> int:
+        return len(self.known) + len(self.new)
+
+    def add(self, miss: Miss) -> None:
+        (self.known if miss[0][2:].lower() in self._answered else self.new).append(miss)
+
+    def next(self) -> Miss:
+        return self.known.popleft() if self.known else self.new.popleft()
+
+    def answered(self, wire: bytes, reply: bytes | None) -> None:
+        """Remember `wire`'s question when `reply` holds data: NOERROR and not compact
+        denial's nonexistent name (NXDOMAINs and random names never count)."""
+        if reply is None or len(reply) < 4 or reply[3] & 0x0F or NXNAME_BITMAP in reply:
+            return
+        if len(self._answered) >= MAX_KNOWN:
+            self._answered.clear()
+        self._answered[wire[2:].lower()] = None
+
+    def shed(self, limit: int) -> list[Client]:
+        """Drop the oldest past `limit`, new questions first; the clients whose went."""
+        gone = []
+        for queue in (self.new, self.known):
+            while len(self) > limit and queue:
+                gone.append(queue.popleft()[1])
+        return gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +130,8 @@ class UdpThread:
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
         self._stopping = False
+        self._blocking = True
+        self.backlog = Backlog()
         self.why = ""
         self.loop = self._choose(serving_loop)
         host, port = sock.getsockname()[:2]
@@ -136,36 +188,61 @@ class UdpThread:
 
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
+        backlog = self.backlog
         started()
-        while (count := self._received(batch)) is not None:
-            if not count:
-                continue
-            if faults is not None:
-                faults.check(self.loop)
-            began = perf_counter()
-            prepare()
-            misses, answered = batch.answer_hits(
-                clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
-            )
-            cache.hits += answered
-            count_answers("compiled", answered)
-            record(answered, count, perf_counter() - began)
-            if misses:
-                # A datagram cut by the kernel (None) goes in empty: dropped and counted.
-                wires = [batch.datagram(i) or b"" for i, _ in misses]
-                whos = [self._client(clients, batch, i) for i, _ in misses]
-                replies = answer(wires, whos, [drawn for _, drawn in misses])
-                self._queue(batch, [i for i, _ in misses], replies, whos, wires)
-            self._flush(batch)
+        while (count := self._received(batch, wait=not backlog)) is not None:
+            if count:
+                if faults is not None:
+                    faults.check(self.loop)
+                began = perf_counter()
+                prepare()
+                misses, answered = batch.answer_hits(
+                    clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
+                )
+                cache.hits += answered
+                count_answers("compiled", answered)
+                record(answered, count, perf_counter() - began)
+                self._flush(batch)  # the cache's answers leave before any miss is worked on
+                for i, drawn in misses:
+                    # A datagram cut by the kernel (None) goes in empty: dropped and counted.
+                    backlog.add((batch.datagram(i) or b"", self._client(clients, batch, i),
+                                 drawn, batch.source(i)))  # fmt: skip
+                if shed := backlog.shed(MAX_BACKLOG):  # counted where the answerer counts
+                    answer([b""] * len(shed), shed)  # its drops: as empty datagrams
+            if backlog:
+                self._work_off(backlog, answer)
 
-    def _received(self, batch: Any) -> int | None:
+    def _received(self, batch: Any, wait: bool = True) -> int | None:
         """How many datagrams the next receive brought (0: none, try again); None once the
-        thread is stopping."""
+        thread is stopping. `wait` False: only what is there now (misses wait in the
+        backlog), so the socket is non-blocking while the backlog holds any."""
+        if wait != self._blocking:
+            self.sock.setblocking(wait)
+            self._blocking = wait
         try:
             count = int(batch.receive())
         except OSError:
             count = 0
         return None if self._stopping else count
+
+    def _work_off(self, backlog: Backlog, answer: BatchAnswerer) -> None:
+        """Answer the backlog's oldest misses for at most MISS_BUDGET_S, then go back to
+        the socket: a flood of queries the cache cannot answer (random names, each signed
+        in a signed zone) waits here, and never in front of the cache's answers (issue 31:
+        cached answers stay fast while a flood saturates signing)."""
+        deadline = time.perf_counter() + MISS_BUDGET_S
+        sendto = self.sock.sendto
+        while backlog and time.perf_counter() < deadline:
+            wire, client, drawn, source = backlog.next()
+            reply = answer([wire], [client], [drawn])[0]
+            backlog.answered(wire, reply)
+            out = self._outgoing(reply, client, wire)
+            if out is not None:
+                self.state.count("pure", 1)  # built by the Python answerer
+                try:
+                    sendto(out, source)
+                except OSError as exc:
+                    log.debug("udp send to %s failed: %s", source[0], exc)
 
     def _queue(
         self,

@@ -1,7 +1,8 @@
 """A minute of mixed hostile traffic against one `dnsd serve` (issue 16).
 
 Forged and malformed health bus messages, idle and half-sent admin connections, odd DNS
-names, wrong tokens and a reload storm, all at once — while a client checks that every
+names, a flood of random DO=1 names in a signed zone, wrong tokens and a reload storm, all
+at once — while a client checks that every
 answer stays correct. Afterwards: memory bounded, and the log grew by less than 1 MB.
 """
 
@@ -18,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from dnslib import DNSRecord
+from dnslib import EDNS0, DNSRecord
 
 from dnsd.drill.backend import DemoBackend
 from dnsd.health.bus import OBS_CHANNEL, OVERRIDES_CHANNEL
@@ -54,7 +55,9 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
     loop = LoopThread()
     backend = loop.call(DemoBackend("b1", host="127.0.0.71", control_port=None).start())
     (tmp_path / "zones").mkdir()
-    (tmp_path / "zones" / "soak.yaml").write_text(monitored_zone("soak.test", backend.port))
+    (tmp_path / "zones" / "soak.yaml").write_text(
+        monitored_zone("soak.test", backend.port) + "dnssec: {algorithm: 13}\n"
+    )  # signed: random DO=1 names are each signed (issue 31)
     (tmp_path / "cluster.key").write_text("soak-cluster-key-0123456789")
     redis = Redis().start()
     rng = random.Random(16)
@@ -92,6 +95,14 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
                         s.sendto(raw_query([*labels, b"soak", b"test"]), ("127.0.0.1", dnsd.port))
                 time.sleep(0.01)
 
+            def signed_random_names() -> None:  # each one a new signature (compact denial)
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                    for _ in range(50):
+                        query = DNSRecord.question(f"r{rng.getrandbits(48):x}.soak.test")
+                        query.add_ar(EDNS0(flags="do"))
+                        s.sendto(query.pack(), ("127.0.0.1", dnsd.port))
+                time.sleep(0.01)
+
             def forged_bus() -> None:
                 junk = rng.choice([
                     "not json", json.dumps({"body": json.dumps({"node": "b", "pools": {"main": "down"},
@@ -120,7 +131,8 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
                 time.sleep(0.05)
 
             threads = [run_for(SOAK_S, stop, step)
-                       for step in (check, odd_names, forged_bus, idle_admin, reload_storm)]  # fmt: skip
+                       for step in (check, odd_names, signed_random_names, forged_bus, idle_admin,
+                                    reload_storm)]  # fmt: skip
             time.sleep(min(10.0, SOAK_S / 3))
             rss_early = rss_kib(dnsd.proc.pid)  # type: ignore[union-attr]
             log_early = len(dnsd.output)

@@ -66,3 +66,25 @@ def test_slip_reply_is_tiny_and_truncated() -> None:
     slim = DNSRecord.parse(truncated(big.pack()))
     assert slim.header.tc == 1 and not slim.rr and str(slim.q.qname) == "www.example.test."
     assert len(truncated(big.pack())) < 50
+
+
+def test_compact_denial_of_random_names_shares_the_nxdomain_bucket() -> None:
+    """RFC 9824: a signed zone answers a nonexistent name NOERROR with an NSEC whose bitmap
+    holds NXNAME; for rate limiting it is an NXDOMAIN (issue 31: DO=1 floods escaped)."""
+    from dnsd.dnssec.wire import NXNAME_BITMAP, bitmap
+
+    def compact(name: str) -> bytes:
+        owner = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\x00"
+        nsec = b"\x01\x00" + owner + NXNAME_BITMAP
+        return (
+            reply(name) + b"\xc0\x0c\x00\x2f\x00\x01\x00\x00\x01\x2c" + bytes([0, len(nsec)]) + nsec
+        )
+
+    rrl = ResponseRateLimiter(RrlSettings(rate=3, slip=0))
+    client = A("198.51.100.7")
+    verdicts = [rrl.check(client, compact(f"r{i}.example.test"), 0.0) for i in range(4)]
+    assert verdicts == ["send"] * 3 + ["drop"]
+    assert rrl.check(client, reply("nx.example.test", 3), 0.0) == "drop"  # the same bucket
+    # A NODATA of a name that exists (no NXNAME in its bitmap) keeps its own bucket.
+    nodata = reply("mail.example.test") + bitmap((1, 46, 47))
+    assert rrl.check(client, nodata, 0.0) == "send"

@@ -1,0 +1,218 @@
+"""Compact denial (RFC 9824) signed at wire level: the fast path of online signing.
+
+A negative answer (NXDOMAIN, NODATA, and a query for type NSEC) is the question, the
+zone's SOA with its RRSIG — rendered and signed once per zone version, key set and day
+(`Prepared`) — and one NSEC at the query name with its RRSIG, the only signature made per
+answer. No message is parsed into objects and rendered again: a random-name flood costs
+one signature per answer (issue 31).
+
+The NSEC's next name is written uncompressed in lower case: RFC 6840 §5.1 keeps the case
+of NSEC next names in the signed form, and a pointer into the question would show the
+query's 0x20 case (the question is copied back as sent) and break the signature.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+import dns.message
+import dns.name
+import dns.rdatatype
+
+from dnsd.dnssec import wire
+from dnsd.dnssec.keys import ZoneKey, ZoneKeys
+from dnsd.dnssec.signer import make_signature, nsec_types, window
+from dnsd.snapshot import CompiledZone
+
+AA: Final = 0x04  # in the third octet of the header
+QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name
+KEPT: Final = 64
+EDNS_PAYLOAD: Final = 1232  # what dnsd advertises (dnsd.reply.EDNS_PAYLOAD)
+_PLAIN: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_*")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What every negative answer of one zone version, key set and day shares."""
+
+    zone: CompiledZone
+    keys: ZoneKeys
+    key: ZoneKey  # signs the NSEC (the ZSK, or the CSK)
+    inception: int
+    expiration: int
+    origin: bytes  # the apex, wire form, lower case: the RRSIGs' signer name
+    soa: bytes  # the SOA RR and its RRSIG RR, ready to append
+
+
+_prepared: dict[tuple[int, int, int], Prepared] = {}
+
+
+def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
+                  co: bool) -> bytes | None:  # fmt: skip
+    """The signed form of `reply` when it is a plain negative answer (AA, no answer, the
+    SOA alone in the authority section); None for every other reply (the general path)."""
+    if len(reply) < 12 or not reply[2] & AA:
+        return None
+    qdcount, ancount, nscount, arcount = struct.unpack_from("!HHHH", reply, 4)
+    rcode = reply[3] & 0x0F
+    if qdcount != 1 or ancount or nscount != 1 or rcode not in (0, 3):
+        return None
+    qend = _name_end(reply, 12)
+    if qend is None or qend + 4 > len(reply) or reply[qend - 1] != 0:
+        return None
+    qname = reply[12:qend]  # the question is rendered in lower case (reply_for)
+    (qtype,) = struct.unpack_from("!H", reply, qend)
+    soa_at = qend + 4
+    soa_rdata = _name_end(reply, soa_at)
+    if soa_rdata is None or soa_rdata + 10 > len(reply):
+        return None
+    rtype, _, _, rdlen = struct.unpack_from("!HHIH", reply, soa_rdata)
+    if rtype != wire.SOA:
+        return None
+    additional = reply[soa_rdata + 10 + rdlen :]
+    prepared = _prepare(zone, keys, now, reply)
+    records, counts, out_rcode = _denial(prepared, qname, qtype, rcode == 3, co)
+    header = (
+        reply[:3]
+        + bytes([(reply[3] & 0xF0) | out_rcode])
+        + struct.pack("!HHHH", 1, *counts, arcount)
+    )
+    if co:
+        additional = _with_co(additional, arcount)
+    return header + reply[12 : qend + 4] + records + additional
+
+
+def compact_nxdomain(query: bytes, qname: bytes, qtype: int, zone: CompiledZone,
+                     keys: ZoneKeys, now: float, ecs_echo: bytes | None,
+                     limit: int | str) -> bytes | None:  # fmt: skip
+    """The whole signed reply to a DO=1 query (`query`, its question name `qname` as sent)
+    for a name that does not exist in `zone`, built without the full path — the same bytes
+    the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
+    for this version and day (the full path prepares it) or the reply would not fit."""
+    inception, _ = window(now)
+    prepared = _prepared.get((id(zone), id(keys), inception))
+    if prepared is None or prepared.zone is not zone or prepared.keys is not keys:
+        return None
+    co = _query_flags(query, 12 + len(qname) + 4) & wire.CO_FLAG
+    records, counts, rcode = _denial(prepared, qname.lower(), qtype, True, bool(co))
+    flags = 0x8400 | (query[2] & 0x01) << 8 | (query[3] & 0x10) | rcode  # QR AA, RD and CD kept
+    options = b"" if ecs_echo is None else struct.pack("!HH", 8, len(ecs_echo)) + ecs_echo
+    opt = b"\x00" + struct.pack("!HHBBHH", wire.OPT, EDNS_PAYLOAD, 0, 0, 0x8000 | co,
+                                len(options)) + options  # fmt: skip
+    reply = (
+        query[:2]
+        + struct.pack("!HHHHH", flags, 1, *counts, 1)
+        + query[12 : 12 + len(qname) + 4]
+        + records
+        + opt
+    )
+    if limit != "tcp" and len(reply) > int(limit):
+        return None
+    return reply
+
+
+def _denial(prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool,
+            co: bool) -> tuple[bytes, tuple[int, int], int]:  # fmt: skip
+    """(the records, (answer, authority) counts, rcode) of a compact denial for `qname`
+    (lower case): one NSEC at it and the one signature made per answer."""
+    zone = prepared.zone
+    types = (
+        wire.NXNAME_BITMAP
+        if nxdomain
+        else wire.bitmap(nsec_types(zone, _text(qname), nxname=False, absent=qtype))
+    )
+    ttl = zone.negative_ttl
+    nsec = wire.successor(qname) + types
+    key = prepared.key
+    head = wire.rrsig_head(
+        key, wire.NSEC, qname, ttl, prepared.inception, prepared.expiration, prepared.origin
+    )
+    sig = make_signature(key, head + wire.canonical_rrset(qname, wire.NSEC, ttl, (nsec,)))
+    records = wire.rr(QUESTION, wire.NSEC, ttl, nsec) + wire.rr(
+        QUESTION, wire.RRSIG, ttl, head + sig
+    )
+    if qtype == wire.NSEC and not (nxdomain and co):
+        return records, (2, 0), 0  # the NSEC is the answer (what Knot does)
+    return prepared.soa + records, (0, 4), 3 if nxdomain and co else 0
+
+
+def _query_flags(query: bytes, pos: int) -> int:
+    """The EDNS flags of a query of the usual shape (its OPT record right after the
+    question), else 0."""
+    if len(query) >= pos + 11 and query[pos] == 0 and query[pos + 1 : pos + 3] == b"\x00\x29":
+        return int.from_bytes(query[pos + 7 : pos + 9], "big")
+    return 0
+
+
+def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Prepared:
+    inception, expiration = window(now)
+    cache_key = (id(zone), id(keys), inception)
+    found = _prepared.get(cache_key)
+    if found is not None and found.zone is zone and found.keys is keys:
+        return found
+    origin_name = dns.name.from_text(zone.name)
+    origin = origin_name.canonicalize().to_wire()
+    assert origin is not None
+    soa_rrset = next(
+        r for r in dns.message.from_wire(reply).authority if r.rdtype == dns.rdatatype.SOA
+    )  # once per zone version and day: the SOA as the lookup renders it
+    rdata = soa_rrset[0]
+    key = keys.signer_for(wire.SOA)
+    ttl = soa_rrset.ttl
+    head = wire.rrsig_head(key, wire.SOA, origin, ttl, inception, expiration, origin)
+    digestable = rdata.to_digestable(origin_name)
+    sig = make_signature(key, head + wire.canonical_rrset(origin, wire.SOA, ttl, (digestable,)))
+    owner = origin_name.to_wire()
+    assert owner is not None
+    soa = wire.rr(owner, wire.SOA, ttl, rdata.to_wire()) + wire.rr(
+        owner, wire.RRSIG, ttl, head + sig
+    )
+    prepared = Prepared(zone, keys, key, inception, expiration, origin, soa)
+    if len(_prepared) >= KEPT:
+        _prepared.clear()
+    _prepared[cache_key] = prepared
+    return prepared
+
+
+def _name_end(message: bytes, pos: int) -> int | None:
+    """Where the name at `pos` ends (after its root label or its pointer)."""
+    end = len(message)
+    while pos < end:
+        length = message[pos]
+        if length == 0:
+            return pos + 1
+        if length & 0xC0:
+            return pos + 2 if length & 0xC0 == 0xC0 else None
+        pos += length + 1
+    return None
+
+
+def _with_co(additional: bytes, count: int) -> bytes:
+    """The additional section with the CO flag set in its OPT record (echoed, RFC 9824 §4)."""
+    out = bytearray(additional)
+    pos = 0
+    for _ in range(count):
+        name_end = _name_end(additional, pos)
+        if name_end is None or name_end + 10 > len(out):
+            break
+        rtype, _, _, rdlen = struct.unpack_from("!HHIH", out, name_end)
+        if rtype == wire.OPT:
+            out[name_end + 6] |= wire.CO_FLAG >> 8
+        pos = name_end + 10 + rdlen
+    return bytes(out)
+
+
+def _text(qname: bytes) -> str:
+    """The lower-case text the zone lookup uses for a wire name (dnsd.reply.lookup_name):
+    bytes no configured name can hold as `\\DDD` escapes."""
+    labels, pos = [], 0
+    while qname[pos]:
+        label = qname[pos + 1 : pos + 1 + qname[pos]].lower()
+        if set(label) <= _PLAIN:
+            labels.append(label.decode("ascii"))
+        else:
+            labels.append("".join(chr(b) if b in _PLAIN else f"\\{b:03d}" for b in label))
+        pos += qname[pos] + 1
+    return ".".join(labels) + "." if labels else "."
