@@ -14,10 +14,12 @@ from dnslib import QTYPE
 
 from dnsd import __version__
 from dnsd.admin.control import ServerControl
+from dnsd.config.model import LB_PREFIX
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import SourceHealth
 from dnsd.steering import ClientInfo, SteeringInputs, steer
+from dnsd.xfr.lb_answers import lb_index
 
 T = TypeVar("T")
 PROBE_CLIENT = ipaddress.ip_address("192.0.2.1")  # a placeholder address: location is set directly
@@ -173,11 +175,33 @@ def lb_pools(lb: Any) -> tuple[str, ...]:
 
 def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
     """The pool a client from each region gets (before the trickle draw); also what
-    `failover` alerts compare (dnsd.admin.webhooks)."""
-    snap = server.holder.current
-    # Trickle is left out (every LB's ratio overridden to 0): the ratio is shown beside.
-    no_trickle = MappingProxyType(dict.fromkeys(snap.config.load_balancers, 0.0))
-    view = replace(server.store.view, trickle_overrides=no_trickle)
+    `failover` alerts compare (dnsd.admin.webhooks). Load balancers configured alike (one
+    class, dnsd.xfr.lb_answers) share one answer per health view: a status page of 100 load
+    balancers, or the failover check of 10,000, steers once per class."""
+    snap, view = server.holder.current, server.store.view
+    index = lb_index(snap.config)
+    kind = index.classes[lb.name]
+    generation = view.generation if kind in index.by_rtt else view.states_generation
+    key = (id(snap.config), kind, generation)
+    hit = _ACTIVE.get(key)
+    if hit is not None and hit[0] is snap.config:
+        return dict(hit[1])
+    active = _active_per_region(snap, view, lb, now)
+    if len(_ACTIVE) >= MAX_ACTIVE:
+        _ACTIVE.pop(next(iter(_ACTIVE)))
+    _ACTIVE[key] = (snap.config, active)
+    return dict(active)
+
+
+_ACTIVE: dict[tuple[int, int, int], tuple[Any, dict[str, str]]] = {}
+MAX_ACTIVE = 4_096
+
+
+def _active_per_region(snap: Any, view: Any, lb: Any, now: float) -> dict[str, str]:
+    # Trickle is left out (this LB's and any nested one's ratio overridden to 0): the ratio
+    # is shown beside.
+    no_trickle = MappingProxyType(dict.fromkeys(_lbs_reached(snap.config, lb), 0.0))
+    view = replace(view, trickle_overrides=no_trickle)
     active: dict[str, str] = {}
     for region in (*REGIONS, None):
         location = Location(region=region, source="pop_region")
@@ -186,3 +210,15 @@ def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, s
         path = " -> ".join(decision.path())
         active[region or "unknown"] = path + (" (fail open)" if decision.fail_open else "")
     return active
+
+
+def _lbs_reached(config: Any, lb: Any) -> set[str]:
+    """`lb` and every load balancer it nests, however deep."""
+    seen, todo = {lb.name}, [lb]
+    while todo:
+        for ref in lb_pools(todo.pop()):
+            name = ref[len(LB_PREFIX) :] if ref.startswith(LB_PREFIX) else None
+            if name is not None and name not in seen and name in config.load_balancers:
+                seen.add(name)
+                todo.append(config.load_balancers[name])
+    return seen

@@ -25,7 +25,7 @@ from dnsd.dnssec.signer import window
 from dnsd.health.view import HealthView
 from dnsd.rdata import to_wire
 from dnsd.snapshot import CompiledZone, Snapshot
-from dnsd.xfr.lb_answers import LbAnswers
+from dnsd.xfr.lb_answers import LbAnswers, lb_index, zone_index
 
 # Not configured records: the SOA (a version's own), and the DNSSEC keys and signatures a
 # signed zone gets when it is signed for transfer (dnsd.dnssec.zone_signing).
@@ -99,10 +99,13 @@ def signing_marker(snap: Snapshot, name: str, now: float) -> str:
 
 
 def prepare_transfers(snap: Snapshot) -> None:
-    """Digest every zone's configured records now (in the loading thread, 0.2 s for
-    100,000 records): a version then costs only its load-balanced answers."""
+    """Digest every zone's configured records and index its load balancers now (in the
+    loading thread: 0.2 s for 100,000 records, 0.5 s for 10,000 load balancers), so that a
+    version on the event loop costs only its load-balanced answers."""
+    index = lb_index(snap.config)
     for zone in snap.zones.values():
         _static_digest(zone)
+        zone_index(zone.config, index)
 
 
 _STATIC: dict[int, tuple[Zone, tuple[dns.rrset.RRset, ...]]] = {}
