@@ -125,6 +125,7 @@ def status_document(
         )
     lbs = []
     for lb in lb_page:
+        active, failed = region_states(server, lb, now)
         lbs.append(
             {
                 "name": lb.name,
@@ -134,7 +135,8 @@ def status_document(
                 "trickle_override": view.trickle_overrides.get(lb.name),
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
-                "active": active_per_region(server, lb, now),
+                "active": active,
+                "failed_over": failed,
             }
         )
     return {
@@ -174,42 +176,65 @@ def lb_pools(lb: Any) -> tuple[str, ...]:
 
 
 def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
-    """The pool a client from each region gets (before the trickle draw); also what
-    `failover` alerts compare (dnsd.admin.webhooks). Load balancers configured alike (one
-    class, dnsd.xfr.lb_answers) share one answer per health view: a status page of 100 load
-    balancers, or the failover check of 10,000, steers once per class."""
+    """The pool a client from each region gets now; also what `failover` alerts compare
+    (dnsd.admin.webhooks)."""
+    return region_states(server, lb, now)[0]
+
+
+def region_states(server: ServerControl, lb: Any, now: float) -> tuple[dict[str, str], list[str]]:
+    """Per client region, the chain of entries that answers now — overrides and a trickle
+    of 1.0 (a manual failover) included; a trickle below 1 is a share, shown beside — and
+    the regions not on their first choice (the primary, at any level of the chain).
+
+    Load balancers configured alike (one class, dnsd.xfr.lb_answers) share one answer per
+    health view: a status page of 100 load balancers, or the failover check of 10,000,
+    steers once per class."""
     snap, view = server.holder.current, server.store.view
     index = lb_index(snap.config)
     kind = index.classes[lb.name]
     generation = view.generation if kind in index.by_rtt else view.states_generation
-    key = (id(snap.config), kind, generation)
+    reached = _lbs_reached(snap.config, lb)
+    manual = tuple(sorted(n for n in reached if view.trickle_ratio(n, _ratio(snap, n)) >= 1.0))
+    key = (id(snap.config), kind, generation, manual)
     hit = _ACTIVE.get(key)
     if hit is not None and hit[0] is snap.config:
-        return dict(hit[1])
-    active = _active_per_region(snap, view, lb, now)
+        return dict(hit[1]), list(hit[2])
+    active, failed = _region_states(snap, view, lb, reached, manual, now)
     if len(_ACTIVE) >= MAX_ACTIVE:
         _ACTIVE.pop(next(iter(_ACTIVE)))
-    _ACTIVE[key] = (snap.config, active)
-    return dict(active)
+    _ACTIVE[key] = (snap.config, active, failed)
+    return dict(active), list(failed)
 
 
-_ACTIVE: dict[tuple[int, int, int], tuple[Any, dict[str, str]]] = {}
+_ACTIVE: dict[tuple[int, int, int, tuple[str, ...]], tuple[Any, dict[str, str], list[str]]] = {}
 MAX_ACTIVE = 4_096
 
 
-def _active_per_region(snap: Any, view: Any, lb: Any, now: float) -> dict[str, str]:
-    # Trickle is left out (this LB's and any nested one's ratio overridden to 0): the ratio
-    # is shown beside.
-    no_trickle = MappingProxyType(dict.fromkeys(_lbs_reached(snap.config, lb), 0.0))
-    view = replace(view, trickle_overrides=no_trickle)
+def _ratio(snap: Any, lb_name: str) -> float:
+    return float(snap.config.load_balancers[lb_name].trickle_ratio)
+
+
+def _region_states(
+    snap: Any, view: Any, lb: Any, reached: set[str], manual: tuple[str, ...], now: float
+) -> tuple[dict[str, str], list[str]]:
+    ratios = {name: (1.0 if name in manual else 0.0) for name in reached}
+    view = replace(view, trickle_overrides=MappingProxyType(ratios))
     active: dict[str, str] = {}
+    failed: list[str] = []
     for region in (*REGIONS, None):
         location = Location(region=region, source="pop_region")
         client = ClientInfo(PROBE_CLIENT, location=location, pop=snap.node.name)
         decision = steer(SteeringInputs(snap, view, client, random.Random(0), now), lb, QTYPE.A)
         path = " -> ".join(decision.path())
-        active[region or "unknown"] = path + (" (fail open)" if decision.fail_open else "")
-    return active
+        name = region or "unknown"
+        active[name] = path + (" (fail open)" if decision.fail_open else "")
+        level: Any = decision
+        while level is not None:
+            if level.primary is not None and level.pool != level.primary:
+                failed.append(name)
+                break
+            level = level.nested
+    return active, failed
 
 
 def _lbs_reached(config: Any, lb: Any) -> set[str]:
