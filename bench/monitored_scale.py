@@ -80,7 +80,10 @@ def main() -> None:
                 if "answer" not in marks and ask(dnsd.port, "n1.churn.test", 0.2) is not None:
                     marks["answer"] = since
                 try:
-                    if "ready" not in marks and json.loads(get(dnsd.admin_port, "/readyz")[1])["ready"]:
+                    if (
+                        "ready" not in marks
+                        and json.loads(get(dnsd.admin_port, "/readyz")[1])["ready"]
+                    ):
                         marks["ready"] = since
                     if "healthy" not in marks and all_healthy(dnsd.admin_port):
                         marks["healthy"] = since
@@ -103,7 +106,9 @@ def main() -> None:
                 while not stop.is_set():
                     took = ask(dnsd.port, "n7.churn.test")
                     slowest["dns"] = max(slowest["dns"], took if took is not None else 2.0)
-                    slowest["healthz"] = max(slowest["healthz"], get(dnsd.admin_port, "/healthz")[0])
+                    slowest["healthz"] = max(
+                        slowest["healthz"], get(dnsd.admin_port, "/healthz")[0]
+                    )
                     time.sleep(0.02)
 
             watcher = threading.Thread(target=watch)
