@@ -62,7 +62,8 @@ class ZoneContent:
 
     @property
     def size(self) -> int:
-        return sum(len(rrset) for rrset in self.rrsets())
+        """Records, counted without converting them (the event loop asks, per version)."""
+        return _static_size(self.zone) + sum(len(rrset) for rrset in self.answers)
 
     def rrsets(self) -> list[dns.rrset.RRset]:
         """Every RRset but the SOA: the configured ones, then the load-balanced answers."""
@@ -127,10 +128,12 @@ def prepare_transfers(snap: Snapshot) -> None:
     100,000 records): a version then costs only its load-balanced answers."""
     for zone in snap.zones.values():
         _static_digest(zone)
+        _static_size(zone)
 
 
 _STATIC: dict[int, tuple[Zone, tuple[dns.rrset.RRset, ...]]] = {}
 _DIGESTS: dict[int, tuple[Zone, str]] = {}
+_SIZES: dict[int, tuple[Zone, int]] = {}
 _KEEP = 64  # zone configurations remembered (a reload of an unchanged file keeps its own)
 
 
@@ -156,6 +159,15 @@ def _static_digest(zone: CompiledZone) -> str:
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     _remember(_DIGESTS, zone.config, digest)
     return digest
+
+
+def _static_size(zone: CompiledZone) -> int:
+    hit = _SIZES.get(id(zone.config))
+    if hit is not None and hit[0] is zone.config:
+        return hit[1]
+    size = sum(len(rrset.rdatas) for _, _, rrset in _configured(zone))
+    _remember(_SIZES, zone.config, size)
+    return size
 
 
 def _static(zone: CompiledZone) -> tuple[dns.rrset.RRset, ...]:
