@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
+from dnsd.atomic_files import WriteFailed, recover
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
@@ -86,6 +87,11 @@ def _load_config(
     overlay = overlay or {}
     if not directory.is_dir():
         raise ConfigError([Reason(str(directory), 0, "", "not a directory")])
+    try:  # a config write that was interrupted is finished or undone first
+        recover(directory)
+    except (WriteFailed, OSError) as exc:
+        raise ConfigError([Reason(str(directory), 0, "", f"an interrupted config write "
+                                  f"could not be finished: {exc}")]) from None  # fmt: skip
     present = {p.name for p in directory.glob("*.yaml")} | set(overlay)
     files = sorted(directory / n for n in present if overlay.get(n, "") is not None)
     if not files:

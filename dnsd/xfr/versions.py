@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from dnsd.health.overrides import write_atomically
+from dnsd.atomic_files import write_file
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot, with_serials
 from dnsd.xfr.content import ZoneContent, signing_marker, zone_content
@@ -129,7 +129,7 @@ class ZoneVersions:
         }
         try:
             os.makedirs(self._path.parent, exist_ok=True)
-            write_atomically(self._path, json.dumps(document, indent=1) + "\n")
+            write_file(self._path, json.dumps(document, indent=1) + "\n")
         except OSError as exc:
             log.error("cannot write %s: %s", self._path, exc)
 
