@@ -31,3 +31,4 @@ bench:
 	$(PYTHON) bench/bigconfig.py
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py
+	$(PYTHON) bench/zonefile_load.py

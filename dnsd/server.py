@@ -254,7 +254,9 @@ class DnsServer:
             self.versions.listeners.append(self.notifier.changed)
         # Config API writes happen in the main process, which reloads its workers.
         self._config_writer = (
-            ConfigWriter(options.config_dir, self.reload) if options.follow_fd is None else None
+            ConfigWriter(options.config_dir, self.reload, self.loads_cancelled.is_set)
+            if options.follow_fd is None
+            else None
         )
         self.config_sync: ConfigSync | None = None
         if self.bus is not None and self._config_writer is not None:

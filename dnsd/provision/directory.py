@@ -11,7 +11,7 @@ makes a crash at any point leave the old files or the new ones). No server is ne
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,13 @@ def read_all(directory: Path) -> dict[str, Any]:
     return out
 
 
-def prepare(directory: Path, changes: Sequence[Change]) -> Prepared:
+def prepare(
+    directory: Path, changes: Sequence[Change], cancelled: Callable[[], bool] | None = None
+) -> Prepared:
     """Check a change set against the directory as it is now; ChangeRefused if any part
-    fails (404 missing, 412 stale ETag, 400 invalid), in which case nothing is written."""
+    fails (404 missing, 412 stale ETag, 400 invalid), in which case nothing is written.
+    `cancelled`: the check of the whole directory gives up (LoadCancelled) once it is
+    True (a stopping server)."""
     texts = read_texts(directory)
     docs = parsed(texts)
     before = {c.target.route: entry(docs, c.target) for c in changes}
@@ -116,7 +120,7 @@ def prepare(directory: Path, changes: Sequence[Change]) -> Prepared:
             raise ChangeRefused(400, f"{route}: the entry would not read back as sent "
                                 "(a value YAML reads as another type?)")  # fmt: skip
     try:
-        load_config(directory, overlay=new_texts)
+        load_config(directory, overlay=new_texts, cancelled=cancelled)
     except ConfigError as exc:
         errors = [str(r) for r in exc.reasons if not r.warning]
         raise ChangeRefused(400, "the change makes the configuration invalid: nothing changed", errors) from None  # fmt: skip
