@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import multiprocessing
+import os
 import signal
 import socket
 import statistics
@@ -119,6 +120,29 @@ class Probe(threading.Thread):
                 time.sleep(max(0.0, self.every_s - (time.perf_counter() - sent)))
 
 
+def busy_thread_gaps(seconds: float) -> float:
+    """The control: the longest a thread waiting 1 ms at a time waits here, while another
+    thread of its process runs plain Python (no dnsd). On an idle multi-core machine this
+    is a few ms (the GIL's 5 ms switch interval); where the CPUs are oversubscribed, the
+    busy thread is preempted while it holds the GIL and every thread of the process waits
+    for it to be scheduled again: the floor of any stall a threaded reload can reach."""
+    done = threading.Event()
+
+    def busy() -> None:
+        total, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            total += 1
+        done.set()
+
+    threading.Thread(target=busy).start()
+    last, worst = time.perf_counter(), 0.0
+    while not done.is_set():
+        time.sleep(0.001)
+        now = time.perf_counter()
+        worst, last = max(worst, now - last), now
+    return worst * 1000
+
+
 def reload_stall(directory: Path, records: int) -> None:
     write_zone(directory, 100)
     with DnsdProcess(directory, "--rrl-rate", "0", "--state-dir", str(directory / "state")) as dnsd:
@@ -156,6 +180,7 @@ def reload_stall(directory: Path, records: int) -> None:
              "+short", "+tries=1", "+time=2"], capture_output=True, text=True, timeout=10,
         ).stdout.strip()  # fmt: skip
         print(f"  after the reload, h{records - 8} TXT: {answered[:60]}")
+        print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 def main() -> None:
@@ -175,6 +200,9 @@ def main() -> None:
     if args.only != "check":
         with tempfile.TemporaryDirectory() as tmp:
             reload_stall(Path(tmp), args.records)
+        print(f"control, no dnsd: a 1 ms ticker beside a busy Python thread waits at most "
+              f"{busy_thread_gaps(10.0):.1f} ms (load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} CPUs)")  # fmt: skip
 
 
 if __name__ == "__main__":

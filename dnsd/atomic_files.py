@@ -82,7 +82,7 @@ def write_files(directory: Path, texts: Mapping[str, str | None]) -> None:
     """Replace (text) or remove (None) each named file of `directory`, all or nothing;
     WriteFailed when nothing was changed after all."""
     for name in texts:
-        if not name or "/" in name or name.startswith("."):
+        if not _is_name(name):
             raise WriteFailed(f"{name!r}: not a file name of the directory")
     with _locked(directory):
         _recover_locked(directory)
@@ -118,6 +118,10 @@ def recover(directory: Path) -> None:
         _recover_locked(directory)
 
 
+def _is_name(name: str) -> bool:
+    return bool(name) and "/" not in name and not name.startswith(".")
+
+
 def _leftovers(directory: Path) -> bool:
     if (directory / JOURNAL).exists():
         return True
@@ -140,6 +144,8 @@ def _recover_locked(directory: Path) -> None:
         raise WriteFailed(f"{journal}: an interrupted config write left a journal that "
                           f"cannot be read ({exc}): see docs/configuration.md") from None  # fmt: skip
     if entries is not None:
+        if not all(_is_name(str(e.get("name", ""))) for e in entries):
+            raise WriteFailed(f"{journal}: names a file outside {directory}: not followed")
         try:
             _roll_forward(directory, entries)
         except OSError:
