@@ -14,7 +14,7 @@ from dnsd.config.checker import Checker, join
 from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
 from dnsd.config.names import absolute, is_subdomain, name_problem
 from dnsd.config.yamlio import LineDict, LineList
-from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
+from dnsd.config.zonefile import FileRecord, ZoneFileError, free_in_steps, read_zone_file
 from dnsd.errors import Reason
 
 MAX_TTL = 2**31 - 1
@@ -167,6 +167,8 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         line = min(lines.get((owner, QTYPE.get(s.rtype)), 0) for s in at)
         _check_owner(fk, line, owner, owner, origin, at, None)
     ck.reasons.extend(fk.reasons)
+    free_in_steps(found)  # not in one C call that holds the GIL (zonefile.free_in_steps)
+    free_in_steps(lines)
     return soa, sets
 
 
