@@ -309,9 +309,18 @@ class _Collect(dns.zonefile.RRsetsReaderTransaction):
             self._until_poll = _POLL_EVERY
             if self.cancelled():
                 raise LoadCancelled
-        # The set keeps its records in order and only appends: the new ones are those past
-        # the old length (no hashing of RDATA, no pass over a big RRset per record).
+        # The set keeps its records in order and appends: the new ones are those past the
+        # old length (no hashing of RDATA, no pass over a big RRset per record). A type
+        # that holds one record (CNAME, SOA) is replaced instead: all of it is new.
         added = len(rdataset) - (0 if before is None else len(before))
+        if (
+            before is not None
+            and before
+            and next(iter(rdataset.items)) is not next(iter(before.items))
+        ):
+            for gone in before.items:
+                self.lines.by_id.pop(id(gone), None)  # its id may be reused by a new object
+            added = len(rdataset)
         if added > 0:
             if len(self.lines) + added > MAX_RECORDS:
                 raise _TooMany

@@ -105,9 +105,7 @@ def lb_answers(
 ) -> list[dns.rrset.RRset]:
     """Each load-balanced owner's answer for a client with no location."""
     out: list[RR] = []
-    for owner, node in zone.nodes.items():
-        if node.lb is None:
-            continue
+    for owner, node in _lb_nodes(zone):
         found: list[RR] = []
         for qtype in (QTYPE.A, QTYPE.AAAA):
             inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
@@ -130,11 +128,13 @@ def prepare_transfers(snap: Snapshot) -> None:
     for zone in snap.zones.values():
         _static_digest(zone)
         _static_size(zone)
+        _lb_nodes(zone)
 
 
 _STATIC: dict[int, tuple[Zone, tuple[dns.rrset.RRset, ...]]] = {}
 _DIGESTS: dict[int, tuple[Zone, str]] = {}
 _SIZES: dict[int, tuple[Zone, int]] = {}
+_LB_NODES: dict[int, tuple[CompiledZone, list[tuple[str, Any]]]] = {}
 _KEEP = 64  # zone configurations remembered (a reload of an unchanged file keeps its own)
 
 
@@ -168,6 +168,20 @@ def _static_digest(zone: CompiledZone) -> str:
     digest = sha.hexdigest()
     _remember(_DIGESTS, zone.config, digest)
     return digest
+
+
+def _lb_nodes(zone: CompiledZone) -> list[tuple[str, Any]]:
+    """The load-balanced names of a compiled zone, found once (in the loading thread): a
+    pass over 100,000 names per version would run on the event loop. By the compiled
+    zone, not its config: a reload relinks the names whose load balancer changed."""
+    hit = _LB_NODES.get(id(zone))
+    if hit is not None and hit[0] is zone:
+        return hit[1]
+    found = [(owner, node) for owner, node in zone.nodes.items() if node.lb is not None]
+    if len(_LB_NODES) >= 8:  # each holds a compiled zone: few (the journal holds more)
+        _LB_NODES.pop(next(iter(_LB_NODES)))
+    _LB_NODES[id(zone)] = (zone, found)
+    return found
 
 
 def _static_size(zone: CompiledZone) -> int:
