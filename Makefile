@@ -37,3 +37,4 @@ bench:
 	$(PYTHON) bench/memory_flood.py
 	$(PYTHON) bench/health_churn.py
 	$(PYTHON) bench/dnssec_flood.py
+	$(PYTHON) bench/zonefile_load.py

@@ -8,7 +8,7 @@ import os
 import secrets
 from pathlib import Path
 
-from dnsd.health.overrides import write_atomically
+from dnsd.atomic_files import write_file
 
 FILE = "cookie.key"
 
@@ -29,7 +29,7 @@ def load_cookie_key(state_dir: Path | None, create: bool) -> bytes:
     key = secrets.token_bytes(32)
     old = os.umask(0o077)
     try:
-        write_atomically(path, key.hex() + "\n")
+        write_file(path, key.hex() + "\n")
     finally:
         os.umask(old)
     return key

@@ -4,6 +4,9 @@ of the cyclic garbage collector, and giving freed memory back after a load."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import ctypes
 import ctypes.util
 import gc
@@ -17,6 +20,36 @@ T = TypeVar("T")
 _STACK_LOCK = threading.Lock()  # threading.stack_size() is process-wide
 _GC_LOCK = threading.Lock()
 _gc_pauses = 0
+
+
+async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`await asyncio.to_thread(fn, *args)`, but on a daemon thread of its own: a stopping
+    process does not wait for it (the default executor's threads are joined at exit, so a
+    config load of minutes would hold a SIGTERM for as long). The context is copied, as
+    asyncio.to_thread does."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if future.done():
+            return  # the awaiting task was cancelled
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def run() -> None:
+        outcome: tuple[bool, Any]
+        try:
+            outcome = (True, context.run(fn, *args))
+        except BaseException as exc:  # handed to the awaiting task
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name=getattr(fn, "__name__", "load"), daemon=True).start()
+    return await future
 
 
 def call_with_stack(stack_bytes: int, fn: Callable[[], T]) -> T:
@@ -61,6 +94,19 @@ def gc_paused() -> Iterator[None]:
             _gc_pauses -= 1
             if _gc_pauses == 0:
                 gc.enable()
+
+
+@contextmanager
+def loading() -> Iterator[None]:
+    """A config load: no cyclic collection during it, and what exists when it ends is
+    frozen (gc.freeze) before collection resumes. A collection cannot be interrupted and
+    holds the GIL: one pass over a 100,000-record configuration takes longer than the
+    50 ms a reload may hold up DNS and the admin API, and the cyclic collector would
+    otherwise walk it again and again. Frozen objects are still freed by reference
+    counting when a later snapshot replaces them (the configuration holds no cycles)."""
+    with gc_paused():
+        yield
+        gc.freeze()
 
 
 def release_free_memory() -> None:

@@ -8,9 +8,10 @@ import logging
 import random
 import signal
 import socket
+import threading
 import time
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.admin.status import active_per_region
 from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
-from dnsd.config.loader import ParseCache, load_config
+from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
 from dnsd.dnssec.keys import ZoneKeys, ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
@@ -44,7 +45,7 @@ from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
-from dnsd.process_tools import release_free_memory
+from dnsd.process_tools import in_daemon_thread, loading, release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
@@ -110,17 +111,39 @@ def load_snapshot(
     create_keys: bool = False,
     previous: Snapshot | None = None,
     cache: ParseCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Snapshot:
     """Read, validate and compile; raises ConfigError. Safe to run in a worker thread, and
     meant to: it also converts each zone's records for transfers (seconds for a zone of
     100,000 records), so the event loop never does. With `cache` and `previous` (a reload)
     only files whose content changed are parsed again, and zones from unchanged files
-    keep their compiled tree and their transfer conversion."""
-    config, warnings = load_config(config_dir, cache=cache)
+    keep their compiled tree and their transfer conversion. `cancelled`: LoadCancelled
+    once it returns True (looked at while reading and between the steps)."""
+    with loading():
+        return _load_snapshot(config_dir, generation, geo, node, key_dir, create_keys,
+                              previous, cache, cancelled)  # fmt: skip
+
+
+def _load_snapshot(
+    config_dir: Path,
+    generation: int,
+    geo: GeoDatabase | None,
+    node: NodeSettings | None,
+    key_dir: Path | None,
+    create_keys: bool,
+    previous: Snapshot | None,
+    cache: ParseCache | None,
+    cancelled: Callable[[], bool] | None,
+) -> Snapshot:
+    config, warnings = load_config(config_dir, cache=cache, cancelled=cancelled)
+    if cancelled is not None and cancelled():
+        raise LoadCancelled
     snapshot = compile_snapshot(
         config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node,
         previous=previous,
     )  # fmt: skip
+    if cancelled is not None and cancelled():
+        raise LoadCancelled
     prepare_transfers(snapshot)
     if key_dir is not None:
         snapshot = with_keys(snapshot, zone_keys(config.zones, key_dir, create_keys))
@@ -198,6 +221,9 @@ class DnsServer:
         self._next_reload: asyncio.Future[ReloadResult] | None = None
         self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
+        # Set with stop_requested by SIGTERM/SIGINT: a config load in progress gives up
+        # (read by its worker thread, hence not an asyncio.Event).
+        self.loads_cancelled = threading.Event()
         self._reporting: asyncio.Task[None] | None = None
         self._key_watch: asyncio.Task[None] | None = None
         # systemd (Type=notify): the main process speaks for the service; workers stay quiet.
@@ -230,7 +256,9 @@ class DnsServer:
             self.versions.listeners.append(self.notifier.changed)
         # Config API writes happen in the main process, which reloads its workers.
         self._config_writer = (
-            ConfigWriter(options.config_dir, self.reload) if options.follow_fd is None else None
+            ConfigWriter(options.config_dir, self.reload, self.loads_cancelled.is_set)
+            if options.follow_fd is None
+            else None
         )
         self.config_sync: ConfigSync | None = None
         if self.bus is not None and self._config_writer is not None:
@@ -643,15 +671,19 @@ class DnsServer:
         current = self.holder.current
         return load_snapshot(self.options.config_dir, generation, geo, current.node,
                              self.options.key_dir, self.options.create_keys, previous=current,
-                             cache=self.parse_cache)  # fmt: skip
+                             cache=self.parse_cache,
+                             cancelled=self.loads_cancelled.is_set)  # fmt: skip
 
     async def _reload_now(self) -> ReloadResult:
         current = self.holder.current
         generation = current.generation + 1
         try:
-            snapshot = await asyncio.to_thread(self._load_again, generation, current.geo)
+            # A daemon thread: a SIGTERM in the middle of a long load is not held by it.
+            snapshot = await in_daemon_thread(self._load_again, generation, current.geo)
         except ConfigError as exc:
             reasons = [str(r) for r in exc.reasons]
+        except LoadCancelled:
+            return ReloadResult(False, current.generation, ["the server is stopping"])
         except Exception as exc:
             reasons = [f"{self.options.config_dir}: cannot load: {type(exc).__name__}"]
         else:
@@ -795,8 +827,13 @@ async def serve(options: ServerOptions) -> int:
     assert stop is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(server.reload()))
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
+
+    def request_stop() -> None:
+        server.loads_cancelled.set()
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGTERM, request_stop)
+    loop.add_signal_handler(signal.SIGINT, request_stop)
     log.info("serving %d zone(s) from %s", len(snapshot.zones), options.config_dir)
     await stop.wait()
     log.info("stopping")

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
+from dnsd.atomic_files import WriteFailed, recover
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
 from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, LoadBalancer, Zone
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
 from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
+from dnsd.config.zonefile import LoadCancelled, cancel_check
 from dnsd.errors import ConfigError, Reason
 from dnsd.process_tools import gc_paused
 
@@ -59,21 +61,37 @@ def load_config(
     directory: str | Path,
     overlay: Mapping[str, str | None] | None = None,
     cache: ParseCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[Config, list[Reason]]:
     """`overlay`: file name → the text to use instead of the file's (None: as if the file
     were gone), so a proposed change is checked as the whole directory it would make
     before anything is written (the config API, dnsd.provision). `cache`: reuse the
-    results of files whose text did not change since the load that filled it."""
-    with gc_paused():
-        return _load_config(Path(directory), overlay, cache)
+    results of files whose text did not change since the load that filled it.
+    `cancelled`: looked at between files and while a zone file is read; once it returns
+    True the load stops with LoadCancelled (a stopping server does not finish it)."""
+    check = cancelled or (lambda: False)
+    token = cancel_check.set(check)
+    try:
+        with gc_paused():
+            return _load_config(Path(directory), overlay, cache, check)
+    finally:
+        cancel_check.reset(token)
 
 
 def _load_config(
-    directory: Path, overlay: Mapping[str, str | None] | None, cache: ParseCache | None
+    directory: Path,
+    overlay: Mapping[str, str | None] | None,
+    cache: ParseCache | None,
+    cancelled: Callable[[], bool],
 ) -> tuple[Config, list[Reason]]:
     overlay = overlay or {}
     if not directory.is_dir():
         raise ConfigError([Reason(str(directory), 0, "", "not a directory")])
+    try:  # a config write that was interrupted is finished or undone first
+        recover(directory)
+    except (WriteFailed, OSError) as exc:
+        raise ConfigError([Reason(str(directory), 0, "", f"an interrupted config write "
+                                  f"could not be finished: {exc}")]) from None  # fmt: skip
     present = {p.name for p in directory.glob("*.yaml")} | set(overlay)
     files = sorted(directory / n for n in present if overlay.get(n, "") is not None)
     if not files:
@@ -84,6 +102,8 @@ def _load_config(
     sections: list[tuple[str, Section]] = []
     parsed = 0
     for path in files:
+        if cancelled():
+            raise LoadCancelled
         result = _file_result(directory, path, overlay.get(path.name), cache)
         parsed += cache is None or cache.files.get(path.name) is not result
         if cache is not None:
@@ -380,4 +400,4 @@ def check_directory(directory: str | Path) -> list[Reason]:
     return warnings
 
 
-__all__ = ["LineDict", "check_directory", "load_config"]
+__all__ = ["LineDict", "LoadCancelled", "check_directory", "load_config"]

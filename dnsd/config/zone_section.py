@@ -15,7 +15,7 @@ from dnslib import QTYPE, RD, RR, SOA
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
 from dnsd.config.yamlio import LineDict, LineList
-from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
+from dnsd.config.zonefile import FileRecord, ZoneFileError, free_in_steps, read_zone_file
 from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
 from dnsd.errors import Reason
 from dnsd.rdata import SIGNER_MANAGED, from_text, from_wire, target, type_number, type_problem
@@ -173,11 +173,15 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         for (owner, rtype), rrs in by_key.items()
     ]
     lines = {(rec.owner, rec.rtype): rec.line for rec in reversed(found)}
-    for owner in dict.fromkeys(s.owner for s in sets):
-        at = [s for s in sets if s.owner == owner]
+    by_owner: dict[str, list[RRset]] = {}  # one pass: a scan per owner was quadratic
+    for s in sets:
+        by_owner.setdefault(s.owner, []).append(s)
+    for owner, at in by_owner.items():
         line = min(lines.get((owner, types[(owner, s.rtype)]), 0) for s in at)
         _check_owner(fk, line, owner, owner, origin, at, None)
     ck.reasons.extend(fk.reasons)
+    free_in_steps(found)  # not in one C call that holds the GIL (zonefile.free_in_steps)
+    free_in_steps(lines)
     return soa, sets
 
 

@@ -9,14 +9,19 @@ record keeps the file and line it came from, so `dnsd check` can point at it.
 
 from __future__ import annotations
 
+import io
+import itertools
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dns.exception
+import dns.grange
 import dns.name
+import dns.node
 import dns.rdataclass
 import dns.rdatatype
 import dns.tokenizer
@@ -24,9 +29,20 @@ import dns.zonefile
 
 from dnsd.config.files import UnsafeFile, read_config_file
 
+# Bounds of one zone file with everything it includes (docs/configuration.md, "Zone
+# files"): past one, the load stops with an error naming the file and line.
 MAX_INCLUDE_DEPTH = 8
+MAX_INCLUDED_FILES = 1_000  # $INCLUDE lines followed, counted over the whole tree
+MAX_TEXT_BYTES = 256 << 20  # the zone file and its includes together
+MAX_GENERATE = 65_536  # records made by one $GENERATE
 MAX_RECORDS = 1_000_000  # one zone file, includes and $GENERATE counted
-_DIRECTIVE = re.compile(r"^\$(ORIGIN|TTL|INCLUDE)[ \t]+(\S+)(?:[ \t]+(\S+))?", re.IGNORECASE)
+_DIRECTIVE = re.compile(
+    r"^\$(ORIGIN|TTL|INCLUDE|GENERATE)[ \t]+(\S+)(?:[ \t]+(\S+))?", re.IGNORECASE
+)
+# Set by a load that may be abandoned (a stopping server): looked at every _POLL_EVERY
+# records. A context variable, so concurrent loads (a config API check beside a reload)
+# each have their own; asyncio.to_thread carries it into the worker thread.
+cancel_check: ContextVar[Callable[[], bool]] = ContextVar("cancel_check", default=lambda: False)
 _WHERE = re.compile(r":(\d+): ")
 
 
@@ -51,6 +67,15 @@ class ZoneFileError(Exception):
 
 
 @dataclass(slots=True)
+class _Budget:
+    """What the includes of one zone file have used so far."""
+
+    files: int = 0
+    text_bytes: int = 0
+    generated: int = 0
+
+
+@dataclass(slots=True)
 class _Line:
     text: str
     file: str
@@ -60,8 +85,14 @@ class _Line:
 def read_zone_file(path: Path, origin: str, directory: Path, default_ttl: int) -> list[FileRecord]:
     """Every record of the file at `path` (and its includes); raises ZoneFileError."""
     lines: list[_Line] = []
-    _expand(path, directory, origin, None, lines, depth=0)
-    text = "\n".join(item.text for item in lines) + "\n"
+    _expand(path, directory, origin, None, lines, _Budget(), depth=0)
+    # Written line by line, not joined in one call: one C call over a big file holds the
+    # GIL (and so the server's other threads) for tens of ms.
+    buffer = io.StringIO()
+    for item in lines:
+        buffer.write(item.text)
+        buffer.write("\n")
+    text = buffer.getvalue()
 
     def where(combined_line: int) -> tuple[str, int]:
         if 1 <= combined_line <= len(lines):
@@ -69,7 +100,22 @@ def read_zone_file(path: Path, origin: str, directory: Path, default_ttl: int) -
             return item.file, item.line
         return str(path), 0
 
-    return _parse(text, origin, default_ttl, where)
+    try:
+        return _parse(text, origin, default_ttl, where)
+    finally:
+        free_in_steps(lines)
+
+
+def free_in_steps(container: list[Any] | dict[Any, Any]) -> None:
+    """Empty a big container one item at a time. Dropping it whole frees every object in
+    it in one C call, which holds the GIL (and so every thread of a serving process) for
+    as long: ~100 ms for a zone of 100,000 records."""
+    if isinstance(container, list):
+        while container:
+            container.pop()
+    else:
+        while container:
+            container.popitem()
 
 
 def _expand(
@@ -78,6 +124,7 @@ def _expand(
     origin: str,
     ttl: str | None,
     out: list[_Line],
+    budget: _Budget,
     depth: int,
 ) -> None:
     """Append the lines of `path` to `out`, includes spliced in with their own places."""
@@ -88,7 +135,14 @@ def _expand(
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__
         raise ZoneFileError(str(path), 0, f"cannot read: {reason}") from None
-    for number, raw in enumerate(text.splitlines(), start=1):
+    budget.text_bytes += len(text)
+    if budget.text_bytes > MAX_TEXT_BYTES:
+        raise ZoneFileError(str(path), 0, f"the zone file and its includes hold more than "
+                            f"{MAX_TEXT_BYTES >> 20} MiB of text")  # fmt: skip
+    # Lines end at LF, CRLF or CR (RFC 1035 §5.1 and the old Mac convention); read one by
+    # one, as above, rather than split in one call.
+    for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+        raw = line[:-1] if line.endswith("\n") else line
         match = _DIRECTIVE.match(raw)
         if match is None:
             out.append(_Line(raw, str(path), number))
@@ -100,18 +154,43 @@ def _expand(
         elif kind == "TTL":
             ttl = value
             out.append(_Line(raw, str(path), number))
+        elif kind == "GENERATE":
+            _check_generate(value, str(path), number, budget)
+            out.append(_Line(raw, str(path), number))
         else:
             if depth >= MAX_INCLUDE_DEPTH:
-                raise ZoneFileError(str(path), number, "$INCLUDE nested too deeply")
+                raise ZoneFileError(str(path), number, f"$INCLUDE nested more than "
+                                    f"{MAX_INCLUDE_DEPTH} deep")  # fmt: skip
+            budget.files += 1
+            if budget.files > MAX_INCLUDED_FILES:
+                raise ZoneFileError(str(path), number, f"more than {MAX_INCLUDED_FILES} "
+                                    "$INCLUDE lines in one zone file and its includes")  # fmt: skip
             target = directory / value if not Path(value).is_absolute() else Path(value)
             inner_origin = (
                 _absolute(extra, origin) if extra and not extra.startswith(";") else origin
             )
             out.append(_Line(f"$ORIGIN {inner_origin}", str(path), number))
-            _expand(target, directory, inner_origin, ttl, out, depth + 1)
+            _expand(target, directory, inner_origin, ttl, out, budget, depth + 1)
             out.append(_Line(f"$ORIGIN {origin}", str(path), number))
             if ttl is not None:
                 out.append(_Line(f"$TTL {ttl}", str(path), number))
+
+
+def _check_generate(text: str, file: str, line: int, budget: _Budget) -> None:
+    """A $GENERATE's range, checked before dnspython expands it (each record of the range
+    would be made, one by one). A range it cannot read is left to its own error."""
+    try:
+        start, stop, step = dns.grange.from_text(text)
+    except Exception:
+        return
+    count = len(range(start, stop + 1, step))
+    if count > MAX_GENERATE:
+        raise ZoneFileError(file, line, f"$GENERATE {text} makes {count} records: at most "
+                            f"{MAX_GENERATE} per $GENERATE")  # fmt: skip
+    budget.generated += count
+    if budget.generated > MAX_RECORDS:
+        raise ZoneFileError(file, line, f"the $GENERATE lines make more than {MAX_RECORDS} "
+                            "records in all")  # fmt: skip
 
 
 def _absolute(name: str, origin: str) -> str:
@@ -138,8 +217,11 @@ def _parse(
         return where(line - 1 if position > 0 and text[position - 1] == "\n" else line)
 
     txn.line_of = line_now
+    txn.cancelled = cancel_check.get()
     try:
         reader.read()
+    except LoadCancelled:
+        raise
     except dns.exception.SyntaxError as exc:
         message = _WHERE.split(str(exc), maxsplit=1)[-1]
         raise ZoneFileError(*line_now(), message) from None
@@ -147,28 +229,105 @@ def _parse(
         raise ZoneFileError(*line_now(), f"more than {MAX_RECORDS} records") from None
     except Exception as exc:  # dnspython raises more than DNSException on hostile text
         raise ZoneFileError(*line_now(), str(exc) or type(exc).__name__) from None
-    return txn.records()
+    try:
+        return txn.records()
+    finally:
+        for table in (txn.rdatasets, txn.keys_of, txn.lines.by_id):
+            free_in_steps(table)
 
 
 class _TooMany(Exception):
     pass
 
 
+class _Lines:
+    """Where each record was written, by the identity of its rdata object (which the
+    transaction keeps alive): looked up as `get((name, rdtype, rdata), default)`."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, tuple[str, int]] = {}
+
+    def add(self, rdata: Any, where: tuple[str, int]) -> None:
+        self.by_id.setdefault(id(rdata), where)
+
+    def get(self, key: tuple[Any, int, Any], default: tuple[str, int]) -> tuple[str, int]:
+        return self.by_id.get(id(key[2]), default)
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+
+class LoadCancelled(Exception):
+    """The process is stopping: the load was abandoned part way (nothing was published)."""
+
+
+_POLL_EVERY = 1024  # records read between two looks at the cancel flag
+
+
 class _Collect(dns.zonefile.RRsetsReaderTransaction):
-    """Keeps every rdataset as read plus the line each record was first written on."""
+    """Keeps every rdataset as read plus the line each record was first written on.
+
+    dnspython's rrsets transaction finds a name's rdatasets by scanning all of them, once
+    per record read (the CNAME-and-other-data check): quadratic, 38 s for 8,000 records.
+    Here a name → keys index makes each of those lookups a dict access."""
 
     def __init__(self, manager: Any) -> None:
         super().__init__(manager, True, False)
-        self.lines: dict[tuple[Any, int, Any], tuple[str, int]] = {}
+        self.lines = _Lines()
         self.line_of: Callable[[], tuple[str, int]] = lambda: ("", 0)
+        self.keys_of: dict[Any, list[tuple[Any, int, Any]]] = {}
+        self.cancelled: Callable[[], bool] = lambda: False
+        self._until_poll = _POLL_EVERY
+
+    def _get_node(self, name: Any) -> Any:
+        keys = self.keys_of.get(name)
+        if not keys:
+            return None
+        node = dns.node.Node()
+        node.rdatasets = [self.rdatasets[key] for key in keys]
+        return node
+
+    def _name_exists(self, name: Any) -> bool:
+        return bool(self.keys_of.get(name))
+
+    def _delete_name(self, name: Any) -> None:
+        for key in self.keys_of.pop(name, ()):
+            self.rdatasets.pop(key, None)
+
+    def _delete_rdataset(self, name: Any, rdtype: Any, covers: Any) -> None:
+        key = (name, rdtype, covers)
+        if self.rdatasets.pop(key, None) is not None:
+            self.keys_of[name].remove(key)
 
     def _put_rdataset(self, name: Any, rdataset: Any) -> None:
+        key = (name, rdataset.rdtype, rdataset.covers)
+        before = self.rdatasets.get(key)
+        if before is None:
+            self.keys_of.setdefault(name, []).append(key)
         super()._put_rdataset(name, rdataset)
-        for rdata in rdataset:
-            if (name, rdataset.rdtype, rdata) not in self.lines:
-                if len(self.lines) >= MAX_RECORDS:
-                    raise _TooMany
-                self.lines[(name, rdataset.rdtype, rdata)] = self.line_of()
+        self._until_poll -= 1
+        if self._until_poll <= 0:  # a stopping server does not wait for the whole file
+            self._until_poll = _POLL_EVERY
+            if self.cancelled():
+                raise LoadCancelled
+        # The set keeps its records in order and appends: the new ones are those past the
+        # old length (no hashing of RDATA, no pass over a big RRset per record). A type
+        # that holds one record (CNAME, SOA) is replaced instead: all of it is new.
+        added = len(rdataset) - (0 if before is None else len(before))
+        if (
+            before is not None
+            and before
+            and next(iter(rdataset.items)) is not next(iter(before.items))
+        ):
+            for gone in before.items:
+                self.lines.by_id.pop(id(gone), None)  # its id may be reused by a new object
+            added = len(rdataset)
+        if added > 0:
+            if len(self.lines) + added > MAX_RECORDS:
+                raise _TooMany
+            where = self.line_of()
+            for rdata in itertools.islice(reversed(rdataset.items), added):
+                self.lines.add(rdata, where)
 
     def _end_transaction(self, commit: bool) -> None:
         pass  # the records are taken from `rdatasets` directly

@@ -34,7 +34,7 @@ import dns.rrset
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from dnsd.health.overrides import write_atomically
+from dnsd.atomic_files import write_file
 
 ALGORITHMS: Final = {13: "ECDSAP256SHA256", 15: "ED25519"}
 FLAGS: Final = {"csk": 257, "ksk": 257, "zsk": 256}  # ZONE | SEP for keys the DS points at
@@ -258,6 +258,6 @@ def _write(state_dir: Path, key: ZoneKey) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"K{key.zone.rstrip('.')}.+{key.algorithm:03d}+{key.tag:05d}.json"
-        write_atomically(path, json.dumps(document, indent=1) + "\n")
+        write_file(path, json.dumps(document, indent=1) + "\n", mode=0o600)
     finally:
         os.umask(old)

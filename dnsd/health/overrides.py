@@ -12,11 +12,11 @@ import contextlib
 import json
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
+from dnsd.atomic_files import write_file
 from dnsd.config.model import Config
 from dnsd.health.view import BackendOverride, PoolOverride
 
@@ -151,7 +151,7 @@ class Overrides:
 
     # -- the state file ----------------------------------------------------------------------
     def save(self, state_dir: Path) -> None:
-        write_atomically(state_dir / OVERRIDES_FILE, json.dumps(self.document(), indent=2) + "\n")
+        write_file(state_dir / OVERRIDES_FILE, json.dumps(self.document(), indent=2) + "\n")
 
     @classmethod
     def load(cls, state_dir: Path, now: float) -> Overrides:
@@ -180,19 +180,3 @@ class Overrides:
         if loaded:
             log.info("loaded %d override(s) from %s", len(loaded), path)
         return loaded
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Temp file in the same directory, fsync, rename over the old file, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -4,20 +4,19 @@ A change set is checked as a whole before anything is written: ETags first (412)
 new texts are read back by dnsd's own loader (what was asked is what will be read), then
 the whole resulting directory is validated by the same loader `dnsd check` runs (400 with
 every reason). Only then is each touched file replaced atomically (temp file, fsync,
-rename, fsync of the directory). No server is needed: the octoDNS provider's
+rename, fsync of the directory), all of them as one change (dnsd.atomic_files: a journal
+makes a crash at any point leave the old files or the new ones). No server is needed: the octoDNS provider's
 `directory:` mode uses this module as it is; a running server adds a reload (writer.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnsd.atomic_files import WriteFailed, recover, write_files
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.loader import load_config
 from dnsd.config.yamlio import YamlSyntaxError, load_yaml
@@ -41,6 +40,10 @@ class Prepared:
 
 
 def read_texts(directory: Path) -> dict[str, str]:
+    try:
+        recover(directory)  # an interrupted write is finished (or undone) before reading
+    except (WriteFailed, OSError) as exc:
+        raise ChangeRefused(500, f"{directory}: {exc}") from None
     texts = {}
     for path in sorted(directory.glob("*.yaml"))[:MAX_FILES]:
         try:
@@ -90,9 +93,13 @@ def read_all(directory: Path) -> dict[str, Any]:
     return out
 
 
-def prepare(directory: Path, changes: Sequence[Change]) -> Prepared:
+def prepare(
+    directory: Path, changes: Sequence[Change], cancelled: Callable[[], bool] | None = None
+) -> Prepared:
     """Check a change set against the directory as it is now; ChangeRefused if any part
-    fails (404 missing, 412 stale ETag, 400 invalid), in which case nothing is written."""
+    fails (404 missing, 412 stale ETag, 400 invalid), in which case nothing is written.
+    `cancelled`: the check of the whole directory gives up (LoadCancelled) once it is
+    True (a stopping server)."""
     texts = read_texts(directory)
     docs = parsed(texts)
     before = {c.target.route: entry(docs, c.target) for c in changes}
@@ -113,7 +120,7 @@ def prepare(directory: Path, changes: Sequence[Change]) -> Prepared:
             raise ChangeRefused(400, f"{route}: the entry would not read back as sent "
                                 "(a value YAML reads as another type?)")  # fmt: skip
     try:
-        load_config(directory, overlay=new_texts)
+        load_config(directory, overlay=new_texts, cancelled=cancelled)
     except ConfigError as exc:
         errors = [str(r) for r in exc.reasons if not r.warning]
         raise ChangeRefused(400, "the change makes the configuration invalid: nothing changed", errors) from None  # fmt: skip
@@ -135,32 +142,13 @@ def _expected(change: Change) -> Any:
 
 
 def write_texts(directory: Path, texts: Mapping[str, str | None]) -> None:
-    """Replace each file atomically (None removes it): a reader sees the old file or the
-    new one, never a mix, and a crash leaves one of the two on disk."""
-    for file, text in texts.items():
-        path = directory / file
-        if text is None:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            continue
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-        fd, tmp = tempfile.mkstemp(prefix=f".{file}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-    dir_fd = os.open(directory, os.O_RDONLY)
+    """Replace (None: remove) the files as one change: after a crash at any point, and
+    after a failure, either every file is new or every file is as it was. ChangeRefused
+    (500, naming the file and the reason) when nothing was written."""
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        write_files(directory, texts)
+    except WriteFailed as exc:
+        raise ChangeRefused(500, f"the change could not be written: {exc}") from None
 
 
 def apply_to_directory(directory: Path, changes: Sequence[Change]) -> Prepared:

@@ -28,6 +28,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from dnsd.atomic_files import write_file
 from dnsd.health.bus import RedisBus
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.targets import Change, parse_route
@@ -184,6 +185,4 @@ class ConfigSync:
     def _save(self) -> None:
         if self._state is None:
             return
-        tmp = self._state.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"applied": self.applied}, sort_keys=True))
-        tmp.replace(self._state)
+        write_file(self._state, json.dumps({"applied": self.applied}, sort_keys=True))

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from dnsd.admin.control import ReloadResult
+from dnsd.config.zonefile import LoadCancelled
+from dnsd.process_tools import in_daemon_thread
 from dnsd.provision.directory import Prepared, prepare, read_all, read_entry, write_texts
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.targets import Change, Target
@@ -30,9 +32,15 @@ class Applied:
 
 
 class ConfigWriter:
-    def __init__(self, directory: Path, reload: Callable[[], Awaitable[ReloadResult]]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        reload: Callable[[], Awaitable[ReloadResult]],
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
         self.directory = directory
         self._reload = reload
+        self._cancelled = cancelled  # the server is stopping: a check in progress gives up
         self._lock = asyncio.Lock()
         # Called with each change set this node applied for its own clients (not with
         # sets that came from other nodes): the Redis sync publishes them.
@@ -49,7 +57,11 @@ class ConfigWriter:
         if not changes:
             raise ChangeRefused(400, "no changes")
         async with self._lock:
-            prepared = await asyncio.to_thread(prepare, self.directory, changes)
+            try:  # a daemon thread: checking a big directory does not hold up a SIGTERM
+                prepared = await in_daemon_thread(prepare, self.directory, changes,
+                                                  self._cancelled)  # fmt: skip
+            except LoadCancelled:
+                raise ChangeRefused(503, "the server is stopping: nothing changed") from None
             await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
             result = await self._reload()
             if not result.ok:

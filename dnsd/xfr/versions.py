@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from dnsd.health.overrides import write_atomically
+from dnsd.atomic_files import write_file
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot, with_serials
 from dnsd.xfr.content import ZoneContent, content_of, signing_marker
@@ -46,7 +46,7 @@ class ZoneVersions:
         self._served: dict[str, Served] = self._load()
         self._journal: dict[str, deque[ZoneContent]] = {}
         # zone → (its Zone config, its signing marker) the last content was made from
-        self._inputs: dict[str, tuple[object, str]] = {}
+        self._inputs: dict[str, tuple[object, str, object]] = {}
         self.listeners: list[Callable[[str, int], None]] = []
 
     def update(self, snap: Snapshot, view: HealthView, now: float) -> Snapshot:
@@ -60,7 +60,16 @@ class ZoneVersions:
             last = self._journal.get(name)
             seen = self._inputs.get(name)
             newest = last[-1] if last else None
-            if newest is not None and seen is not None and seen[0] is config and seen[1] == marker:
+            # Inputs: the zone's own configuration, its signing state, and the configuration
+            # of its load balancers (an incremental reload keeps an unchanged zone file's
+            # Zone but may relink its names to changed load balancers).
+            if (
+                newest is not None
+                and seen is not None
+                and seen[0] is config
+                and seen[1] == marker
+                and seen[2] is snap.config
+            ):
                 if not config.lb_names or newest.answers.view is view:
                     serials[name] = newest.serial
                     continue
@@ -71,7 +80,7 @@ class ZoneVersions:
                     serials[name] = newest.serial
                     continue
             else:
-                self._inputs[name] = (config, marker)
+                self._inputs[name] = (config, marker, snap.config)
                 answers = LbAnswers.compute(snap, view, compiled, now)
             content = content_of(snap, name, now, answers)
             previous = self._served.get(name)
@@ -142,7 +151,7 @@ class ZoneVersions:
         }
         try:
             os.makedirs(self._path.parent, exist_ok=True)
-            write_atomically(self._path, json.dumps(document, indent=1) + "\n")
+            write_file(self._path, json.dumps(document, indent=1) + "\n")
         except OSError as exc:
             log.error("cannot write %s: %s", self._path, exc)
 

@@ -318,11 +318,10 @@ def test_explain_against_a_running_server(config_copy) -> None:
 
 def test_an_override_that_cannot_be_persisted_is_not_applied(admin, tmp_path) -> None:
     """Persist first, then apply (issue 16): else it would vanish at the next restart."""
-    import os
-
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    blocker = state / f".overrides.json.tmp-{os.getpid()}"  # where the write must go
+    blocker = state / "overrides.json"  # a directory where the file must go: not replaceable
+    assert not blocker.exists()
     blocker.mkdir()
     try:
         status, body = http(
