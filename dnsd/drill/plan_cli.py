@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -56,7 +55,9 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
     server = args.server or plan.server or DEFAULT_SERVER
     dns_text = args.dns or plan.dns or DEFAULT_DNS
     resolvers = [_addr(r) for r in (args.resolver or plan.resolvers)]
-    admin = AdminClient(server, os.environ.get("DNSD_ADMIN_TOKEN"))
+    from dnsd.cli import admin_token_from_environment  # DNSD_ADMIN_TOKEN or _FILE
+
+    admin = AdminClient(server, admin_token_from_environment())
     runner = PlanRunner(plan, admin, _addr(dns_text), resolvers, progress=not args.quiet)
     try:
         await runner.prepare()

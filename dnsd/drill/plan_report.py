@@ -30,6 +30,7 @@ def table(result: PlanResult) -> str:
             )
             if not e.passed:
                 lines.append(f"      failed: {e.label} (line {e.expectation.line}): {e.message}")
+        lines.extend(f"      note: {note}" for note in s.notes)
     for error in result.errors:
         lines.append(f"error: {error}")
     if result.interrupted:
