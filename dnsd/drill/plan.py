@@ -21,7 +21,7 @@ from dnsd.errors import Reason
 
 PLAN_KEYS = ("name", "server", "dns", "resolvers", "vantage", "fault_for", "steps")
 STEP_KEYS = ("name", "fault", "restore", "expect")
-FAULT_KEYS = ("pool", "backend", "trickle", "command", "restore")
+FAULT_KEYS = ("pool", "backend", "trickle", "command", "restore", "breaks")
 TRICKLE_KEYS = ("lb", "ratio")
 EXPECT_KEYS = ("name", "from", "pool", "backend", "address", "within")
 WITHIN_WORDS = ("bound", "failback_bound")
@@ -39,6 +39,8 @@ class Fault:
     ratio: float | None = None
     command: str | None = None
     restore: str | None = None  # the command that undoes `command`
+    # what `command` takes down ("pool" or "pool/backend"): answers naming it do not count
+    breaks: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.kind == "pool":
@@ -46,7 +48,7 @@ class Fault:
         if self.kind == "backend":
             return f"backend {self.pool}/{self.backend} down"
         if self.kind == "trickle":
-            return f"trickle {self.lb} {self.ratio:g}"
+            return f"trickle {self.lb} {self.ratio}"
         return f"command: {self.command}"
 
 
@@ -55,15 +57,15 @@ class Expectation:
     name: str
     vantage: str | None  # a key of the plan's `vantage`, None: ask as this machine
     line: int
-    pool: str | None = None
+    pools: tuple[str, ...] = ()  # any of these pools (one, usually)
     backend: tuple[str, str] | None = None
     address: str | None = None
     within: str | float = "bound"  # "bound", "failback_bound" or seconds
 
     def describe(self) -> str:
         target = (
-            f"pool {self.pool}"
-            if self.pool
+            f"pool {' or '.join(self.pools)}"
+            if self.pools
             else f"backend {'/'.join(self.backend)}"
             if self.backend
             else f"address {self.address}"
@@ -198,8 +200,9 @@ def _fault(ck: Checker, raw: Any, line: int, path: str) -> Fault | None:
         ck.error(d.line, path, "a fault is one of pool, backend, trickle or command")
         return None
     kind = kinds[0]
-    if "restore" in d and kind != "command":
-        ck.error(d.line_of("restore"), join(path, "restore"), "restore goes with command")
+    for key in ("restore", "breaks"):
+        if key in d and kind != "command":
+            ck.error(d.line_of(key), join(path, key), f"{key} goes with command")
     if kind == "pool":
         return Fault("pool", d.line_of("pool"), pool=ck.get_str(d, "pool", path))
     if kind == "backend":
@@ -220,7 +223,8 @@ def _fault(ck: Checker, raw: Any, line: int, path: str) -> Fault | None:
     restore = ck.get_str(d, "restore", path, default=None)
     if restore is None:
         ck.error(d.line, path, 'a command fault needs "restore" (the command that undoes it)')
-    return Fault("command", d.line_of("command"), command=command, restore=restore)
+    breaks = tuple(b for b, _ in ck.get_str_list(d, "breaks", path, default=[]))
+    return Fault("command", d.line_of("command"), command=command, restore=restore, breaks=breaks)
 
 
 def _expectation(
@@ -264,7 +268,8 @@ def _expectation(
             ck.error(d.line_of("address"), join(path, "address"), f"not an IP address: {address!r}")  # fmt: skip
     return Expectation(
         name=str(ck.get_str(d, "name", path)).rstrip(".").lower(), vantage=where,
-        line=d.line, pool=ck.get_str(d, "pool", path, default=None), backend=backend,
+        line=d.line, pools=tuple(p for p, _ in ck.get_str_list(d, "pool", path, default=[])),
+        backend=backend,
         address=address, within=within,
     )  # fmt: skip
 
@@ -324,7 +329,7 @@ def bound_for(e: Expectation, live: LiveConfig) -> Bound:
     if not isinstance(e.within, str):
         return Bound(e.within, f"{e.within:g}s (given)")
     info = live.names.get((e.name, e.vantage)) or NameInfo(None, 0.0, ())
-    involved = set(info.pools) | {p for p in (e.pool, e.backend[0] if e.backend else None) if p}
+    involved = set(info.pools) | set(e.pools) | ({e.backend[0]} if e.backend else set())
     timings = [t for p in sorted(involved) if (t := live.timing.get(p)) is not None]
     failback = e.within == "failback_bound"
     if not timings:
@@ -361,6 +366,14 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
             backends = live.pools[str(f.pool)]
             if f.backend not in backends:
                 error(f.line, f"{path}.fault.backend", f"no backend {f.backend!r} in pool {f.pool!r}{_hint(str(f.backend), backends)}")  # fmt: skip
+        for ref in f.breaks if f is not None else ():
+            pool, _, backend = ref.partition("/")
+            line = f.line if f is not None else 0
+            if pool_ok(pool, line, f"{path}.fault.breaks") and backend not in (
+                "",
+                *live.pools[pool],
+            ):
+                error(line, f"{path}.fault.breaks", f"no backend {backend!r} in pool {pool!r}")
         if f is not None and f.kind == "trickle" and f.lb not in live.lbs:
             error(f.line, f"{path}.fault.trickle.lb", f"no load balancer {f.lb!r}{_hint(str(f.lb), live.lbs)}")  # fmt: skip
         for i, e in enumerate(step.expect):
@@ -368,8 +381,8 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
             info = live.names.get((e.name, e.vantage))
             if info is None or info.lb is None:
                 error(e.line, f"{epath}.name", f"{e.name!r} is not a load-balanced name of the running config")  # fmt: skip
-            if e.pool is not None:
-                pool_ok(e.pool, e.line, f"{epath}.pool")
+            for pool in e.pools:
+                pool_ok(pool, e.line, f"{epath}.pool")
             if e.backend is not None and pool_ok(e.backend[0], e.line, f"{epath}.backend"):
                 backends = live.pools[e.backend[0]]
                 if e.backend[1] not in backends:
@@ -379,8 +392,8 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
 
 def expected_addresses(e: Expectation, live: LiveConfig) -> frozenset[str]:
     """The answers that fulfil the expectation: any non-empty subset of these."""
-    if e.pool is not None:
-        return frozenset(live.pools.get(e.pool, {}).values())
+    if e.pools:
+        return frozenset(a for p in e.pools for a in live.pools.get(p, {}).values())
     if e.backend is not None:
         address = live.pools.get(e.backend[0], {}).get(e.backend[1])
         return frozenset({address} if address else ())

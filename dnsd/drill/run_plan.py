@@ -75,7 +75,7 @@ class ExpectationResult:
         dnsd = next((x.measured_s for x in self.lanes if x.lane == "dnsd"), None)
         clients = [x.measured_s for x in self.lanes if x.lane != "dnsd"]
         return {
-            "expectation": self.label, "name": e.name, "from": e.vantage, "pool": e.pool,
+            "expectation": self.label, "name": e.name, "from": e.vantage, "pool": list(e.pools),
             "backend": "/".join(e.backend) if e.backend else None, "address": e.address,
             "within": e.within, "bound_s": round(self.bound.seconds, 3),
             "bound": self.bound.formula,
@@ -354,7 +354,7 @@ class PlanRunner:
                     client.close()
                 note = f"{e.describe()}: already so before the fault"
                 got = set(answer.addresses)
-                held = got and got <= wanted and not got & breaks and e.pool
+                held = got and got <= wanted and not got & breaks and e.pools
                 if held and note not in out.notes:
                     out.notes.append(note)
 
@@ -377,7 +377,7 @@ class PlanRunner:
             got = set(addrs)
             if not got or got & avoid:
                 return False
-            return got <= wanted if e.pool is not None else bool(got & wanted)
+            return got <= wanted if e.pools else bool(got & wanted)
 
         async def lane(name: str, server: tuple[str, int]) -> LaneResult:
             lr = LaneResult(name)
@@ -468,11 +468,13 @@ class PlanRunner:
         assert self.live is not None
         out: set[str] = set()
         for f in self.active if faults is None else faults:
-            if f.kind == "pool":
-                out |= set(self.live.pools.get(str(f.pool), {}).values())
-            elif f.kind == "backend":
-                address = self.live.pools.get(str(f.pool), {}).get(str(f.backend))
-                out |= {address} if address else set()
+            refs = list(f.breaks) if f.kind == "command" else []
+            if f.kind in ("pool", "backend"):
+                refs.append(f"{f.pool}/{f.backend}" if f.kind == "backend" else str(f.pool))
+            for ref in refs:
+                pool, _, backend = ref.partition("/")
+                backends = self.live.pools.get(pool, {})
+                out |= {a for b, a in backends.items() if not backend or b == backend}
         return frozenset(out)
 
     def _address_names(self) -> dict[str, str]:
