@@ -82,6 +82,9 @@ async def _run_restoring_on_signals(runner: PlanRunner) -> PlanResult:
     caught: list[str] = []
 
     def stop(name: str) -> None:
+        if caught:  # a second Ctrl-C must not cut the restore short
+            print(f"{name}: restoring the faults first", file=sys.stderr)
+            return
         caught.append(name)
         task.cancel()
 

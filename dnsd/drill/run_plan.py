@@ -313,6 +313,9 @@ class PlanRunner:
 
     async def _step(self, step: Step) -> StepResult:
         out = StepResult(step, started_at=self.now())
+        if self.progress:
+            total = len(self.plan.steps)
+            print(f"step {step.index}/{total}: {step.name} …", file=sys.stderr, flush=True)
         if step.fault is not None:
             await self._warm(step, out)
             await self._inject(step.fault)
