@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dnsd.drill.plan import PlanError, load_plan
 from dnsd.drill.plan_report import html_report, junit, plot_steps, table, write_json
-from dnsd.drill.run_plan import AdminClient, DrillRefused, PlanResult, PlanRunner, _addr
+from dnsd.drill.run_plan import AdminClient, DrillRefused, PlanResult, PlanRunner, parse_addr
 
 DEFAULT_SERVER = "http://127.0.0.1:8053"
 DEFAULT_DNS = "127.0.0.1:53"
@@ -54,11 +54,11 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
     # The command line wins over the plan; the plan over the defaults.
     server = args.server or plan.server or DEFAULT_SERVER
     dns_text = args.dns or plan.dns or DEFAULT_DNS
-    resolvers = [_addr(r) for r in (args.resolver or plan.resolvers)]
+    resolvers = [parse_addr(r) for r in (args.resolver or plan.resolvers)]
     from dnsd.cli import admin_token_from_environment  # DNSD_ADMIN_TOKEN or _FILE
 
     admin = AdminClient(server, admin_token_from_environment())
-    runner = PlanRunner(plan, admin, _addr(dns_text), resolvers, progress=not args.quiet)
+    runner = PlanRunner(plan, admin, parse_addr(dns_text), resolvers, progress=not args.quiet)
     try:
         await runner.prepare()
         if args.dry_run:

@@ -163,7 +163,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _addr(value: str) -> tuple[str, int]:
+def parse_addr(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     return host.strip("[]") or "127.0.0.1", int(port)
 
@@ -509,4 +509,4 @@ def _override_request(fault: Fault) -> tuple[str, dict[str, Any]]:
     }
 
 
-__all__ = ["AdminClient", "DrillRefused", "PlanResult", "PlanRunner", "_addr"]
+__all__ = ["AdminClient", "DrillRefused", "PlanResult", "PlanRunner", "parse_addr"]
