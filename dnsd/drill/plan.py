@@ -320,6 +320,9 @@ class Bound:
 
     seconds: float
     formula: str
+    ttl_s: float | None = None
+    interval_s: float | None = None
+    threshold: int | None = None  # unhealthy_threshold (failback: healthy_threshold)
 
 
 def bound_for(e: Expectation, live: LiveConfig) -> Bound:
@@ -333,12 +336,12 @@ def bound_for(e: Expectation, live: LiveConfig) -> Bound:
     timings = [t for p in sorted(involved) if (t := live.timing.get(p)) is not None]
     failback = e.within == "failback_bound"
     if not timings:
-        return Bound(info.ttl_s, f"TTL {info.ttl_s:g}s (no monitor)")
+        return Bound(info.ttl_s, f"TTL {info.ttl_s:g}s (no monitor)", info.ttl_s)
     t = max(timings, key=lambda m: m.recover_s if failback else m.detect_s)
     threshold = t.healthy_threshold if failback else t.unhealthy_threshold
     seconds = (t.recover_s if failback else t.detect_s) + info.ttl_s
     formula = f"{t.interval_s:g}s × {threshold} + {t.timeout_s:g}s + TTL {info.ttl_s:g}s"
-    return Bound(seconds, formula)
+    return Bound(seconds, formula, info.ttl_s, t.interval_s, threshold)
 
 
 def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:

@@ -74,15 +74,21 @@ class ExpectationResult:
         e = self.expectation
         dnsd = next((x.measured_s for x in self.lanes if x.lane == "dnsd"), None)
         clients = [x.measured_s for x in self.lanes if x.lane != "dnsd"]
+        # the slowest client lane (none: dnsd's own); None when one never got there
+        slowest = [c for c in clients if c is not None]
+        client = _round(max(slowest)) if clients and len(slowest) == len(clients) else None
+        if not clients:
+            client = _round(dnsd)
         return {
             "expectation": self.label, "name": e.name, "from": e.vantage, "pool": list(e.pools),
             "backend": "/".join(e.backend) if e.backend else None, "address": e.address,
             "within": e.within, "bound_s": round(self.bound.seconds, 3),
-            "bound": self.bound.formula,
+            "bound": self.bound.formula, "ttl_s": self.bound.ttl_s,
+            "interval_s": self.bound.interval_s,
+            "unhealthy_threshold": None if e.within == "failback_bound" else self.bound.threshold,
             "detect_s": _round(dnsd),
-            "client_s": _round(max(c for c in clients if c is not None))
-            if clients and None not in clients
-            else None,
+            "client_s": client,
+            "failback_s": client if e.within == "failback_bound" else None,
             "lanes": {x.lane: _round(x.measured_s) for x in self.lanes},
             "queries": sum(x.queries for x in self.lanes),
             "lost": sum(x.lost for x in self.lanes),

@@ -194,6 +194,9 @@ def test_a_plan_with_pool_backend_trickle_and_command_faults_passes(acme: Acme, 
     for step in data["steps"]:
         for e in step["expectations"]:
             assert e["passed"] and e["lost"] == 0
+            assert set(e) >= {"bound_s", "ttl_s", "interval_s", "detect_s", "client_s",
+                              "failback_s", "queries", "passed"}  # the drills' keys  # fmt: skip
+            assert e["ttl_s"] == 2 and e["interval_s"] == 0.5 and e["queries"] > 0
             # measured at dnsd and through unbound, both within the computed bound
             assert set(e["lanes"]) == {"dnsd", f"resolver 127.0.0.1:{acme.unbound.port}"}
             assert e["client_s"] <= e["bound_s"] + 1.0
