@@ -35,7 +35,7 @@ from dnsd.admin.gate import (
 )
 from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
-from dnsd.admin.override_meta import META_FIELDS, active_overrides, override_meta
+from dnsd.admin.override_meta import META_FIELDS, active_overrides, iso, override_meta
 from dnsd.admin.status import status_document
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.overrides import OverrideMeta
@@ -255,7 +255,7 @@ async def _override(
     except PersistError as exc:
         response = error(503, str(exc))
     else:
-        extra = {"expires": meta.expires} if meta is not None and meta.expires else {}
+        extra = {"expires": iso(meta.expires)} if meta is not None and meta.expires else {}
         response = web.json_response(
             {"ok": True, field: value, "health_generation": store.view.generation, **extra}
         )
