@@ -34,7 +34,7 @@ from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.scheduler import ProbeScheduler
-from dnsd.health.store import HealthEvent, HealthStore
+from dnsd.health.store import HealthEvent, HealthStore, PersistError
 from dnsd.health.view import HealthView
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
@@ -461,6 +461,15 @@ class DnsServer:
             self.pool.start()
             self.loops.external_down = self.pool.dead
         self._systemd_tasks.append(asyncio.create_task(self._watch_loops()))
+        if self.options.follow_fd is None:  # the main process owns the overrides
+            self._systemd_tasks.append(asyncio.create_task(self._expire_overrides()))
+
+    async def _expire_overrides(self) -> None:
+        """Overrides with an expiry end by themselves, also one set before a restart."""
+        while True:
+            with contextlib.suppress(PersistError):  # logged; the next tick tries again
+                self.store.expire_overrides()
+            await asyncio.sleep(OVERRIDE_EXPIRY_CHECK_S)
 
     def _worker_report(self, pid: int, counts: dict[str, Any]) -> None:
         self.metrics.set_worker_counts(pid, counts)
@@ -751,6 +760,7 @@ def _key_files(key_dir: Path, signing: Mapping[str, ZoneKeys]) -> dict[Path, flo
     return found
 
 
+OVERRIDE_EXPIRY_CHECK_S = 0.5
 KEY_CHECK_S = 1.0
 LOOP_WATCH_S = 0.5  # how soon systemd's STATUS names a listener that is down
 UDP_RECEIVE_BUFFER = 4 << 20

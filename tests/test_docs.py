@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dnsd.config.loader import load_config
+from dnsd.drill.plan import load_plan
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
@@ -48,6 +49,9 @@ def test_relative_links_point_at_files_and_headings_that_exist(page: Path) -> No
 )
 def test_readme_yaml_example_validates(tmp_path: Path, index: int) -> None:
     text = BLOCKS[index][1]
+    if re.search(r"^steps:", text, flags=re.M):  # a drill plan (docs/drills.md), not a config
+        assert load_plan(text, "plan.yaml").steps
+        return
     (tmp_path / "example.yaml").write_text(text)
     # Files an example names (a zone file, a TSIG secret) are made up for it.
     for name in re.findall(r"\bfile: (\S+\.zone)", text):
@@ -62,3 +66,9 @@ def test_readme_yaml_example_validates(tmp_path: Path, index: int) -> None:
     config, warnings = load_config(tmp_path)
     assert config.zones, "each README example is a whole zone file"
     assert not [w for w in warnings if "not used" not in w.message], warnings
+
+
+@pytest.mark.parametrize("plan", sorted((ROOT / "docs" / "drills").glob("*.yaml")), ids=str)
+def test_the_ready_made_drill_plans_load(plan: Path) -> None:
+    loaded = load_plan(plan.read_text(), str(plan))
+    assert loaded.steps and all(s.expect for s in loaded.steps)

@@ -35,8 +35,10 @@ from dnsd.admin.gate import (
 )
 from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
+from dnsd.admin.override_meta import META_FIELDS, active_overrides, iso, override_meta
 from dnsd.admin.status import DEFAULT_LIMIT, MAX_LIMIT, Page, status_document
 from dnsd.explain import ExplainError, explain_query
+from dnsd.health.overrides import OverrideMeta
 from dnsd.health.store import OverrideError, PersistError
 from dnsd.ratelog import RateLimitedLog
 
@@ -84,6 +86,7 @@ def build_app(
     r.add_get("/api/v1/openapi.json", openapi)
     r.add_post("/api/v1/reload", reload)
     r.add_get("/api/v1/audit", audit_entries)
+    r.add_get("/api/v1/overrides", overrides)
     r.add_put("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
     r.add_delete("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
     r.add_put("/api/v1/overrides/pools/{pool}", pool_override)
@@ -192,17 +195,29 @@ async def reload(request: web.Request) -> web.Response:
                          {"generation": result.generation}, response)  # fmt: skip
 
 
+async def overrides(request: web.Request) -> web.Response:
+    """GET /api/v1/overrides — the active ones, with actor, reason, since and expires (it
+    names tokens, so it needs one)."""
+    token = authorize(request, "read")
+    if isinstance(token, web.Response):
+        return token
+    return web.json_response({"overrides": active_overrides(request.app[SERVER].store.overrides)})
+
+
 async def backend_override(request: web.Request) -> web.Response:
     pool, backend = request.match_info["pool"], request.match_info["backend"]
     return await _override(
-        request, {"state"}, lambda store, v: store.set_backend_override(pool, backend, v), "state"
+        request,
+        {"state"},
+        lambda store, v, m: store.set_backend_override(pool, backend, v, m),
+        "state",
     )
 
 
 async def pool_override(request: web.Request) -> web.Response:
     pool = request.match_info["pool"]
     return await _override(
-        request, {"state"}, lambda store, v: store.set_pool_override(pool, v), "state"
+        request, {"state"}, lambda store, v, m: store.set_pool_override(pool, v, m), "state"
     )
 
 
@@ -211,20 +226,25 @@ async def lb_override(request: web.Request) -> web.Response:
     return await _override(
         request,
         {"trickle_ratio"},
-        lambda store, v: store.set_trickle_override(lb, v),
+        lambda store, v, m: store.set_trickle_override(lb, v, m),
         "trickle_ratio",
     )
 
 
 async def _override(
-    request: web.Request, allowed: set[str], apply: Callable[[Any, Any], None], field: str
+    request: web.Request,
+    allowed: set[str],
+    apply: Callable[[Any, Any, OverrideMeta | None], None],
+    field: str,
 ) -> web.Response:
     token = authorize(request, "override")
     if isinstance(token, web.Response):
         return token
     value = None
+    meta: OverrideMeta | None = None
     if request.method == "PUT":
-        body = await json_object(request, allowed)
+        body = await json_object(request, allowed | META_FIELDS)
+        meta = override_meta(body, token.name, time.time())
         if body.get(field) is None:
             return error(400, f'the body needs "{field}" (DELETE removes an override)')
         value = body[field]
@@ -239,7 +259,7 @@ async def _override(
     store = request.app[SERVER].store
     before = store.overrides_document()
     try:
-        apply(store, value)
+        apply(store, value, meta)
     except KeyError as exc:
         response = error(404, str(exc.args[0]))
     except OverrideError as exc:
@@ -247,7 +267,8 @@ async def _override(
     except PersistError as exc:
         response = error(503, str(exc))
     else:
+        extra = {"expires": iso(meta.expires)} if meta is not None and meta.expires else {}
         response = web.json_response(
-            {"ok": True, field: value, "health_generation": store.view.generation}
+            {"ok": True, field: value, "health_generation": store.view.generation, **extra}
         )
     return await audited(request, token, before, store.overrides_document(), response)

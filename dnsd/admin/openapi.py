@@ -38,11 +38,19 @@ def _override(name: str, body: dict[str, Any], params: list[str]) -> dict[str, A
     }
 
 
+# Every override also takes why and until when (an expired override removes itself).
+META = {
+    "reason": {"type": "string", "maxLength": 200},
+    "expires": {"type": "string", "format": "date-time"},
+    "for": {"type": "string", "description": 'a duration: "30m", "2h"', "example": "30m"},
+}
+
+
 def state(*values: str) -> dict[str, Any]:
     return {
         "type": "object",
         "required": ["state"],
-        "properties": {"state": {"type": "string", "enum": list(values)}},
+        "properties": {"state": {"type": "string", "enum": list(values)}, **META},
         "additionalProperties": False,
     }
 
@@ -54,7 +62,7 @@ def query(name: str, required: bool = False) -> dict[str, Any]:
 TRICKLE = {
     "type": "object",
     "required": ["trickle_ratio"],
-    "properties": {"trickle_ratio": {"type": "number", "minimum": 0, "maximum": 1}},
+    "properties": {"trickle_ratio": {"type": "number", "minimum": 0, "maximum": 1}, **META},
     "additionalProperties": False,
 }
 
@@ -228,6 +236,17 @@ def openapi_document() -> dict[str, Any]:
                         "400": ERR,
                         "401": ERR,
                         "403": ERR,
+                    },
+                }
+            },
+            "/api/v1/overrides": {
+                "get": {
+                    "summary": "The active overrides with actor, reason, since and expires; a "
+                    "token of any scope",
+                    "security": BEARER,
+                    "responses": {
+                        "200": {"description": "{overrides: [...]}", "content": JSON},
+                        "401": {"description": "no token", "content": JSON},
                     },
                 }
             },

@@ -112,12 +112,22 @@ def status_document(
                 }
             )
         monitor = pool.monitor
+        timing = snap.config.monitors.get(monitor) if monitor else None
         pools.append(
             {
                 "name": pool.name,
                 "healthy": view.pool_healthy(pool),
                 "override": view.pool_overrides.get(pool.name),
                 "monitor": monitor,
+                # what outage bounds are computed from (`dnsd drill run`)
+                "monitor_timing": None
+                if timing is None
+                else {
+                    "interval_s": timing.interval_s,
+                    "timeout_s": timing.timeout_s,
+                    "healthy_threshold": timing.healthy_threshold,
+                    "unhealthy_threshold": timing.unhealthy_threshold,
+                },
                 "region": pool.region,
                 "minimum_origins": pool.minimum_origins,
                 "backends": backends,

@@ -18,17 +18,25 @@ from dnsd.drill.runner import SCENARIOS, Drill, DrillResult
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    drill = sub.add_parser("drill", help="run a failover drill and measure it")
-    drill.add_argument("scenario", choices=[*SCENARIOS, "all"])
+    drill = sub.add_parser(
+        "drill",
+        help="run a failover drill and measure it",
+        description="dnsd drill SCENARIO: the demo drills; dnsd drill run PLAN.yaml: a drill "
+        "plan on your own names, pools and resolvers (docs/drills.md)",
+    )
+    drill.add_argument("scenario", choices=[*SCENARIOS, "all", "run"])
+    drill.add_argument("plan", nargs="?", metavar="PLAN.yaml", help="with run: the drill plan")
     drill.add_argument("--server", metavar="URL", help="drill a running dnsd through its admin API")
     drill.add_argument(
         "--dns",
-        default="127.0.0.1:5353",
         metavar="ADDR:PORT",
-        help="with --server: dnsd's DNS address",
+        help="with --server: dnsd's DNS address (default 127.0.0.1:5353; run: the plan's dns)",
     )
     drill.add_argument(
-        "--resolver", metavar="ADDR:PORT", help="with --server: a caching resolver in front of it"
+        "--resolver",
+        action="append",
+        metavar="ADDR:PORT",
+        help="with --server or run: a caching resolver in front of it (run: repeatable)",
     )
     drill.add_argument(
         "--control",
@@ -37,7 +45,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     drill.add_argument("--no-resolver", action="store_true", help="in a box: skip unbound")
     drill.add_argument("--json", metavar="FILE", help="write the result as JSON")
-    drill.add_argument("--plot", metavar="FILE.png", help="draw the timeline")
+    drill.add_argument(
+        "--plot",
+        metavar="FILE.png|DIR",
+        help="draw the timeline (all: one FILE-SCENARIO.png each; run: one PNG per step in DIR)",
+    )
+    drill.add_argument(
+        "--junit", metavar="FILE", help="run: JUnit XML, a test case per expectation"
+    )
+    drill.add_argument("--report", metavar="FILE.html", help="run: a self-contained HTML report")
+    drill.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run: check the plan against the live config and print what would happen",
+    )
     drill.add_argument("--quiet", action="store_true", help="no progress display")
 
     backends = sub.add_parser("backends", help="serve demo backends (for a deployment test bed)")
@@ -62,8 +83,8 @@ async def _drill(args: argparse.Namespace) -> int:
     results: list[DrillResult] = []
     if args.server:
         env = RemoteEnvironment(
-            args.server, os.environ.get("DNSD_ADMIN_TOKEN"), _addr(args.dns),
-            _addr(args.resolver) if args.resolver else None, args.control, DEFAULT_TIMING,
+            args.server, os.environ.get("DNSD_ADMIN_TOKEN"), _addr(args.dns or "127.0.0.1:5353"),
+            _addr(args.resolver[0]) if args.resolver else None, args.control, DEFAULT_TIMING,
         )  # fmt: skip
     else:
         print("starting demo backends, dnsd and unbound on loopback…", file=sys.stderr)
@@ -81,11 +102,32 @@ async def _drill(args: argparse.Namespace) -> int:
     if args.json:
         write_json(results, Path(args.json))
     if args.plot:
-        plot(results[0], Path(args.plot))
+        for result, path in zip(results, plot_paths(Path(args.plot), results), strict=True):
+            plot(result, path)
     return 0 if all(r.passed for r in results) else 1
 
 
+def plot_paths(target: Path, results: list[DrillResult]) -> list[Path]:
+    """One picture per scenario: FILE.png for one; FILE-SCENARIO.png (or DIR/SCENARIO.png
+    when the target is a directory) for several."""
+    if len(results) == 1 and not target.is_dir():
+        return [target]
+    if target.suffix.lower() == ".png":
+        return [target.with_name(f"{target.stem}-{r.scenario}.png") for r in results]
+    target.mkdir(parents=True, exist_ok=True)
+    return [target / f"{r.scenario}.png" for r in results]
+
+
 def run_drill(args: argparse.Namespace) -> int:
+    if args.scenario == "run":
+        from dnsd.drill.plan_cli import run_plan_command
+
+        return run_plan_command(args)
+    if args.plan is not None:
+        print(
+            f"dnsd drill: {args.scenario} takes no plan (dnsd drill run PLAN.yaml)", file=sys.stderr
+        )
+        return 2
     try:
         return asyncio.run(_drill(args))
     except (ValueError, RuntimeError, OSError) as exc:

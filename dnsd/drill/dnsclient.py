@@ -6,7 +6,7 @@ import asyncio
 import random
 from dataclasses import dataclass
 
-from dnslib import QTYPE, RCODE, DNSRecord
+from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +53,15 @@ class DnsClient:
         if self._transport is not None:
             self._transport.close()
 
-    async def query(self, name: str, at: float, qtype: str = "A") -> Answer:
+    async def query(
+        self, name: str, at: float, qtype: str = "A", ecs: EDNSOption | None = None
+    ) -> Answer:
+        """`ecs`: ask as a client in that subnet (a drill plan's vantage point)."""
         assert self._proto is not None and self._transport is not None
         for _ in range(self.tries):  # like dig: a lost datagram is retried
             q = DNSRecord.question(name, qtype)
+            if ecs is not None:
+                q.add_ar(EDNS0(udp_len=1232, opts=[ecs]))
             q.header.id = self._rng.randrange(65536)
             fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
             self._proto.waiting[q.header.id] = fut

@@ -36,6 +36,7 @@ class PersistError(OSError):
     """The state file could not be written: the override was not applied."""
 
 
+MAX_REASON = 200  # characters of an override's reason
 Version = tuple[float, str]  # (time, node): the later wins, the node name breaks ties
 NEVER: Version = (float("-inf"), "")  # an entry a side has never heard of
 
@@ -44,6 +45,40 @@ def entry_key(table: str, key: str | tuple[str, str]) -> str:
     """ "backends/POOL/BACKEND", "pools/POOL", "load_balancers/LB" (the document's names)."""
     name = "load_balancers" if table == "trickle" else table
     return f"{name}/{'/'.join(key) if isinstance(key, tuple) else key}"
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideMeta:
+    """Who set an override (the admin token's name), why, when, and when it ends by itself
+    (None: it stays until removed)."""
+
+    actor: str = ""
+    reason: str = ""
+    since: float = 0.0
+    expires: float | None = None
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor, "reason": self.reason, "since": self.since,
+            "expires": self.expires,
+        }  # fmt: skip
+
+    @classmethod
+    def from_document(cls, data: Any) -> OverrideMeta:
+        if not isinstance(data, dict):
+            raise ValueError("bad override metadata")
+        expires = data.get("expires")
+        meta = cls(
+            actor=str(data.get("actor", ""))[:100],
+            reason=str(data.get("reason", ""))[:MAX_REASON],
+            since=float(data.get("since", 0.0)),
+            expires=None if expires is None else float(expires),
+        )
+        if not math.isfinite(meta.since) or not (
+            meta.expires is None or math.isfinite(meta.expires)
+        ):
+            raise ValueError("bad override time")
+        return meta
 
 
 @dataclass(slots=True)
@@ -58,6 +93,9 @@ class Overrides:
     trickle: dict[str, float] = field(default_factory=dict)
     updated_at: float = 0.0
     versions: dict[str, Version] = field(default_factory=dict)  # removed entries keep theirs
+    # Per active entry (entry_key): who set it, why, since and until when. The expiry is
+    # persisted with the entry, so a node that restarts still removes it on time.
+    meta: dict[str, OverrideMeta] = field(default_factory=dict)
 
     # -- validated changes: KeyError for unknown names, OverrideError for bad values ---------
     @staticmethod
@@ -90,7 +128,15 @@ class Overrides:
             "load_balancers": {k: {"trickle_ratio": v} for k, v in sorted(self.trickle.items())},
             "updated_at": self.updated_at,
             "versions": {k: [at, node] for k, (at, node) in sorted(self.versions.items())},
-        }
+        } | ({"meta": {k: m.document() for k, m in sorted(self.meta.items())}} if self.meta else {})
+
+    def expired(self, now: float) -> list[tuple[str, Any]]:
+        """(table, key) of every entry whose expiry has passed."""
+        return [
+            (table, key)
+            for name, (table, key, _) in self._entries().items()
+            if (m := self.meta.get(name)) is not None and m.expires is not None and m.expires <= now
+        ]
 
     def _entries(self) -> dict[str, tuple[str, Any, Any]]:
         out: dict[str, tuple[str, Any, Any]] = {}
@@ -111,6 +157,9 @@ class Overrides:
             if name in entries:
                 table, key, value = entries[name]
                 getattr(out, table)[key] = value
+                meta = (other if entries is theirs else self).meta.get(name)
+                if meta is not None:  # the expiry travels with the entry that won
+                    out.meta[name] = meta
         return out
 
     @classmethod
@@ -132,18 +181,22 @@ class Overrides:
         }
         if not all(len(k) < 600 and math.isfinite(v[0]) for k, v in versions.items()):
             raise ValueError("bad override version")
+        meta = {
+            str(k): OverrideMeta.from_document(v) for k, v in dict(data.get("meta", {})).items()
+        }
         return cls(
             backends=cast(dict[tuple[str, str], BackendOverride], backends),
             pools=pools,
             trickle=trickle,
             updated_at=float(data.get("updated_at", default_time)),
             versions=versions,
+            meta=meta,
         )
 
     def copy(self) -> Overrides:
         return Overrides(
             dict(self.backends), dict(self.pools), dict(self.trickle), self.updated_at,
-            dict(self.versions),
+            dict(self.versions), dict(self.meta),
         )  # fmt: skip
 
     def __len__(self) -> int:

@@ -22,7 +22,13 @@ from typing import Any, Literal
 from dnsd.config.model import Backend, Monitor, Pool
 from dnsd.health import ewma
 from dnsd.health.fsm import ProbeResult, SourceState, State, on_result
-from dnsd.health.overrides import OverrideError, Overrides, PersistError, entry_key
+from dnsd.health.overrides import (
+    OverrideError,
+    OverrideMeta,
+    Overrides,
+    PersistError,
+    entry_key,
+)
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.remote import RemoteObservation, RemoteObservations
 from dnsd.health.verdict import (
@@ -302,41 +308,76 @@ class HealthStore:
         return self.view
 
     # -- overrides ---------------------------------------------------------------------------
-    def set_backend_override(self, pool: str, backend: str, state: str | None) -> None:
+    def set_backend_override(
+        self, pool: str, backend: str, state: str | None, meta: OverrideMeta | None = None
+    ) -> None:
         Overrides.check_backend(self._require_snapshot().config, pool, backend, state)
-        self._change("backends", (pool, backend), state, f"backend {pool}/{backend}")
+        self._change("backends", (pool, backend), state, f"backend {pool}/{backend}", meta)
 
-    def set_pool_override(self, pool: str, state: str | None) -> None:
+    def set_pool_override(
+        self, pool: str, state: str | None, meta: OverrideMeta | None = None
+    ) -> None:
         Overrides.check_pool(self._require_snapshot().config, pool, state)
-        self._change("pools", pool, state, f"pool {pool}")
+        self._change("pools", pool, state, f"pool {pool}", meta)
 
-    def set_trickle_override(self, lb: str, ratio: float | None) -> None:
+    def set_trickle_override(
+        self, lb: str, ratio: float | None, meta: OverrideMeta | None = None
+    ) -> None:
         Overrides.check_trickle(self._require_snapshot().config, lb, ratio)
-        self._change("trickle", lb, ratio, f"load balancer {lb} trickle_ratio")
+        self._change("trickle", lb, ratio, f"load balancer {lb} trickle_ratio", meta)
 
-    def _change(self, table_name: str, key: Any, value: Any, subject: str) -> None:
+    def expire_overrides(self) -> int:
+        """Remove every override whose expiry has passed (health.md "Overrides"): each
+        removal is an `override` event with the cause `expired`. Also right after a
+        restart, since the expiry is persisted with the override."""
+        expired = self.overrides.expired(self._clock())
+        for table, key in expired:
+            name = "/".join(key) if isinstance(key, tuple) else key
+            subject = {"backends": "backend", "pools": "pool"}.get(table, "load balancer")
+            suffix = " trickle_ratio" if table == "trickle" else ""
+            self._change(table, key, None, f"{subject} {name}{suffix}", cause="expired")
+        return len(expired)
+
+    def _change(
+        self,
+        table_name: str,
+        key: Any,
+        value: Any,
+        subject: str,
+        meta: OverrideMeta | None = None,
+        cause: str = "admin",
+    ) -> None:
         """Persist first, then apply: an override the state file could not hold would be
         lost at the next restart, so it is refused (PersistError) and nothing changes."""
         changed = self.overrides.copy()
         table: dict[Any, Any] = getattr(changed, table_name)
         old = table.get(key)
+        name = entry_key(table_name, key)
         if value is None:
             table.pop(key, None)
+            changed.meta.pop(name, None)
         else:
             table[key] = value
+            if meta is not None:
+                changed.meta[name] = meta
+            else:  # set without metadata (in-process): no expiry, like before
+                changed.meta.pop(name, None)
         now = self._clock()
         # Strictly newer than any version seen, even with a clock behind another node's.
         newest = max((at for at, _ in changed.versions.values()), default=0.0)
         changed.updated_at = max(now, newest + 1e-6)
-        changed.versions[entry_key(table_name, key)] = (changed.updated_at, self.node_name)
+        changed.versions[name] = (changed.updated_at, self.node_name)
         self._save(changed)
         self.overrides = changed
         document = self.overrides_document()
         for listener in self.override_listeners:
             listener(document)
         self.override_changes_total += 1
-        log.warning("override %s: %s -> %s", subject, old, value)
-        self._event(HealthEvent(self._clock(), "override", subject, str(old), str(value), "admin"))
+        log.warning(
+            "override %s: %s -> %s%s", subject, old, value, f" ({cause})" * (cause != "admin")
+        )
+        why = cause if meta is None or not meta.reason else f"{cause}: {meta.reason}"
+        self._event(HealthEvent(self._clock(), "override", subject, str(old), str(value), why))
         self.publish()
 
     def _require_snapshot(self) -> Snapshot:

@@ -11,6 +11,7 @@ import random
 import subprocess
 import time
 import urllib.request
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,26 @@ def topology(engine):
 def control(mode: str) -> None:
     request = urllib.request.Request("http://127.0.0.1:8054/backends/b1", data=json.dumps({"mode": mode}).encode(), method="POST")  # fmt: skip
     urllib.request.urlopen(request, timeout=5).read()
+
+
+def test_the_compose_drill_plan_in_docs_passes(topology, tmp_path) -> None:
+    """docs/drills/compose.yaml, run as its comment says: in a container on the compose
+    network (issue 35). Before the test below, which kills and stops nodes."""
+    out = tmp_path / "out"
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)  # the image runs as an unprivileged user
+    done = run(
+        "docker", "run", "--rm", "--network", "dnsdtest_gslb",
+        "-v", f"{ROOT / 'docs' / 'drills'}:/plans:ro", "-v", f"{out}:/out",
+        "-e", f"DNSD_ADMIN_TOKEN={TOKEN}", "dnsd-node:local",
+        "drill", "run", "/plans/compose.yaml", "--junit", "/out/junit.xml", "--quiet",
+        timeout=600, check=False,
+    )  # fmt: skip
+    print(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert "6/6 expectations held: PASS" in done.stdout
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert suite.get("tests") == "6" and suite.get("failures") == "0"
 
 
 def test_the_topology_answers_fails_over_and_shares_overrides(topology) -> None:

@@ -127,3 +127,19 @@ def test_unbound_takes_another_port_when_its_first_is_taken(monkeypatch) -> None
                 unbound.stop()
     finally:
         taken.close()
+
+
+def test_plot_with_all_draws_one_picture_per_scenario(tmp_path) -> None:
+    """`dnsd drill all --plot DIR` writes DIR/SCENARIO.png for every scenario (it used to
+    draw only the first, silently)."""
+    plots = tmp_path / "plots"
+    drill = subprocess.run(
+        [sys.executable, "-m", "dnsd", "drill", "all", "--plot", str(plots), "--quiet",
+         "--json", str(tmp_path / "all.json")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert drill.returncode == 0, drill.stdout + drill.stderr[-2000:]
+    assert sorted(p.name for p in plots.iterdir()) == sorted(f"{s}.png" for s in SCENARIOS)
+    pictures = {p.read_bytes() for p in plots.iterdir()}
+    assert len(pictures) == len(SCENARIOS)  # each its own scenario, not one copied
+    assert all(p[:8] == b"\x89PNG\r\n\x1a\n" for p in pictures)

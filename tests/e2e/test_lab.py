@@ -5,14 +5,17 @@ the scenarios, twice in a row, and leaves nothing behind."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from dnsd.lab.lab import leftovers
 from dnsd.lab.netns import available
+from dnsd.lab.topology import TOKEN
 
 BUILT = ["partial-outage", "dynamic-rtt", "node-down", "redis-partition", "region-isolated",
          "region-down"]  # fmt: skip
@@ -50,4 +53,27 @@ def test_lab_drills_pass_and_leave_nothing_behind(tmp_path: Path, run: int) -> N
     dynamic = results[1]
     assert dynamic["checks"]["explain's RTTs within 20% of the path delays"]
     assert done.returncode == 0, done.stderr[-2000:]
+    assert leftovers() == [], "lab namespaces or processes left behind"
+
+
+def test_the_lab_drill_plan_in_docs_passes(tmp_path: Path) -> None:
+    """docs/drills/lab.yaml, run as its comment says: from WNAM's namespace (issue 35)."""
+    plan = Path(__file__).parent.parent.parent / "docs" / "drills" / "lab.yaml"
+    up = subprocess.run([sys.executable, "-m", "dnsd", "lab", "up"], capture_output=True,
+                        text=True, timeout=300)  # fmt: skip
+    assert up.returncode == 0, up.stderr[-2000:]
+    try:
+        junit = tmp_path / "lab-drill.xml"
+        done = subprocess.run(
+            ["ip", "netns", "exec", "dnsdlab-wnam", sys.executable, "-m", "dnsd", "drill", "run",
+             str(plan), "--junit", str(junit), "--quiet"],
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, DNSD_ADMIN_TOKEN=TOKEN),
+        )  # fmt: skip
+        print(done.stdout)
+        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+        suite = ET.parse(junit).getroot()
+        assert suite.get("tests") == "8" and suite.get("failures") == "0"
+    finally:
+        subprocess.run([sys.executable, "-m", "dnsd", "lab", "down"], timeout=120)
     assert leftovers() == [], "lab namespaces or processes left behind"

@@ -130,6 +130,9 @@ def test_override_document_round_trips() -> None:
         "versions": {"backends/p/b": [12.5, "a"], "pools/gone": [11.0, "b"]},  # a removal
     }
     assert Overrides.from_document(doc).document() == doc
+    meta = {"pools/q": {"actor": "ci", "reason": "drill", "since": 10.0, "expires": 70.0}}
+    assert Overrides.from_document({**doc, "meta": meta}).document() == {**doc, "meta": meta}
+    assert Overrides.from_document({**doc, "meta": meta}).expired(70.0) == [("pools", "q")]
 
 
 def test_overrides_merge_entry_by_entry_and_a_removal_supersedes() -> None:

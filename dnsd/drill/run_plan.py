@@ -1,0 +1,518 @@
+"""Run a drill plan against a running dnsd (docs/drills.md "Drill plans").
+
+Per step: inject the fault (an admin-API override with an expiry, or the plan's command),
+then poll every expectation's name — directly at dnsd and through each resolver, as the
+plan's vantage point (ECS) — every 100 ms until the answer is the expected one or its bound
+(+ slack) has passed. Every fault is undone on success, failure, Ctrl-C and SIGTERM; an
+override outlives a killed drill only until its expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from dnsd.drill.dnsclient import Answer, DnsClient
+from dnsd.drill.plan import (
+    Bound,
+    Expectation,
+    Fault,
+    LiveConfig,
+    MonitorTiming,
+    NameInfo,
+    Plan,
+    Step,
+    bound_for,
+    check_against,
+    expected_addresses,
+    fault_for_s,
+)
+from dnsd.errors import Reason
+from dnsd.explain import ecs_option
+
+POLL_S = 0.1
+SLACK_S = 1.0  # polling, a query's retry and scheduling, on top of the bound
+COMMAND_TIMEOUT_S = 60.0
+
+
+class DrillRefused(Exception):
+    """The plan cannot run against this server (exit 2): nothing was changed."""
+
+    def __init__(self, reasons: list[Reason] | list[str]) -> None:
+        self.reasons = [str(r) for r in reasons]
+        super().__init__("\n".join(self.reasons))
+
+
+@dataclass
+class LaneResult:
+    lane: str  # "dnsd" or "resolver ADDR:PORT"
+    measured_s: float | None = None
+    queries: int = 0
+    lost: int = 0
+
+
+@dataclass
+class ExpectationResult:
+    step: int
+    expectation: Expectation
+    bound: Bound
+    lanes: list[LaneResult] = field(default_factory=list)
+    passed: bool = False
+    message: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.expectation.describe()
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.expectation
+        dnsd = next((x.measured_s for x in self.lanes if x.lane == "dnsd"), None)
+        clients = [x.measured_s for x in self.lanes if x.lane != "dnsd"]
+        # the slowest client lane (none: dnsd's own); None when one never got there
+        slowest = [c for c in clients if c is not None]
+        client = _round(max(slowest)) if clients and len(slowest) == len(clients) else None
+        if not clients:
+            client = _round(dnsd)
+        return {
+            "expectation": self.label, "name": e.name, "from": e.vantage, "pool": list(e.pools),
+            "backend": "/".join(e.backend) if e.backend else None, "address": e.address,
+            "within": e.within, "bound_s": round(self.bound.seconds, 3),
+            "bound": self.bound.formula, "ttl_s": self.bound.ttl_s,
+            "interval_s": self.bound.interval_s,
+            "unhealthy_threshold": None if e.within == "failback_bound" else self.bound.threshold,
+            "detect_s": _round(dnsd),
+            "client_s": client,
+            "failback_s": client if e.within == "failback_bound" else None,
+            "lanes": {x.lane: _round(x.measured_s) for x in self.lanes},
+            "queries": sum(x.queries for x in self.lanes),
+            "lost": sum(x.lost for x in self.lanes),
+            "passed": self.passed, "message": self.message, "line": e.line,
+        }  # fmt: skip
+
+
+@dataclass
+class StepResult:
+    step: Step
+    started_at: float = 0.0  # seconds since the drill began
+    finished_at: float = 0.0
+    expectations: list[ExpectationResult] = field(default_factory=list)
+    timeline: list[tuple[str, Answer]] = field(default_factory=list)  # lane label → answer
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(e.passed for e in self.expectations)
+
+
+@dataclass
+class PlanResult:
+    plan: Plan
+    steps: list[StepResult] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # address → "pool/backend"
+    interrupted: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def expectations(self) -> list[ExpectationResult]:
+        return [e for s in self.steps for e in s.expectations]
+
+    @property
+    def passed(self) -> bool:
+        return (
+            not self.interrupted
+            and not self.errors
+            and all(e.passed for e in self.expectations)
+            and len(self.steps) == len(self.plan.steps)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan.name,
+            "file": self.plan.file,
+            "passed": self.passed,
+            "interrupted": self.interrupted,
+            "errors": self.errors,
+            "steps": [
+                {
+                    "scenario": f"step {s.step.index}: {s.step.name}",
+                    "step": s.step.index,
+                    "name": s.step.name,
+                    "fault": s.step.fault.describe() if s.step.fault else None,
+                    "restore": s.step.restore,
+                    "started_at": round(s.started_at, 3),
+                    "passed": s.passed,
+                    "notes": s.notes,
+                    "expectations": [e.to_json() for e in s.expectations],
+                    "timeline": [
+                        {
+                            "lane": lane,
+                            "at": round(a.at, 3),
+                            "rcode": a.rcode,
+                            "answer": list(a.addresses),
+                            "ttl": a.ttl,
+                        }
+                        for lane, a in s.timeline
+                    ],
+                }
+                for s in self.steps
+            ],
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def parse_addr(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class AdminClient:
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self._session: aiohttp.ClientSession | None = None
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            async with self._session.request(
+                method, self.url + path, json=body, headers=headers
+            ) as r:
+                return r.status, await r.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise OSError(f"admin API {self.url}: {exc or type(exc).__name__}") from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+async def read_live(admin: AdminClient, plan: Plan) -> LiveConfig:
+    """The running config as the plan needs it: pools and backends, monitors, load
+    balancers (status document), and per (name, vantage) the load balancer, TTL and pools
+    (explain: the same code path as the answers)."""
+    status, doc = await admin.call("GET", "/api/v1/status")
+    if status != 200:
+        raise OSError(f"admin API GET /api/v1/status: {status}")
+    live = LiveConfig(
+        pools={p["name"]: {b["name"]: b["address"] for b in p["backends"]} for p in doc["pools"]},
+        timing={
+            p["name"]: MonitorTiming(**p["monitor_timing"]) if p.get("monitor_timing") else None
+            for p in doc["pools"]
+        },
+        lbs={lb["name"] for lb in doc["load_balancers"]},
+    )
+    pairs = {(e.name, e.vantage) for s in plan.steps for e in s.expect}
+    for name, vantage in sorted(pairs, key=str):
+        query = f"/api/v1/explain?name={quote(name)}"
+        if vantage is not None:
+            query += f"&ecs={quote(plan.vantage[vantage])}"
+        code, info = await admin.call("GET", query)
+        if code != 200 or not info.get("lb"):
+            continue  # check_against names it
+        pools = [c["pool"] for c in info.get("candidates", [])]
+        pools += [p for p in (info.get("primary"), info.get("backup"), info.get("pool")) if p]
+        ttl = info.get("ttl") or 0
+        live.names[(name, vantage)] = NameInfo(info["lb"], float(ttl), tuple(dict.fromkeys(pools)))
+    return live
+
+
+class PlanRunner:
+    def __init__(
+        self,
+        plan: Plan,
+        admin: AdminClient,
+        dns: tuple[str, int],
+        resolvers: list[tuple[str, int]],
+        progress: bool = False,
+    ) -> None:
+        self.plan, self.admin, self.dns, self.resolvers = plan, admin, dns, resolvers
+        self.progress = progress
+        self.live: LiveConfig | None = None
+        self.bounds: dict[tuple[int, int], Bound] = {}
+        self.fault_for_s = 0.0
+        self.active: list[Fault] = []  # injected, not yet restored (in order)
+        self.start = time.monotonic()
+        self.result = PlanResult(plan)
+
+    # -- before anything changes ------------------------------------------------------------
+    async def prepare(self) -> LiveConfig:
+        """Read the live config, check the plan against it, compute the bounds; DrillRefused
+        (nothing changed) when a name, pool, backend or load balancer does not exist or a
+        target the plan faults already carries an override."""
+        live = await read_live(self.admin, self.plan)
+        reasons = check_against(self.plan, live)
+        if reasons:
+            raise DrillRefused(reasons)
+        self.live = live
+        for step in self.plan.steps:
+            for i, e in enumerate(step.expect):
+                self.bounds[(step.index, i)] = bound_for(e, live)
+        self.fault_for_s = fault_for_s(self.plan, self.bounds)
+        return live
+
+    async def refuse_overridden_targets(self) -> None:
+        status, body = await self.admin.call("GET", "/api/v1/overrides")
+        if status != 200:
+            raise DrillRefused([f"admin API GET /api/v1/overrides: {status} {body} (token?)"])
+        taken = {(o["kind"], o["target"]) for o in body.get("overrides", [])}
+        clashes = []
+        for step in self.plan.steps:
+            f = step.fault
+            if f is None or f.kind == "command":
+                continue
+            kind, target = _override_target(f)
+            if (kind, target) in taken:
+                clashes.append(f"{self.plan.file}:{f.line}: {kind} {target} already has an override: "
+                               "remove it first (a drill would remove it when it restores)")  # fmt: skip
+        if clashes:
+            raise DrillRefused(clashes)
+
+    def describe(self) -> str:
+        """What the drill would do (--dry-run)."""
+        lines = [f"plan {self.plan.name!r}: {len(self.plan.steps)} step(s); injected overrides "
+                 f"expire after {self.fault_for_s:.0f}s unless restored"]  # fmt: skip
+        lanes = ["dnsd " + ":".join(map(str, self.dns))] + [
+            f"resolver {h}:{p}" for h, p in self.resolvers
+        ]
+        lines.append(f"measured at: {', '.join(lanes)} (every {POLL_S * 1000:.0f} ms)")
+        for step in self.plan.steps:
+            action = (
+                f"inject {step.fault.describe()}"
+                if step.fault
+                else "restore every fault"
+                if step.restore
+                else "no change"
+            )
+            lines.append(f"step {step.index}: {step.name} — {action}")
+            for i, e in enumerate(step.expect):
+                b = self.bounds[(step.index, i)]
+                lines.append(f"    expect {e.describe()}: bound {b.seconds:.2f}s = {b.formula}")
+        return "\n".join(lines)
+
+    # -- the drill ----------------------------------------------------------------------------
+    async def run(self) -> PlanResult:
+        result = self.result = PlanResult(self.plan, names=self._address_names())
+        self.start = time.monotonic()
+        try:
+            for step in self.plan.steps:
+                result.steps.append(await self._step(step))
+        except asyncio.CancelledError:
+            result.interrupted = "interrupted"
+            raise
+        except (OSError, RuntimeError) as exc:
+            result.errors.append(str(exc))
+        finally:
+            errors = await self.restore_all()
+            result.errors.extend(errors)
+        return result
+
+    async def _step(self, step: Step) -> StepResult:
+        out = StepResult(step, started_at=self.now())
+        if self.progress:
+            total = len(self.plan.steps)
+            print(f"step {step.index}/{total}: {step.name} …", file=sys.stderr, flush=True)
+        if step.fault is not None:
+            await self._warm(step, out)
+            await self._inject(step.fault)
+        elif step.restore:
+            errors = await self.restore_all()
+            if errors:
+                raise RuntimeError("; ".join(errors))
+        t0 = self.now()
+        out.started_at = t0
+        tasks = [
+            asyncio.create_task(self._expect(step, i, e, t0, out))
+            for i, e in enumerate(step.expect)
+        ]
+        try:
+            out.expectations = list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+        out.finished_at = self.now()
+        if self.progress:
+            for e in out.expectations:
+                print(f"  step {step.index} {'PASS' if e.passed else 'FAIL'} {e.label}"
+                      f"{': ' + e.message if e.message else ''}", file=sys.stderr)  # fmt: skip
+        return out
+
+    async def _warm(self, step: Step, out: StepResult) -> None:
+        """Ask every expectation's question once through every lane before the fault, as
+        clients did all along: resolvers hold the old answer, so the TTL counts."""
+        assert self.live is not None
+        breaks = self._faulted_addresses([step.fault] if step.fault else [])
+        for e in step.expect:
+            ecs = ecs_option(self.plan.vantage[e.vantage]) if e.vantage else None
+            wanted = expected_addresses(e, self.live)
+            for server in [self.dns, *self.resolvers]:
+                client = await DnsClient(*server, timeout_s=0.5).open()
+                try:
+                    answer = await client.query(e.name, self.now(), ecs=ecs)
+                finally:
+                    client.close()
+                note = f"{e.describe()}: already so before the fault"
+                got = set(answer.addresses)
+                held = got and got <= wanted and not got & breaks and e.pools
+                if held and note not in out.notes:
+                    out.notes.append(note)
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    async def _expect(
+        self, step: Step, index: int, e: Expectation, t0: float, out: StepResult
+    ) -> ExpectationResult:
+        assert self.live is not None
+        bound = self.bounds[(step.index, index)]
+        result = ExpectationResult(step.index, e, bound)
+        wanted = expected_addresses(e, self.live)
+        avoid = self._faulted_addresses()
+        ecs = ecs_option(self.plan.vantage[e.vantage]) if e.vantage else None
+        servers = [("dnsd", self.dns)] + [(f"resolver {h}:{p}", (h, p)) for h, p in self.resolvers]
+        deadline = t0 + bound.seconds + SLACK_S + 1.0
+
+        def fulfils(addrs: tuple[str, ...]) -> bool:
+            got = set(addrs)
+            if not got or got & avoid:
+                return False
+            return got <= wanted if e.pools else bool(got & wanted)
+
+        async def lane(name: str, server: tuple[str, int]) -> LaneResult:
+            lr = LaneResult(name)
+            client = await DnsClient(*server, timeout_s=0.5).open()
+            label = f"{e.name} from {e.vantage or 'here'} @ {name}"
+            try:
+                tick = 0
+                while self.now() < deadline:
+                    answer = await client.query(e.name, self.now(), ecs=ecs)
+                    out.timeline.append((label, answer))
+                    lr.queries += 1
+                    lr.lost += answer.lost
+                    if not answer.lost and fulfils(answer.addresses):
+                        lr.measured_s = answer.at - t0
+                        break
+                    tick += 1
+                    await asyncio.sleep(max(0.0, t0 + tick * POLL_S - self.now()))
+            finally:
+                client.close()
+            return lr
+
+        result.lanes = list(await asyncio.gather(*(lane(n, s) for n, s in servers)))
+        slow = [
+            x
+            for x in result.lanes
+            if x.measured_s is None or x.measured_s > bound.seconds + SLACK_S
+        ]
+        lost = sum(x.lost for x in result.lanes)
+        problems = []
+        for x in slow:
+            seen = "never" if x.measured_s is None else f"after {x.measured_s:.2f}s"
+            problems.append(f"{x.lane}: {seen}, bound {bound.seconds:.2f}s")
+        if lost:
+            problems.append(f"{lost} queries lost (timeout or SERVFAIL)")
+        result.passed = not problems
+        result.message = "; ".join(problems)
+        return result
+
+    # -- faults -------------------------------------------------------------------------------
+    async def _inject(self, fault: Fault) -> None:
+        if fault.kind == "command":
+            self.active.append(fault)  # restore runs even when the command itself fails
+            await self._shell(str(fault.command), "command")
+            return
+        path, body = _override_request(fault)
+        body |= {"reason": f"dnsd drill: {self.plan.name}"[:200], "for": f"{self.fault_for_s:.0f}s"}
+        self.active.append(fault)
+        status, reply = await self.admin.call("PUT", path, body)
+        if status != 200:
+            self.active.pop()
+            raise RuntimeError(f"admin API PUT {path}: {status} {reply}")
+
+    async def restore_all(self) -> list[str]:
+        """Undo every fault still active, the last first; the errors (it goes on after one)."""
+        errors: list[str] = []
+        while self.active:
+            fault = self.active.pop()
+            try:
+                if fault.kind == "command":
+                    await self._shell(str(fault.restore), "restore")
+                else:
+                    path, _ = _override_request(fault)
+                    status, reply = await self.admin.call("DELETE", path)
+                    if status not in (200, 404):
+                        errors.append(f"admin API DELETE {path}: {status} {reply}")
+            except (OSError, RuntimeError) as exc:
+                errors.append(str(exc))
+        return errors
+
+    async def _shell(self, command: str, what: str) -> None:
+        proc = await asyncio.create_subprocess_shell(
+            command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                output, _ = await proc.communicate()
+        except TimeoutError:
+            proc.kill()
+            raise RuntimeError(
+                f"{what} {command!r} ran longer than {COMMAND_TIMEOUT_S:.0f}s"
+            ) from None
+        if proc.returncode != 0:
+            tail = output.decode(errors="replace").strip()[-300:]
+            raise RuntimeError(f"{what} {command!r} exited {proc.returncode}: {tail}")
+
+    def _faulted_addresses(self, faults: list[Fault] | None = None) -> frozenset[str]:
+        """Answers naming a backend the active faults took down never fulfil an expectation."""
+        assert self.live is not None
+        out: set[str] = set()
+        for f in self.active if faults is None else faults:
+            refs = list(f.breaks) if f.kind == "command" else []
+            if f.kind in ("pool", "backend"):
+                refs.append(f"{f.pool}/{f.backend}" if f.kind == "backend" else str(f.pool))
+            for ref in refs:
+                pool, _, backend = ref.partition("/")
+                backends = self.live.pools.get(pool, {})
+                out |= {a for b, a in backends.items() if not backend or b == backend}
+        return frozenset(out)
+
+    def _address_names(self) -> dict[str, str]:
+        if self.live is None:
+            return {}
+        return {
+            address: f"{pool}/{backend}"
+            for pool, backends in self.live.pools.items()
+            for backend, address in backends.items()
+        }
+
+
+def _override_target(fault: Fault) -> tuple[str, str]:
+    if fault.kind == "pool":
+        return "pool", str(fault.pool)
+    if fault.kind == "backend":
+        return "backend", f"{fault.pool}/{fault.backend}"
+    return "load_balancer", str(fault.lb)
+
+
+def _override_request(fault: Fault) -> tuple[str, dict[str, Any]]:
+    if fault.kind == "pool":
+        return f"/api/v1/overrides/pools/{quote(str(fault.pool))}", {"state": "down"}
+    if fault.kind == "backend":
+        path = f"/api/v1/overrides/backends/{quote(str(fault.pool))}/{quote(str(fault.backend))}"
+        return path, {"state": "down"}
+    return f"/api/v1/overrides/load_balancers/{quote(str(fault.lb))}", {
+        "trickle_ratio": fault.ratio
+    }
+
+
+__all__ = ["AdminClient", "DrillRefused", "PlanResult", "PlanRunner", "parse_addr"]
