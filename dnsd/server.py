@@ -20,7 +20,7 @@ from aiohttp import web
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.control import ReloadResult
-from dnsd.admin.gate import Token
+from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.admin.status import active_per_region
@@ -184,6 +184,7 @@ class DnsServer:
         self.admin_bound: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
         self._admin_server: asyncio.Server | None = None
+        self.admin_guard: ConnectionGuard | None = None
         # Descriptors for clients, with a reserve the probes and files always keep.
         self.descriptors = share_descriptors(options.tcp_limits.max_connections)
         tcp_limits = replace(options.tcp_limits, max_connections=self.descriptors.tcp_dns)
@@ -530,7 +531,16 @@ class DnsServer:
         await self._admin_runner.setup()
         factory = self._admin_runner.server
         assert factory is not None
-        guard = ConnectionGuard(factory, self.descriptors.admin, ADMIN_HEADER_TIMEOUT_S)
+        gate = TokenGate(self.admin_tokens())
+        reserve = max(2, self.descriptors.admin // 8)  # places only a valid token gets
+        general = max(self.descriptors.admin - reserve, 2)
+        guard = ConnectionGuard(
+            factory, general, ADMIN_HEADER_TIMEOUT_S, reserve=reserve,
+            per_source=min(ADMIN_PER_SOURCE, general), write_timeout_s=ADMIN_WRITE_TIMEOUT_S,
+            authorized=lambda secret: gate.find(secret) is not None,
+            rate_per_source=ADMIN_RATE_PER_SOURCE,
+        )  # fmt: skip
+        self.admin_guard = guard
         loop = asyncio.get_running_loop()
         self._admin_server = await loop.create_server(guard, host, port, reuse_address=True)
         bound = self._admin_server.sockets[0].getsockname()
@@ -685,6 +695,9 @@ KEY_CHECK_S = 1.0
 UDP_RECEIVE_BUFFER = 4 << 20
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
 ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this
+ADMIN_WRITE_TIMEOUT_S = 5.0  # a client that reads none of its answers for this long is cut
+ADMIN_PER_SOURCE = 16  # admin connections from one address (an IPv6 /64)
+ADMIN_RATE_PER_SOURCE = 50.0  # requests a second from one address without a token
 REPORT_EVERY_S = 1.0
 
 

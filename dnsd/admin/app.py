@@ -10,6 +10,7 @@ and does no work on the DNS path.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -42,6 +43,7 @@ from dnsd.ratelog import RateLimitedLog
 
 ERROR_LOG = RateLimitedLog(logging.getLogger("dnsd.admin"))
 MAX_BODY = 64 * 1024
+STATUS_CACHE: web.AppKey[list[Any]] = web.AppKey("status_cache")  # [key, JSON bytes]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -74,6 +76,7 @@ def build_app(
     app[GATE] = TokenGate(tokens)
     app[AUDIT] = audit or AuditLog(None)
     app[HOSTS] = allowed_hosts(bind_host)
+    app[STATUS_CACHE] = [None, b""]
     r = app.router
     r.add_get("/", status_page)
     r.add_get("/healthz", healthz)
@@ -111,7 +114,17 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(status_document(request.app[SERVER], time.time()))
+    """The status document, computed at most twice a second for one config and health
+    generation: it steers every LB for every region, and a client polling it in a loop
+    must not take the event loop from everyone else (issue 31)."""
+    server, now = request.app[SERVER], time.time()
+    key = (server.holder.current.generation, server.store.view.generation,
+           len(server.store.events), int(now * 2))  # fmt: skip
+    cached = request.app[STATUS_CACHE]
+    if cached[0] != key:
+        body = json.dumps(status_document(server, now)).encode()
+        cached[:] = [key, body]
+    return web.Response(body=cached[1], content_type="application/json")
 
 
 async def explain(request: web.Request) -> web.Response:
