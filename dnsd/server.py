@@ -232,12 +232,14 @@ class DnsServer:
             ConfigWriter(options.config_dir, self.reload) if options.follow_fd is None else None
         )
         self.config_sync: ConfigSync | None = None
+        self.audit = AuditLog(options.state_dir)
         if self.bus is not None and self._config_writer is not None:
             from dnsd.provision.sync import ConfigSync
 
             self.config_sync = ConfigSync(
-                self.bus, self._config_writer, options.state_dir, self._config_refused
-            )
+                self.bus, self._config_writer, options.state_dir, self._config_refused,
+                on_synced=self._audit_synced,
+            )  # fmt: skip
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
         self._tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer
@@ -422,6 +424,12 @@ class DnsServer:
             )
             self.pool.start()
 
+    async def _audit_synced(self, entry: dict[str, Any]) -> None:
+        """A change set from another node, applied here or refused: in the audit trail
+        with its origin node, within that node's budget (dnsd.admin.audit)."""
+        if self.audit.allow(f"sync:{entry['origin_node']}", time.monotonic()):
+            await asyncio.to_thread(self.audit.append, entry)
+
     def _config_refused(self, errors: list[str]) -> None:
         generation = self.holder.current.generation
         self.alerts.emit("reload_failed", generation=generation, errors=errors[:20])
@@ -524,7 +532,7 @@ class DnsServer:
 
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
-            build_app(self, self.admin_tokens(), host, AuditLog(self.options.state_dir)),
+            build_app(self, self.admin_tokens(), host, self.audit),
             access_log=None,
             keepalive_timeout=ADMIN_KEEPALIVE_S,
         )

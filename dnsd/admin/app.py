@@ -14,7 +14,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -23,7 +23,7 @@ from aiohttp import web
 
 from dnsd.admin import config_api
 from dnsd.admin.audit import AuditLog
-from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audited, authorize
+from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audit_refusal, audited, authorize
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import (
     BadRequest,
@@ -49,6 +49,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    response = await _answer(request, handler)
+    await audit_refusal(request, response)
+    return response
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not host_allowed(request.headers.get("Host"), request.app[HOSTS]):
         return error(421, "unknown Host: use an address, localhost or this machine's name")
     try:
@@ -94,7 +100,24 @@ def build_app(
     r.add_put("/api/v1/overrides/load_balancers/{lb}", lb_override)
     r.add_delete("/api/v1/overrides/load_balancers/{lb}", lb_override)
     config_api.add_routes(r)
+    app.cleanup_ctx.append(_flush_suppressed)
     return app
+
+
+async def _flush_suppressed(app: web.Application) -> AsyncIterator[None]:
+    """Once a second: the counts of audit entries a budget held back, as lines."""
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for line in app[AUDIT].pending_suppressed():
+                await asyncio.to_thread(app[AUDIT].append, line)
+
+    task = asyncio.create_task(loop(), name="audit suppressed")
+    yield
+    task.cancel()
+    for line in app[AUDIT].pending_suppressed():
+        app[AUDIT].append(line)
 
 
 # -- reads ---------------------------------------------------------------------------------
