@@ -161,6 +161,7 @@ class DnsServer:
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
             from dnsd.health.bus import RedisBus  # the redis client only with --redis (16 MiB)
+            from dnsd.health.bus import _redacted as redacted_url
 
             node = options.node.name or options.node.pop_region or "dnsd"
             self.bus = RedisBus(
@@ -170,8 +171,9 @@ class DnsServer:
             if options.redis_key is None:
                 log.warning(
                     "health bus WITHOUT a cluster key (--redis-insecure): whoever can write "
-                    "to %s can change this node's health and overrides",
-                    options.redis_url,
+                    "to %s can change this node's health and overrides and, through the config "
+                    "sync, rewrite its configuration files",
+                    redacted_url(options.redis_url),
                 )
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()

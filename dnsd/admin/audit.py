@@ -25,8 +25,8 @@ from typing import Any, Final
 
 MAX_BYTES: Final = 10 << 20  # one file
 KEEP: Final = 9  # rotated files kept beside audit.jsonl: 100 MiB of history in all
-RATE_PER_S: Final = 5.0  # entries one token (or all unauthenticated refusals) may write
-BURST: Final = 20.0
+RATE_PER_S: Final = 20.0  # entries one token (or all unauthenticated refusals) may write a second
+BURST: Final = 300.0  # a script may do a few hundred writes at once
 MAX_RETURNED: Final = 1000  # entries one GET returns at most (the newest)
 UNAUTHENTICATED: Final = "-"  # the budget every request without a valid token shares
 

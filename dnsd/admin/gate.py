@@ -135,6 +135,10 @@ class TokenGate:
             self._failures.popitem(last=False)
 
 
+def _no_constant(name: str) -> Any:
+    raise BadRequest(f"{name} is not a number JSON allows (RFC 8259)")
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -152,7 +156,10 @@ async def json_object(request: web.Request, allowed: set[str] | None) -> dict[st
         raise BadRequest("the body must be UTF-8")
     raw = await request.read()
     try:
-        body = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        body = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=_no_constant)  # fmt: skip
+    except BadRequest:
+        raise
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
         raise BadRequest("the body is not valid JSON") from None
     if not isinstance(body, dict):

@@ -198,10 +198,10 @@ class RedisBus:
                 if self.connected:
                     log.error(
                         "redis %s unreachable (%s: %s): serving on own probes and last shared"
-                        " state", self.url, type(exc).__name__, exc,
+                        " state", _redacted(self.url), type(exc).__name__, exc,
                     )  # fmt: skip
                 elif not isinstance(exc, (RedisError, OSError)):
-                    ERROR_LOG.log(time.time(), logging.ERROR, "redis %s: %s: %s", self.url,
+                    ERROR_LOG.log(time.time(), logging.ERROR, "redis %s: %s: %s", _redacted(self.url),
                                   type(exc).__name__, str(exc)[:200])  # fmt: skip
                 self._set_connected(False)
                 for closing in (self._pubsub, self._client):
@@ -261,7 +261,9 @@ class RedisBus:
 
     def _set_connected(self, up: bool) -> None:
         if up and not self.connected:
-            log.warning("redis %s connected: sharing health as node %s", self.url, self.node)
+            log.warning(
+                "redis %s connected: sharing health as node %s", _redacted(self.url), self.node
+            )
         if up != self.connected and (not up or self._ever_connected):  # lost, or regained
             for listener in self.connection_listeners:
                 listener(up)
