@@ -673,6 +673,8 @@ class DnsServer:
             self._admin_server.close()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
+        if self._config_writer is not None:
+            self._config_writer.reader.close()
         await self.scheduler.stop()
         await self.notifier.stop()
         await self.alerts.stop()

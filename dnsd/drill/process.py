@@ -28,6 +28,7 @@ class DnsdProcess:
         listen: str = "127.0.0.1:0",
         nofile: int | None = None,
         cwd: Path | None = None,
+        start_timeout_s: float = 15.0,
     ) -> None:
         """`nofile`: run with this descriptor limit (soft and hard), as a small host would.
         `cwd`: the directory it runs in (`python -m` imports from there first)."""
@@ -41,6 +42,7 @@ class DnsdProcess:
         self.extra_env = env or {}
         self.nofile = nofile
         self.cwd = cwd
+        self.start_timeout_s = start_timeout_s  # a big config takes longer to load
         self.admin_port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
@@ -58,7 +60,7 @@ class DnsdProcess:
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + self.start_timeout_s
         wants_admin = "off" not in self.args[self.args.index("--admin") + 1 :][:1]
         while not self.port or (wants_admin and not self.admin_port):
             if time.monotonic() > deadline or self.proc.poll() is not None:
