@@ -127,7 +127,7 @@ class ConnectionGuard:
             room = len(self.open) < self.max_connections or self._evict(self._victim(mine))
         if room:
             self.open[new] = None
-            self.by_source[new.source] = mine + 1
+            self.by_source[new.source] = self.by_source.get(new.source, 0) + 1  # after evictions
             return True
         if self.reserve and len(self.reserved) >= self.reserve:
             unproven = [c for c in self.reserved if c.awaiting_headers]
