@@ -413,7 +413,7 @@ def apply_server_file(
 def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
     """`dnsd config show`: every serve setting, its effective value and where it came from."""
     from dnsd.admin.webhooks import redacted_url
-    from dnsd.health.bus import _redacted as redacted_redis
+    from dnsd.health.bus import redacted as redacted_redis
 
     for key in sorted(sources):
         if key in ("command", "action", "config", "follow_fd"):

@@ -161,7 +161,7 @@ class DnsServer:
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
             from dnsd.health.bus import RedisBus  # the redis client only with --redis (16 MiB)
-            from dnsd.health.bus import _redacted as redacted_url
+            from dnsd.health.bus import redacted as redacted_url
 
             node = options.node.name or options.node.pop_region or "dnsd"
             self.bus = RedisBus(
