@@ -12,7 +12,11 @@ does its accounting when a connection is accepted (issues 16 and 31):
   nothing more is read from it meanwhile — what one connection may queue is its socket
   buffers (the send buffer set to `SEND_BUFFER`, so a client that reads nothing stops costing
   work after a few answers) plus aiohttp's bounded queue of pipelined requests;
-* **per source**: at most `per_source` connections from one address (an IPv6 /64);
+* **per source**: at most `per_source` connections from one address (an IPv6 /64), and
+  `rate_per_source` requests a second from it without a valid token (a burst of three
+  seconds' worth): what a connection sends beyond that is held (at most `MAX_HELD`), and
+  nothing more is read from it, until the budget has refilled — closing it would only
+  make the client reconnect at once;
 * **in all**: at most `max_connections`; a new connection takes the place of one of the
   source holding the most (when that source holds more than the newcomer's: one that does
   not read, or has no headers yet, else its newest), else of one still without headers or
@@ -42,6 +46,7 @@ MAX_HEAD = 16 * 1024  # request headers a reserve connection may send before it 
 SLOW_HEADERS_S = 1.0  # a connection this long without headers may lose its place
 SEND_BUFFER = 64 * 1024  # the kernel's send buffer per connection (it would grow to 4 MB)
 MAX_SOURCES = 10_000  # request budgets kept (the least recently used go first)
+MAX_HELD = 1 << 20  # bytes a client over its budget may have sent on (then it is cut)
 MAX_QUEUED = 256  # pipelined requests one connection may have waiting (aiohttp caps at 32)
 
 
@@ -110,7 +115,7 @@ class ConnectionGuard:
         self.write_timeouts = 0
         self.evicted = 0
         self.busy = 0  # reserve connections without a valid token (503)
-        self.throttled = 0  # connections cut for going over their source's request rate
+        self.throttled = 0  # times a connection was held back for its source's request rate
         self.rate_per_source = rate_per_source
         self._buckets: OrderedDict[str, list[float]] = OrderedDict()  # source → [tokens, at]
 
@@ -194,22 +199,27 @@ class ConnectionGuard:
             else:
                 del self.by_source[conn.source]
 
-    def spend(self, source: str, requests: int, now: float) -> bool:
-        """Take `requests` from the source's budget (rate_per_source a second, a burst of
-        three seconds' worth); False when it has not that many left."""
-        if not self.rate_per_source or not requests:
-            return True
+    def allowance(self, source: str, now: float) -> int:
+        """How many requests the source may send now (rate_per_source a second, a burst
+        of three seconds' worth); -1: no limit."""
+        if not self.rate_per_source:
+            return -1
+        bucket = self._bucket(source, now)
+        return int(bucket[0])
+
+    def spend(self, source: str, requests: int, now: float) -> None:
+        if self.rate_per_source and requests:
+            self._bucket(source, now)[0] -= requests
+
+    def _bucket(self, source: str, now: float) -> list[float]:
         burst = 3 * self.rate_per_source
         bucket = self._buckets.pop(source, None) or [burst, now]
         bucket[0] = min(burst, bucket[0] + (now - bucket[1]) * self.rate_per_source)
         bucket[1] = now
-        ok = bucket[0] >= requests
-        if ok:
-            bucket[0] -= requests
         self._buckets[source] = bucket
         while len(self._buckets) > MAX_SOURCES:
             self._buckets.popitem(last=False)
-        return ok
+        return bucket
 
     def counts(self) -> dict[str, int]:
         return {
@@ -233,7 +243,8 @@ class GuardedProtocol(asyncio.Protocol):
         self.trusted = False  # its first request carried a valid token
         self.stalled = False  # writing paused: the client does not read
         self._head = b""
-        self._tail = b""
+        self._held = b""  # what a client over its request budget sent, not yet passed on
+        self._pump_timer: asyncio.TimerHandle | None = None
         self.opened = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
@@ -253,6 +264,8 @@ class GuardedProtocol(asyncio.Protocol):
         if sock is not None:  # what answers one connection may have unread in the kernel
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+                # and what it may have sent unread: the kernel would grow it to megabytes
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SEND_BUFFER)
         timeout = self.guard.header_timeout_s
         self._timer = loop.call_later(
             min(timeout, 2.0) if self.on_probation else timeout, self._too_slow
@@ -284,18 +297,53 @@ class GuardedProtocol(asyncio.Protocol):
                     self._start_inner()
                 self._head = b""
         if self._inner_started and not self.trusted:
-            heads = (self._tail + data).count(HEADER_END)
-            self._tail = data[-3:]
-            now = asyncio.get_running_loop().time()
-            if not self.guard.spend(self.source, heads, now):
-                self.guard.throttled += 1
-                self._turn_away(429, f"too many requests from {self.source}: "
-                                f"at most {self.guard.rate_per_source:g} a second without a token")  # fmt: skip
-                return
+            self._held += data  # passed on as the source's request budget allows
+            if self._pump_timer is None:
+                self._pump()
+            elif len(self._held) > MAX_HELD:
+                self.close()
+            return
         if self._inner_started:
             self.inner.data_received(data)
             queued = getattr(self.inner, "_messages", ())
             if len(queued) > MAX_QUEUED:  # an aiohttp without its own bound: cut it
+                self.close()
+
+    def _pump(self) -> None:
+        """Pass on the held requests the source's budget allows; hold the rest, reading
+        nothing more meanwhile, and look again when a request's worth has refilled. A
+        client over its budget waits — closing it would only make it reconnect at once."""
+        self._pump_timer = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        now = asyncio.get_running_loop().time()
+        allowed = self.guard.allowance(self.source, now)
+        held, cut, passed = self._held, len(self._held), 0
+        if allowed >= 0:
+            cut = 0
+            while passed < allowed:
+                end = held.find(HEADER_END, cut)
+                if end < 0:
+                    break
+                cut, passed = end + len(HEADER_END), passed + 1
+            if held.find(HEADER_END, cut) < 0:
+                cut = len(held)  # the rest holds no whole request head: a body or a part
+        data, self._held = held[:cut], held[cut:]
+        self.guard.spend(self.source, passed, now)
+        if self._held:
+            if len(self._held) > MAX_HELD:
+                self.close()
+                return
+            self.guard.throttled += 1
+            transport.pause_reading()
+            wait = 1.0 / self.guard.rate_per_source
+            self._pump_timer = asyncio.get_running_loop().call_later(wait, self._pump)
+        elif not self.stalled and not getattr(self.inner, "_buffer_paused", False):
+            transport.resume_reading()
+        if data:
+            self.inner.data_received(data)
+            if len(getattr(self.inner, "_messages", ())) > MAX_QUEUED:  # an old aiohttp
                 self.close()
 
     def _headers_done(self, head: bytes) -> None:
@@ -339,6 +387,7 @@ class GuardedProtocol(asyncio.Protocol):
         if (
             transport is not None
             and not transport.is_closing()
+            and not self._held  # throttled: _pump resumes
             and not getattr(self.inner, "_buffer_paused", False)  # aiohttp's own pause
         ):
             transport.resume_reading()
@@ -347,7 +396,7 @@ class GuardedProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.forget(self)
-        for timer in (self._timer, self._write_timer):
+        for timer in (self._timer, self._write_timer, self._pump_timer):
             if timer is not None:
                 timer.cancel()
         if self._inner_started:

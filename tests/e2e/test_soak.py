@@ -148,13 +148,15 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
             status, body = http(dnsd.admin_port, "GET", "/api/v1/status")
             assert status == 200 and body["bus"]["connected"] is True, (status, body)
             assert body["overrides"]["pools"] == {}  # no forged override got in
+        grown = len(dnsd.output) - log_early
+        print(f"soak: {checked[0]} checks, {len(wrong)} wrong or lost, RSS {rss_early} -> "
+              f"{rss_late} KiB, log +{grown} bytes, valid token {valid_sent[0]} requests "
+              f"({len(refused_valid)} refused), jammer {jammer.sent} bytes")  # fmt: skip
         assert not wrong, wrong[:10]
         assert valid_sent[0] > SOAK_S * 5 and not refused_valid, refused_valid[:10]
         assert jammer.sent > 1_000_000
         assert checked[0] > SOAK_S * 20  # the checker really ran
         assert rss_late - rss_early < 64 * 1024, (rss_early, rss_late)  # KiB: bounded
-        grown = len(dnsd.output) - log_early
-        print(f"soak: {checked[0]} checks, RSS {rss_early} -> {rss_late} KiB, log +{grown} bytes")
         assert grown < 1_000_000
         assert "Traceback" not in dnsd.output
     finally:
