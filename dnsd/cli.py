@@ -412,6 +412,8 @@ def apply_server_file(
 
 def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
     """`dnsd config show`: every serve setting, its effective value and where it came from."""
+    from dnsd.admin.webhooks import redacted_url
+    from dnsd.health.bus import redacted as redacted_redis
 
     for key in sorted(sources):
         if key in ("command", "action", "config", "follow_fd"):
@@ -419,8 +421,10 @@ def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
         value = getattr(args, key)
         if key == "tokens":  # names and scopes; the hashes stay out of sight
             value = [f"{token.name} ({token.scope})" for token in value]
-        if key == "webhooks":  # the secrets stay out of sight
-            value = [f"{hook.url} {sorted(hook.events)}" for hook in value]
+        if key == "webhooks":  # the secrets (and the secret in a URL's path) stay out of sight
+            value = [f"{redacted_url(hook.url)} {sorted(hook.events)}" for hook in value]
+        if key == "redis" and value:  # its password stays out of sight
+            value = redacted_redis(value)
         if key == "listen" and value:
             value = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in value]
         print(f"{key} = {value!r}  ({sources[key]})")

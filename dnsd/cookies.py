@@ -81,3 +81,40 @@ class ServerCookies:
         head = struct.pack("!BBHI", VERSION, 0, 0, stamp)
         digest = siphashc.siphash(secret, client_cookie + head + address.packed)
         return head + struct.pack("<Q", digest)
+
+
+def has_empty_cookie(wire: bytes) -> bool:
+    """Whether a query's OPT record holds a COOKIE option of length 0 — FORMERR by RFC 7873
+    §5.2.2. dnslib's parser drops an empty last option, so the wire itself is read."""
+    if b"\x00\x0a\x00\x00" not in wire:  # the option's code and length, somewhere
+        return False
+    try:
+        qd, an, ns, ar = struct.unpack_from("!4H", wire, 4)
+        pos = 12
+        for _ in range(qd):
+            pos = _after_name(wire, pos) + 4
+        for _ in range(an + ns + ar):
+            pos = _after_name(wire, pos)
+            rtype, _, _, size = struct.unpack_from("!HHIH", wire, pos)
+            pos += 10
+            if rtype == 41:  # OPT
+                at, end = pos, pos + size
+                while at + 4 <= end:
+                    code, length = struct.unpack_from("!HH", wire, at)
+                    if code == COOKIE_OPTION and length == 0:
+                        return True
+                    at += 4 + length
+            pos += size
+    except (struct.error, IndexError):
+        return False
+    return False
+
+
+def _after_name(wire: bytes, pos: int) -> int:
+    while True:
+        length = wire[pos]
+        if length == 0:
+            return pos + 1
+        if length & 0xC0 == 0xC0:
+            return pos + 2
+        pos += 1 + length

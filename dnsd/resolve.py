@@ -32,6 +32,7 @@ from typing import Final
 
 from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSHeader, DNSLabel, DNSRecord
 
+from dnsd.cookies import has_empty_cookie
 from dnsd.dnssec.signer import sign_reply
 from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
@@ -96,6 +97,8 @@ def resolve(
     try:
         query = DNSRecord.parse(wire)
     except Exception:  # dnslib raises many kinds of exception on bad input
+        return header_only(ident, flags, RCODE.FORMERR)
+    if has_empty_cookie(wire):  # dnslib hides it: read from the wire (issue 31)
         return header_only(ident, flags, RCODE.FORMERR)
     if query.ar and query.ar[-1].rtype == TSIG_TYPE:
         return _signed(wire, query, client, snap, health, rng, now)

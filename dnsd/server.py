@@ -21,7 +21,7 @@ from aiohttp import web
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.control import ReloadResult
-from dnsd.admin.gate import Token
+from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import Metrics, StateCollector
 from dnsd.admin.status import active_per_region
@@ -185,6 +185,7 @@ class DnsServer:
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
             from dnsd.health.bus import RedisBus  # the redis client only with --redis (16 MiB)
+            from dnsd.health.bus import redacted as redacted_url
 
             node = options.node.name or options.node.pop_region or "dnsd"
             self.bus = RedisBus(
@@ -194,8 +195,9 @@ class DnsServer:
             if options.redis_key is None:
                 log.warning(
                     "health bus WITHOUT a cluster key (--redis-insecure): whoever can write "
-                    "to %s can change this node's health and overrides",
-                    options.redis_url,
+                    "to %s can change this node's health and overrides and, through the config "
+                    "sync, rewrite its configuration files",
+                    redacted_url(options.redis_url),
                 )
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
@@ -209,6 +211,7 @@ class DnsServer:
         self.admin_bound: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
         self._admin_server: asyncio.Server | None = None
+        self.admin_guard: ConnectionGuard | None = None
         # Descriptors for clients, with a reserve the probes and files always keep.
         self.descriptors = share_descriptors(options.tcp_limits.max_connections)
         tcp_limits = replace(options.tcp_limits, max_connections=self.descriptors.tcp_dns)
@@ -261,12 +264,14 @@ class DnsServer:
             else None
         )
         self.config_sync: ConfigSync | None = None
+        self.audit = AuditLog(options.state_dir)
         if self.bus is not None and self._config_writer is not None:
             from dnsd.provision.sync import ConfigSync
 
             self.config_sync = ConfigSync(
-                self.bus, self._config_writer, options.state_dir, self._config_refused
-            )
+                self.bus, self._config_writer, options.state_dir, self._config_refused,
+                on_synced=self._audit_synced,
+            )  # fmt: skip
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         self._tcp_handler = TcpHandler(
@@ -496,6 +501,12 @@ class DnsServer:
                     self.systemd.send(f"STATUS=serving {zones} zone(s): every loop is back")
                 said = down
 
+    async def _audit_synced(self, entry: dict[str, Any]) -> None:
+        """A change set from another node, applied here or refused: in the audit trail
+        with its origin node, within that node's budget (dnsd.admin.audit)."""
+        if self.audit.allow(f"sync:{entry['origin_node']}", time.monotonic()):
+            await asyncio.to_thread(self.audit.append, entry)
+
     def _config_refused(self, errors: list[str]) -> None:
         generation = self.holder.current.generation
         self.alerts.emit("reload_failed", generation=generation, errors=errors[:20])
@@ -598,14 +609,23 @@ class DnsServer:
 
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
-            build_app(self, self.admin_tokens(), host, AuditLog(self.options.state_dir)),
+            build_app(self, self.admin_tokens(), host, self.audit),
             access_log=None,
             keepalive_timeout=ADMIN_KEEPALIVE_S,
         )
         await self._admin_runner.setup()
         factory = self._admin_runner.server
         assert factory is not None
-        guard = ConnectionGuard(factory, self.descriptors.admin, ADMIN_HEADER_TIMEOUT_S)
+        gate = TokenGate(self.admin_tokens())
+        reserve = max(2, self.descriptors.admin // 8)  # places only a valid token gets
+        general = max(self.descriptors.admin - reserve, 2)
+        guard = ConnectionGuard(
+            factory, general, ADMIN_HEADER_TIMEOUT_S, reserve=reserve,
+            per_source=min(ADMIN_PER_SOURCE, general), write_timeout_s=ADMIN_WRITE_TIMEOUT_S,
+            authorized=lambda secret: gate.find(secret) is not None,
+            rate_per_source=ADMIN_RATE_PER_SOURCE,
+        )  # fmt: skip
+        self.admin_guard = guard
         loop = asyncio.get_running_loop()
         self._admin_server = await loop.create_server(guard, host, port, reuse_address=True)
         bound = self._admin_server.sockets[0].getsockname()
@@ -732,6 +752,8 @@ class DnsServer:
             self._admin_server.close()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
+        if self._config_writer is not None:
+            self._config_writer.reader.close()
         await self.scheduler.stop()
         await self.notifier.stop()
         await self.alerts.stop()
@@ -766,6 +788,9 @@ LOOP_WATCH_S = 0.5  # how soon systemd's STATUS names a listener that is down
 UDP_RECEIVE_BUFFER = 4 << 20
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
 ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this
+ADMIN_WRITE_TIMEOUT_S = 5.0  # a client that reads none of its answers for this long is cut
+ADMIN_PER_SOURCE = 16  # admin connections from one address (an IPv6 /64)
+ADMIN_RATE_PER_SOURCE = 50.0  # requests a second from one address without a token
 REPORT_EVERY_S = 1.0
 
 

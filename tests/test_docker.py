@@ -47,8 +47,13 @@ def test_nodes_run_dnsd_serve_with_redis_in_three_regions() -> None:
         assert args.node and args.pop_region in REGIONS
         assert service["build"]["dockerfile"] == "docker/Dockerfile"
         assert service["environment"]["DNSD_ADMIN_TOKEN_FILE"] == "/run/secrets/dnsd_admin_token"
+        # sealed: a cluster key from a Docker secret, never --redis-insecure (issue 31)
+        assert args.redis_key_file == "/run/secrets/dnsd_cluster_key" and not args.redis_insecure
+        assert "dnsd_cluster_key" in service["secrets"]
         regions.append(args.pop_region)
     assert len(set(regions)) == 3
+    key_file = COMPOSE["secrets"]["dnsd_cluster_key"]["file"]
+    assert len((DOCKER / key_file).read_bytes().strip()) >= 16  # what read_key accepts
     config, _ = load_config(DOCKER / "zones")
     assert set(config.monitors["web"].sources) == set(regions)  # one probe source per node
 

@@ -10,10 +10,11 @@ and does no work on the DNS path.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -22,7 +23,7 @@ from aiohttp import web
 
 from dnsd.admin import config_api
 from dnsd.admin.audit import AuditLog
-from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audited, authorize
+from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audit_refusal, audited, authorize
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import (
     BadRequest,
@@ -44,11 +45,18 @@ from dnsd.ratelog import RateLimitedLog
 
 ERROR_LOG = RateLimitedLog(logging.getLogger("dnsd.admin"))
 MAX_BODY = 64 * 1024
+STATUS_CACHE: web.AppKey[list[Any]] = web.AppKey("status_cache")  # [key, JSON bytes]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    response = await _answer(request, handler)
+    await audit_refusal(request, response)
+    return response
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not host_allowed(request.headers.get("Host"), request.app[HOSTS]):
         return error(421, "unknown Host: use an address, localhost or this machine's name")
     try:
@@ -76,6 +84,7 @@ def build_app(
     app[GATE] = TokenGate(tokens)
     app[AUDIT] = audit or AuditLog(None)
     app[HOSTS] = allowed_hosts(bind_host)
+    app[STATUS_CACHE] = [None, b""]
     r = app.router
     r.add_get("/", status_page)
     r.add_get("/healthz", healthz)
@@ -94,7 +103,24 @@ def build_app(
     r.add_put("/api/v1/overrides/load_balancers/{lb}", lb_override)
     r.add_delete("/api/v1/overrides/load_balancers/{lb}", lb_override)
     config_api.add_routes(r)
+    app.cleanup_ctx.append(_flush_suppressed)
     return app
+
+
+async def _flush_suppressed(app: web.Application) -> AsyncIterator[None]:
+    """Once a second: the counts of audit entries a budget held back, as lines."""
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for line in app[AUDIT].pending_suppressed():
+                await asyncio.to_thread(app[AUDIT].append, line)
+
+    task = asyncio.create_task(loop(), name="audit suppressed")
+    yield
+    task.cancel()
+    for line in app[AUDIT].pending_suppressed():
+        app[AUDIT].append(line)
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -114,6 +140,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
+    """The status document for the page asked for (interfaces.md "Status at scale"),
+    computed at most twice a second for one page, config and health generation: a client
+    polling it in a loop must not take the event loop from everyone else (issue 31)."""
     q = request.query
     try:
         limit = int(q.get("limit", DEFAULT_LIMIT))
@@ -126,7 +155,14 @@ async def status(request: web.Request) -> web.Response:
     if len(lb) > 253 or len(pool) > 253:
         return error(400, "lb and pool are names of at most 253 characters")
     page = Page(lb=lb, pool=pool, limit=limit, offset=offset)
-    return web.json_response(status_document(request.app[SERVER], time.time(), page=page))
+    server, now = request.app[SERVER], time.time()
+    key = (server.holder.current.generation, server.store.view.generation,
+           len(server.store.events), int(now * 2), page)  # fmt: skip
+    cached = request.app[STATUS_CACHE]
+    if cached[0] != key:
+        body = json.dumps(status_document(server, now, page=page)).encode()
+        cached[:] = [key, body]
+    return web.Response(body=cached[1], content_type="application/json")
 
 
 async def explain(request: web.Request) -> web.Response:

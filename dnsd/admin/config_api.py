@@ -19,10 +19,12 @@ from dnsd.admin.context import SERVER, audited, authorize
 from dnsd.admin.gate import BadRequest, Token, error, json_object
 from dnsd.config import fields
 from dnsd.provision.edit import ChangeRefused
+from dnsd.provision.reader import PAGE_MAX
 from dnsd.provision.targets import BadTarget, Change, etag, parse_route
 from dnsd.provision.writer import ConfigWriter
 
 MAX_CHANGES = 1000  # in one POST /api/v1/config/changes
+CHANGES_MAX_BODY = 4 << 20  # its body (every other request: 64 KiB)
 METHODS = ("PUT", "DELETE")
 
 
@@ -57,7 +59,16 @@ async def whole(request: web.Request) -> web.Response:
         return token
     if isinstance(writer, web.Response):
         return writer
-    return web.json_response(await _refused_as_response(writer.read_all()))
+    q = request.query
+    try:
+        offset, limit = int(q.get("offset", 0)), int(q.get("limit", PAGE_MAX))
+    except ValueError:
+        return error(400, "offset and limit: whole numbers")
+    if offset < 0 or not 0 < limit <= PAGE_MAX:
+        return error(400, f"offset >= 0 and limit from 1 to {PAGE_MAX}")
+    zone = q["zone"].lower().rstrip(".") if q.get("zone") else None
+    body = await _refused_as_response(writer.reader.page(zone, offset, limit))
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _refused_as_response(coro: Any) -> Any:
@@ -97,6 +108,8 @@ async def change_set(request: web.Request) -> web.Response:
         return token
     if isinstance(writer, web.Response):
         return writer
+    # The one route with a larger body cap: 1,000 changes do not fit in 64 KiB.
+    request = request.clone(client_max_size=CHANGES_MAX_BODY)
     items = (await json_object(request, {"changes"})).get("changes")
     if not isinstance(items, list) or not 0 < len(items) <= MAX_CHANGES:
         raise BadRequest(f'"changes" must be a list of 1 to {MAX_CHANGES} changes')

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin.audit import AuditLog, now_iso
+from dnsd.admin.audit import RATE_PER_S, UNAUTHENTICATED, AuditLog, now_iso
 from dnsd.admin.control import ServerControl
-from dnsd.admin.gate import Token, TokenGate
+from dnsd.admin.gate import Token, TokenGate, error
 
 SERVER: web.AppKey[ServerControl] = web.AppKey("server")
 GATE: web.AppKey[TokenGate] = web.AppKey("gate")
@@ -18,9 +19,67 @@ AUDIT: web.AppKey[AuditLog] = web.AppKey("audit")
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 
 
+def _request_key(name: str) -> Any:
+    make = getattr(web, "RequestKey", None)  # aiohttp >= 3.12; a plain string before
+    return make(name, object) if make is not None else name
+
+
+TOKEN = _request_key("token")  # the token of a write (valid, maybe without the scope)
+AUDITED = _request_key("audited")  # its audit entry is written (or counted)
+CHARGED = _request_key("charged")  # its audit budget is taken
+
+
 def authorize(request: web.Request, scope: str) -> Token | web.Response:
-    """The token that allows `scope`, or the error response to send."""
-    return request.app[GATE].check(request, time.monotonic(), scope)
+    """The token that allows `scope`, or the error response to send. A write also takes
+    one entry from its token's audit budget: over it, 429 before anything changes."""
+    gate = request.app[GATE]
+    found = gate.check(request, time.monotonic(), scope)
+    if scope == "read":
+        return found
+    if not isinstance(found, Token):  # a valid token without the scope is named in the trail
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        named = gate.find(credentials) if scheme.lower() == "bearer" and gate.tokens else None
+        if named is not None:
+            request[TOKEN] = named
+        return found
+    request[TOKEN] = found
+    request[CHARGED] = True
+    if not request.app[AUDIT].allow(found.name, time.monotonic()):
+        request[AUDITED] = True  # counted in the next audit_suppressed line
+        return error(429, f"token {found.name!r}: more than {RATE_PER_S:g} audited "
+                         "writes a second; retry in a second")  # fmt: skip
+    return found
+
+
+def is_write(request: web.Request) -> bool:
+    return request.method not in ("GET", "HEAD", "OPTIONS") and request.path.startswith("/api/")
+
+
+async def audit_refusal(request: web.Request, response: web.StreamResponse) -> None:
+    """A write refused before its handler audited it (401/403/400/413/429…): recorded
+    with the token's name when it had a valid one, within the budget of that token or of
+    every request without one."""
+    if request.get(AUDITED) or not is_write(request) or response.status < 400:
+        return
+    request[AUDITED] = True
+    audit = request.app[AUDIT]
+    token: Token | None = request.get(TOKEN)
+    key = token.name if token is not None else UNAUTHENTICATED
+    if not request.get(CHARGED) and not audit.allow(key, time.monotonic()):
+        return
+    message = ""
+    if isinstance(response, web.Response) and response.body:
+        try:
+            message = str(json.loads(bytes(response.body)).get("error", ""))[:200]  # type: ignore[arg-type]
+        except (ValueError, AttributeError):
+            message = ""
+    entry = {
+        "time": now_iso(), "token": token.name if token else None,
+        "source": request.remote or "-", "method": request.method,
+        "route": request.path[:300], "before": None, "after": None,
+        "status": response.status, "error": message,
+    }  # fmt: skip
+    await asyncio.to_thread(audit.append, entry)
 
 
 async def audited(
@@ -32,5 +91,6 @@ async def audited(
         "method": request.method, "route": request.path[:300], "before": before,
         "after": after, "status": response.status,
     }  # fmt: skip
+    request[AUDITED] = True
     await asyncio.to_thread(request.app[AUDIT].append, entry)
     return response

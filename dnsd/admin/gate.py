@@ -4,8 +4,10 @@
   name — a web page whose name was rebound to 127.0.0.1 cannot read the API (DNS
   rebinding); others get 421.
 * **Token**: `Authorization: Bearer TOKEN`, scheme case-insensitive (RFC 9110 §11.1),
-  compared in constant time; 5 failures from one address within a minute lock that
-  address out for a minute (429), in a bounded table.
+  compared in constant time. A valid token is never refused for what others sent from its
+  address (issue 31): 5 wrong tokens from one address within a minute make that address's
+  *wrong* tokens answer 429 for a minute (throttled, not checked further), in a bounded
+  table; the right token from the same address keeps working.
 * **JSON bodies**: `application/json` in UTF-8, one object, no duplicate keys, bounded
   nesting; anything else is a 400 that names the problem.
 """
@@ -95,24 +97,30 @@ class TokenGate:
             return error(
                 403, "writes are disabled: no admin token is configured (DNSD_ADMIN_TOKEN)"
             )
-        source = request.remote or "-"
-        seen = self._failures.get(source)
-        if seen is not None and seen.locked_until > now:
-            wait = int(seen.locked_until - now) + 1
-            return error(429, f"too many wrong tokens from {source}: retry in {wait}s")
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
             return error(401, "missing bearer token")
-        digest = hashlib.sha256(credentials.strip().encode()).digest()
-        found = None
-        for token in self.tokens:  # every one compared, in constant time each
-            if hmac.compare_digest(digest, token.sha256):
-                found = token
+        found = self.find(credentials)
         if found is None:
+            source = request.remote or "-"
+            seen = self._failures.get(source)
+            if seen is not None and seen.locked_until > now:
+                wait = int(seen.locked_until - now) + 1
+                return error(429, f"too many wrong tokens from {source}: retry in {wait}s")
             self._failed(source, now)
             return error(403, "wrong token")
         if SCOPES.index(found.scope) < SCOPES.index(scope):
             return error(403, f"token {found.name!r} has scope {found.scope}: this needs {scope}")
+        return found
+
+    def find(self, credentials: str) -> Token | None:
+        """The token whose secret this is, or None: every one compared, each in constant
+        time (a wrong token costs the same whatever it resembles)."""
+        digest = hashlib.sha256(credentials.strip().encode()).digest()
+        found = None
+        for token in self.tokens:
+            if hmac.compare_digest(digest, token.sha256):
+                found = token
         return found
 
     def _failed(self, source: str, now: float) -> None:
@@ -125,6 +133,10 @@ class TokenGate:
         self._failures[source] = seen
         while len(self._failures) > MAX_SOURCES:
             self._failures.popitem(last=False)
+
+
+def _no_constant(name: str) -> Any:
+    raise BadRequest(f"{name} is not a number JSON allows (RFC 8259)")
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -144,7 +156,10 @@ async def json_object(request: web.Request, allowed: set[str] | None) -> dict[st
         raise BadRequest("the body must be UTF-8")
     raw = await request.read()
     try:
-        body = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        body = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=_no_constant)  # fmt: skip
+    except BadRequest:
+        raise
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
         raise BadRequest("the body is not valid JSON") from None
     if not isinstance(body, dict):

@@ -22,6 +22,7 @@ import hmac
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -112,11 +113,16 @@ class Alerts:
         wait = FIRST_WAIT_S
         for attempt in range(1, TRIES + 1):
             try:
-                async with session.post(hook.url, data=body, headers=headers) as response:
+                async with session.post(
+                    hook.url, data=body, headers=headers, allow_redirects=False
+                ) as response:
                     if response.status < 300:
                         self.sent += 1
                         return
                     problem = f"HTTP {response.status}"
+                    if response.status < 400:  # a redirect is not followed (issue 31)
+                        problem += " (a redirect: not followed; configure the final URL)"
+                        break
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 problem = type(exc).__name__
             if attempt < TRIES:
@@ -124,7 +130,16 @@ class Alerts:
                 wait *= 2
         self.failed += 1
         FAILURE_LOG.log(time.time(), logging.WARNING, "webhook %s: %s event dropped after %d "
-                        "tries (%s)", hook.url, event["event"], TRIES, problem)  # fmt: skip
+                        "tries (%s)", redacted_url(hook.url), event["event"], attempt, problem)  # fmt: skip
+
+
+def redacted_url(url: str) -> str:
+    """What a log or `dnsd config show` prints of a webhook URL: scheme and host only
+    (a Slack or Teams URL's path is its secret)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}/…" if parts.path not in ("", "/") else url
 
 
 def describe(event: dict[str, Any]) -> str:

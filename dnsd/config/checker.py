@@ -8,6 +8,7 @@ on and report every problem in one run.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ def parse_duration(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value) if value >= 0 else None
+        return float(value) if math.isfinite(value) and value >= 0 else None
     if isinstance(value, str):
         match = _DURATION.match(value)
         if match:
@@ -133,6 +134,9 @@ class Checker:
             self.error(
                 d.line_of(key), join(path, key), f"expected a number, got {type_name(value)}"
             )
+            return None if default is MISSING else default
+        if not math.isfinite(value):  # .nan passes every range check; .inf breaks sums
+            self.error(d.line_of(key), join(path, key), f"expected a finite number, got {value}")
             return None if default is MISSING else default
         return self._range(d, key, path, float(value), lo, hi, default)
 

@@ -42,7 +42,7 @@ class DnsdProcess:
         self.extra_env = env or {}
         self.nofile = nofile
         self.cwd = cwd
-        self.start_timeout_s = start_timeout_s
+        self.start_timeout_s = start_timeout_s  # a big config takes longer to load
         self.admin_port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0

@@ -83,7 +83,7 @@ class Observation:
         return obs
 
 
-def _redacted(url: str) -> str:
+def redacted(url: str) -> str:
     """The URL without its password (redis://user:PASSWORD@host → redis://user:***@host)."""
     scheme, sep, rest = url.partition("://")
     credentials, at, host = rest.rpartition("@")
@@ -198,10 +198,10 @@ class RedisBus:
                 if self.connected:
                     log.error(
                         "redis %s unreachable (%s: %s): serving on own probes and last shared"
-                        " state", self.url, type(exc).__name__, exc,
+                        " state", redacted(self.url), type(exc).__name__, exc,
                     )  # fmt: skip
                 elif not isinstance(exc, (RedisError, OSError)):
-                    ERROR_LOG.log(time.time(), logging.ERROR, "redis %s: %s: %s", self.url,
+                    ERROR_LOG.log(time.time(), logging.ERROR, "redis %s: %s: %s", redacted(self.url),
                                   type(exc).__name__, str(exc)[:200])  # fmt: skip
                 self._set_connected(False)
                 for closing in (self._pubsub, self._client):
@@ -232,7 +232,7 @@ class RedisBus:
                 heard, pinged = now, True
 
     def status(self) -> dict[str, Any]:
-        out = {"url": _redacted(self.url), "node": self.node, "connected": self.connected,
+        out = {"url": redacted(self.url), "node": self.node, "connected": self.connected,
                "authenticated": self.sealer.authenticated, "rejected": dict(self.rejected)}  # fmt: skip
         for extra in self.channels:
             out.update(extra.status())
@@ -261,7 +261,9 @@ class RedisBus:
 
     def _set_connected(self, up: bool) -> None:
         if up and not self.connected:
-            log.warning("redis %s connected: sharing health as node %s", self.url, self.node)
+            log.warning(
+                "redis %s connected: sharing health as node %s", redacted(self.url), self.node
+            )
         if up != self.connected and (not up or self._ever_connected):  # lost, or regained
             for listener in self.connection_listeners:
                 listener(up)

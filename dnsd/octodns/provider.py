@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
@@ -86,13 +87,23 @@ class DnsdProvider(BaseProvider):
         self._foreign: dict[str, dict[str, str]] = {}  # zone → name → a hand-written LB
 
     # -- talking to dnsd -------------------------------------------------------------------------
-    def _config(self) -> dict[str, Any]:
+    def _config(self, zone: str) -> dict[str, Any]:
         if self.directory is not None:
             try:
                 return read_all(self.directory)
             except ChangeRefused as exc:
                 raise ProviderException(f"{self.id}: {exc}") from None
-        return self._request("GET", "/api/v1/config")
+        # One zone, page by page (dnsd sends at most 10,000 record names a response).
+        query = {"zone": zone, "offset": 0}
+        config = self._request("GET", "/api/v1/config?" + urllib.parse.urlencode(query))
+        while "next_offset" in config:
+            query["offset"] = config["next_offset"]
+            page = self._request("GET", "/api/v1/config?" + urllib.parse.urlencode(query))
+            info = page["zones"].get(zone)
+            if info is not None:
+                config["zones"].setdefault(zone, info)["records"].update(info["records"])
+            config = {**page, "zones": config["zones"]}
+        return config
 
     def _send(self, changes: list[Change]) -> None:
         if self.directory is not None:
@@ -135,8 +146,8 @@ class DnsdProvider(BaseProvider):
     # -- source: dnsd → octoDNS ----------------------------------------------------------------
     def populate(self, zone: Any, target: bool = False, lenient: bool = False) -> bool:
         """Add dnsd's records of `zone` (False when dnsd has no such zone)."""
-        config = self._config()
         name = zone.name.rstrip(".").lower()
+        config = self._config(name)
         info = config["zones"].get(name)
         self._foreign[name] = {}
         if info is None:
@@ -225,7 +236,7 @@ class DnsdProvider(BaseProvider):
     def _apply(self, plan: Any) -> None:
         desired = plan.desired
         zone = desired.name.rstrip(".").lower()
-        config = self._config()
+        config = self._config(zone)
         info = config["zones"].get(zone)
         if info is None:
             raise ProviderException(f"{self.id}: zone {zone} is not in dnsd's configuration (create its YAML file first)")  # fmt: skip

@@ -119,6 +119,7 @@ def prepare(
         if after[route] != (None if change.body is None else _expected(change)):
             raise ChangeRefused(400, f"{route}: the entry would not read back as sent "
                                 "(a value YAML reads as another type?)")  # fmt: skip
+    _keep_apex(before, after)
     try:
         load_config(directory, overlay=new_texts, cancelled=cancelled)
     except ConfigError as exc:
@@ -132,6 +133,20 @@ def prepare(
         etags={route: etag(value) for route, value in after.items()},
         created=tuple(r for r, v in before.items() if v is None and after[r] is not None),
     )
+
+
+def _keep_apex(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """A zone's apex keeps its NS and SOA records: a change that would remove the last
+    of them is refused (issue 31) — the zone would stop being delegable."""
+    for route, old in before.items():
+        if not route.startswith("zones/") or not route.endswith("/records/@"):
+            continue
+        new: dict[str, Any] = after[route] if isinstance(after.get(route), dict) else {}
+        for rtype in ("NS", "SOA"):
+            had = isinstance(old, dict) and any(str(k).upper() == rtype for k in old)
+            if had and not any(str(k).upper() == rtype for k in new):
+                raise ChangeRefused(400, f"{route}: the change removes the zone's {rtype} "
+                                    "records: a zone keeps them at its apex")  # fmt: skip
 
 
 def _expected(change: Change) -> Any:

@@ -21,7 +21,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,11 @@ class ConfigSync:
         writer: ConfigWriter,
         state_dir: Path | None,
         on_refused: Callable[[list[str]], None] = lambda errors: None,
+        on_synced: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.bus, self.writer = bus, writer
         self.on_refused = on_refused
+        self.on_synced = on_synced  # the audit trail: each set applied or refused here
         self._state = state_dir / STATE_FILE if state_dir is not None else None
         self.applied: dict[str, int] = self._load()  # route → the newest number applied here
         self.last_error: str | None = None
@@ -131,17 +134,35 @@ class ConfigSync:
             applied = await self.writer.apply(changes, local=False)
         except ChangeRefused as exc:
             self.last_error = f"{exc}: {'; '.join(exc.errors[:5])}"[:2000]
+            await self._audit(ordered, exc.status, None, None, self.last_error)
             log.error("config change from Redis (seq %d..%d) refused here, still serving "
                       "the current config: %s", ordered[0]["seq"], ordered[-1]["seq"],
                       self.last_error)  # fmt: skip
             self.on_refused(exc.errors)
             return
         self.last_error = None
+        prepared = applied.prepared
+        await self._audit(ordered, 200, prepared.before, prepared.after, None)
         for entry in ordered:
             self.applied[entry["route"]] = entry["seq"]
         await asyncio.to_thread(self._save)
         log.info("applied %d config change(s) from Redis: generation %d",
                      len(changes), applied.generation)  # fmt: skip
+
+    async def _audit(
+        self, entries: list[dict[str, Any]], status: int, before: Any, after: Any, error: str | None
+    ) -> None:
+        if self.on_synced is None:
+            return
+        nodes = sorted({str(e.get("node", "?")) for e in entries})
+        record = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"), "token": None,
+            "source": "redis", "origin_node": ", ".join(nodes)[:200], "method": "SYNC",
+            "route": entries[0]["route"][:300], "routes": [e["route"] for e in entries[:200]],
+            "seq": [entries[0]["seq"], entries[-1]["seq"]], "before": before, "after": after,
+            "status": status, **({"error": error[:300]} if error else {}),
+        }  # fmt: skip
+        await self.on_synced(record)
 
     # -- from this node ---------------------------------------------------------------------
     def _local(self, changes: Sequence[Change]) -> None:

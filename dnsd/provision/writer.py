@@ -18,8 +18,9 @@ from typing import Any
 from dnsd.admin.control import ReloadResult
 from dnsd.config.zonefile import LoadCancelled
 from dnsd.process_tools import in_daemon_thread
-from dnsd.provision.directory import Prepared, prepare, read_all, read_entry, write_texts
+from dnsd.provision.directory import Prepared, prepare, read_all, write_texts
 from dnsd.provision.edit import ChangeRefused
+from dnsd.provision.reader import ConfigReader
 from dnsd.provision.targets import Change, Target
 
 log = logging.getLogger("dnsd.provision")
@@ -42,12 +43,13 @@ class ConfigWriter:
         self._reload = reload
         self._cancelled = cancelled  # the server is stopping: a check in progress gives up
         self._lock = asyncio.Lock()
+        self.reader = ConfigReader(directory)  # reads: parsed once per file version
         # Called with each change set this node applied for its own clients (not with
         # sets that came from other nodes): the Redis sync publishes them.
         self.listeners: list[Callable[[Sequence[Change]], None]] = []
 
     async def read(self, target: Target) -> Any:
-        return await asyncio.to_thread(read_entry, self.directory, target)
+        return await self.reader.read(target)
 
     async def read_all(self) -> dict[str, Any]:
         return await asyncio.to_thread(read_all, self.directory)

@@ -126,3 +126,30 @@ def wait_for_pool(admin: int, backends: list[str], timeout: float = 2.0) -> None
             return
         assert time.monotonic() < deadline, pool
         time.sleep(0.05)
+
+
+def test_a_change_from_another_node_is_in_the_audit_trail(tmp_path: Path, redis: Redis) -> None:
+    """Issue 31 item 4: node b records the change it applied from node a, with a's name."""
+    nodes = {n: node(tmp_path, n, redis).__enter__() for n in "ab"}
+    try:
+        for proc in nodes.values():
+            proc.wait_for_log("sharing health as node")
+        route = "/api/v1/config/zones/sync.test/records/audited"
+        assert http(nodes["a"].admin_port, "PUT", route, {"A": ["192.0.2.51"]}, TOKEN)[0] == 201
+        wait_for(nodes["b"].port, "audited.sync.test", ["192.0.2.51"], 2.0)
+        deadline = time.monotonic() + 2
+        while True:
+            status, body = http(nodes["b"].admin_port, "GET", "/api/v1/audit", token=TOKEN)
+            synced = [e for e in body["entries"] if e["method"] == "SYNC"]
+            if synced or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert status == 200 and len(synced) == 1, body
+        entry = synced[0]
+        assert entry["origin_node"] == "a" and entry["status"] == 200
+        assert entry["route"] == "zones/sync.test/records/audited"
+        assert entry["before"] == {"zones/sync.test/records/audited": None}
+        assert entry["after"]["zones/sync.test/records/audited"] == {"A": ["192.0.2.51"]}
+    finally:
+        for proc in nodes.values():
+            proc.__exit__(None, None, None)

@@ -1,9 +1,11 @@
-"""A minute of mixed hostile traffic against one `dnsd serve` (issue 16).
+"""A minute of mixed hostile traffic against one `dnsd serve` (issues 16 and 31).
 
 Forged and malformed health bus messages, idle and half-sent admin connections, odd DNS
-names, a flood of random DO=1 names in a signed zone, wrong tokens and a reload storm, all
-at once — while a client checks that every
-answer stays correct. Afterwards: memory bounded, and the log grew by less than 1 MB.
+names, a flood of random DO=1 names in a signed zone, wrong tokens and a reload storm, 100
+admin connections that pipeline requests and never read, and a stream of wrong tokens from
+the operator's own address, all at once — while a client checks that every answer stays
+correct and the valid token is never refused. Afterwards: memory bounded, and the log grew
+by less than 1 MB.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dnslib import EDNS0, DNSRecord
 from dnsd.drill.backend import DemoBackend
 from dnsd.health.bus import OBS_CHANNEL, OVERRIDES_CHANNEL
 from tests.admin_client import http
+from tests.attackers import PipeliningJammer
 from tests.dnsclient import udp_raw
 from tests.integration.test_hostile import monitored_zone, raw_query
 from tests.loop_thread import LoopThread
@@ -64,6 +67,8 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
     stop = threading.Event()
     wrong: list[str] = []
     checked = [0]
+    refused_valid: list[int] = []  # statuses other than 200 for the valid token
+    valid_sent = [0]
     dnsd = DnsdProcess(
         tmp_path / "zones", "--redis", f"redis://127.0.0.1:{redis.port}/0", "--node", "a",
         "--pop-region", "WEU", "--redis-key-file", str(tmp_path / "cluster.key"),
@@ -127,26 +132,42 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
                     dnsd.signal(signal.SIGHUP)
                 else:
                     token = TOKEN if rng.random() < 0.7 else "wrong"
-                    http(dnsd.admin_port, "POST", "/api/v1/reload", {}, token)
+                    status, _ = http(dnsd.admin_port, "POST", "/api/v1/reload", {}, token)
+                    if token == TOKEN:
+                        valid_sent[0] += 1
+                        if status != 200:
+                            refused_valid.append(status)
                 time.sleep(0.05)
 
+            def wrong_tokens() -> None:  # from 127.0.0.1, like the valid ones
+                http(dnsd.admin_port, "PUT", "/api/v1/overrides/pools/main", {"state": "down"},
+                     f"guess-{rng.random()}")  # fmt: skip
+                time.sleep(0.05)
+
+            jammer = PipeliningJammer(dnsd.admin_port, [f"127.0.5.{i}" for i in range(1, 11)], 100)
+            jammer.__enter__()
             threads = [run_for(SOAK_S, stop, step)
                        for step in (check, odd_names, signed_random_names, forged_bus, idle_admin,
-                                    reload_storm)]  # fmt: skip
+                                    reload_storm, wrong_tokens)]  # fmt: skip
             time.sleep(min(10.0, SOAK_S / 3))
             rss_early = rss_kib(dnsd.proc.pid)  # type: ignore[union-attr]
             log_early = len(dnsd.output)
             for thread in threads:
                 thread.join(SOAK_S + 30)
+            jammer.__exit__()
             rss_late = rss_kib(dnsd.proc.pid)  # type: ignore[union-attr]
             status, body = http(dnsd.admin_port, "GET", "/api/v1/status")
-            assert status == 200 and body["bus"]["connected"] is True
+            assert status == 200 and body["bus"]["connected"] is True, (status, body)
             assert body["overrides"]["pools"] == {}  # no forged override got in
+        grown = len(dnsd.output) - log_early
+        print(f"soak: {checked[0]} checks, {len(wrong)} wrong or lost, RSS {rss_early} -> "
+              f"{rss_late} KiB, log +{grown} bytes, valid token {valid_sent[0]} requests "
+              f"({len(refused_valid)} refused), jammer {jammer.sent} bytes")  # fmt: skip
         assert not wrong, wrong[:10]
+        assert valid_sent[0] > SOAK_S * 5 and not refused_valid, refused_valid[:10]
+        assert jammer.sent > 1_000_000
         assert checked[0] > SOAK_S * 20  # the checker really ran
         assert rss_late - rss_early < 64 * 1024, (rss_early, rss_late)  # KiB: bounded
-        grown = len(dnsd.output) - log_early
-        print(f"soak: {checked[0]} checks, RSS {rss_early} -> {rss_late} KiB, log +{grown} bytes")
         assert grown < 1_000_000
         assert "Traceback" not in dnsd.output
     finally:

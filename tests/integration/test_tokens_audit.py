@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from urllib.parse import quote
 
+from dnsd.admin import audit
+from dnsd.admin.audit import AuditLog
 from tests.admin_client import http
 from tests.processes import DnsdProcess
 
@@ -45,10 +48,13 @@ def test_scopes_are_enforced_and_every_write_is_audited(config_copy: Path, tmp_p
         assert status == 200
         entries = body["entries"]
         assert [(e["token"], e["method"], e["route"], e["status"]) for e in entries] == [
+            ("reader", "PUT", route, 403),  # refusals are audited too (issue 31)
             ("operator", "PUT", route, 200),
+            ("operator", "POST", "/api/v1/reload", 403),
             ("DNSD_ADMIN_TOKEN", "POST", "/api/v1/reload", 200),
             ("operator", "DELETE", route, 200),
         ]
+        entries = [e for e in entries if e["status"] == 200]
         assert entries[0]["before"]["pools"] == {} and entries[0]["after"]["pools"] == {
             "us-east": "down"
         }
@@ -63,9 +69,75 @@ def test_scopes_are_enforced_and_every_write_is_audited(config_copy: Path, tmp_p
         assert http(port, "GET", "/api/v1/audit?since=yesterday", token=READER)[0] == 400
     lines = (state / "audit.jsonl").read_text().splitlines()
     assert [json.loads(line)["token"] for line in lines] == [
+        "reader",
+        "operator",
         "operator",
         "DNSD_ADMIN_TOKEN",
         "operator",
     ]
     assert oct((state / "audit.jsonl").stat().st_mode & 0o777) == "0o600"
     assert READER not in server_file.read_text() and OPERATOR not in server_file.read_text()
+
+
+def test_the_audit_trail_cannot_be_flooded_away_and_records_refusals(
+    config_copy: Path, tmp_path: Path
+) -> None:
+    """Issue 31 item 4 against `dnsd serve`: an override token writing as fast as it can
+    gets 429 past its budget (nothing changes, a counted `audit_suppressed` line says how
+    many), the first entry stays in the trail, and refused writes (401, 403, 400, 413) are
+    recorded too."""
+    server_file = tmp_path / "dnsd.yaml"
+    digest = hashlib.sha256(OPERATOR.encode()).hexdigest()
+    server_file.write_text(f"tokens:\n  - {{name: operator, scope: override, sha256: {digest}}}\n")
+    state = tmp_path / "state"
+    args = ("--config", str(server_file), "--state-dir", str(state))
+    route = "/api/v1/overrides/pools/us-east"
+    with DnsdProcess(config_copy, *args, env={"DNSD_ADMIN_TOKEN": ADMIN}) as dnsd:
+        port = dnsd.admin_port
+        assert http(port, "PUT", route, {"state": "down"}, token=ADMIN)[0] == 200  # the marker
+        statuses = [
+            http(port, "PUT", route, {"state": "up" if i % 2 else "down"}, token=OPERATOR)[0]
+            for i in range(900)
+        ]
+        limited = statuses.count(429)
+        assert limited > 50 and set(statuses) == {200, 429}
+        refused = [
+            http(port, "PUT", route, {"state": "down"})[0],  # no token
+            http(port, "PUT", route, {"state": "down"}, token="not-a-token")[0],
+            http(port, "PUT", route, {"state": 7}, token=ADMIN)[0],  # bad body
+            http(port, "PUT", route, raw=b"{" + b" " * 70_000 + b"}", token=ADMIN)[0],
+        ]
+        assert refused == [401, 403, 400, 413]
+        time.sleep(2.5)  # the suppressed count is written within a second or two
+        status, body = http(port, "GET", "/api/v1/audit", token=ADMIN)
+        assert status == 200 and any(e.get("kind") == "audit_suppressed" for e in body["entries"])
+    lines = [json.loads(line) for line in (state / "audit.jsonl").read_text().splitlines()]
+    assert lines[0]["token"] == "DNSD_ADMIN_TOKEN" and lines[0]["after"]["pools"] == {
+        "us-east": "down"
+    }
+    written = [e for e in lines if e.get("token") == "operator" and e.get("status") == 200]
+    assert len(written) == statuses.count(200)  # every applied write has its line
+    suppressed = [e for e in lines if e.get("kind") == "audit_suppressed"]
+    assert sum(e["count"] for e in suppressed if e["token"] == "operator") == limited
+    tail = [(e["status"], e["token"]) for e in lines if e.get("error") is not None]
+    assert tail == [(401, None), (403, None), (400, "DNSD_ADMIN_TOKEN"), (413, "DNSD_ADMIN_TOKEN")]
+    assert all(e["route"] == route for e in lines if "route" in e)
+
+
+def test_rotated_audit_files_keep_the_history(tmp_path: Path) -> None:
+    """Past MAX_BYTES audit.jsonl becomes audit.jsonl.1 … .KEEP (the oldest goes);
+    /api/v1/audit reads across them."""
+    log = AuditLog(tmp_path)
+    line = {"time": "2026-12-01T10:00:00.000+00:00", "pad": "x" * 1000}
+    for i in range(5):
+        log.append({**line, "n": i})
+    for n in range(1, audit.KEEP + 2):
+        log.rotated(n).write_text("")  # as if full: rotation must shift, not lose, them
+    assert log.path is not None
+    with open(log.path, "a") as handle:
+        handle.write(" " * audit.MAX_BYTES)  # the next entry does not fit
+    log.append({**line, "n": 5})
+    assert log.path.read_text().count("\n") == 1
+    assert json.loads(log.rotated(1).read_text().splitlines()[0])["n"] == 0
+    assert not log.rotated(audit.KEEP + 1).exists() or log.rotated(audit.KEEP + 1).read_text() == ""
+    assert [e["n"] for e in log.since(None)] == [0, 1, 2, 3, 4, 5]  # across the files
