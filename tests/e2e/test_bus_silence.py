@@ -9,11 +9,10 @@ import time
 
 import pytest
 
-from dnsd.drill.backend import DemoBackend
 from dnsd.health.bus import SILENT_S
-from tests.e2e.test_multinode import ADDRESSES, CLUSTER_KEY, all_nodes, config, start_nodes
+from tests.e2e.test_multinode import all_nodes, running_cluster
 from tests.loop_thread import LoopThread
-from tests.processes import DnsdProcess, Redis
+from tests.processes import Redis
 
 
 class FreezingProxy:
@@ -63,28 +62,15 @@ class FreezingProxy:
 
 @pytest.fixture
 def cluster(tmp_path):
-    loop = LoopThread()
-    backends = {
-        n: loop.call(DemoBackend(n, host=a, control_port=None).start())
-        for n, a in ADDRESSES.items()
-    }
-    (tmp_path / "zones").mkdir()
-    (tmp_path / "zones" / "mn.yaml").write_text(config({n: b.port for n, b in backends.items()}))
-    (tmp_path / "cluster.key").write_text(CLUSTER_KEY)
-    redis = Redis().start()
-    proxy = loop.call(FreezingProxy(redis.port).start())
-    nodes: dict[str, DnsdProcess] = {}
-    try:  # node a reaches Redis through the proxy
-        start_nodes(nodes, tmp_path, {"a": proxy.port, "b": redis.port, "c": redis.port})
-        yield {"loop": loop, "backends": backends, "nodes": nodes, "proxy": proxy}
-    finally:
-        for proc in nodes.values():
-            proc.stop()
-        loop.call(proxy.stop())
-        redis.kill()
-        for b in backends.values():
-            loop.call(b.stop())
-        loop.close()
+    def through_proxy(loop: LoopThread, redis: Redis, cleanups: list) -> dict[str, int]:
+        proxy = loop.call(FreezingProxy(redis.port).start())
+        cleanups.append(lambda: loop.call(proxy.stop()))
+        proxies.append(proxy)
+        return {"a": proxy.port}  # node a reaches Redis through the proxy
+
+    proxies: list[FreezingProxy] = []
+    with running_cluster(tmp_path, redis_ports=through_proxy) as cluster:
+        yield {**cluster, "proxy": proxies[0]}
 
 
 def test_a_node_whose_redis_connection_goes_silent_reconnects_and_agrees_again(cluster) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from dnslib import EDNS0, DNSRecord
@@ -57,30 +61,53 @@ load_balancers:
 """
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+@contextlib.contextmanager
+def running_cluster(
+    directory: Path,
+    max_age_s: float = 10,
+    redis_ports: Callable[[LoopThread, Redis, list[Callable[[], None]]], dict[str, int]]
+    | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The demo backends, a real redis-server and the three nodes of NODES on `directory`;
+    `redis_ports(loop, redis, cleanups)` may put something between a node and Redis (it
+    appends how to stop it to `cleanups`). Everything is stopped afterwards."""
     loop = LoopThread()
     backends = {
         n: loop.call(DemoBackend(n, host=a, control_port=None).start())
         for n, a in ADDRESSES.items()
     }
-    directory = tmp_path_factory.mktemp("cluster")
     (directory / "zones").mkdir()
     (directory / "zones" / "mn.yaml").write_text(config({n: b.port for n, b in backends.items()}))
-    redis = Redis().start()
-    redis.cli("hset", OBS_HASH, "junk|field", "not a message")  # must not stop a node starting
     (directory / "cluster.key").write_text(CLUSTER_KEY)
+    redis = Redis().start()
     nodes: dict[str, DnsdProcess] = {}
+    cleanups: list[Callable[[], None]] = []
+    cluster = {"loop": loop, "backends": backends, "nodes": nodes, "redis": redis, "dir": directory}
     try:
-        start_nodes(nodes, directory, {name: redis.port for name in NODES})
-        yield {"loop": loop, "backends": backends, "nodes": nodes, "redis": redis}
+        ports = redis_ports(loop, redis, cleanups) if redis_ports else {}
+        start_nodes(nodes, directory, {n: ports.get(n, redis.port) for n in NODES}, max_age_s)
+        yield cluster
     finally:
         for proc in nodes.values():
             proc.stop()
+        for cleanup in cleanups:
+            cleanup()
         redis.kill()
         for b in backends.values():
             loop.call(b.stop())
         loop.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cluster")
+
+    def with_junk(loop: LoopThread, redis: Redis, cleanups: list) -> dict[str, int]:
+        redis.cli("hset", OBS_HASH, "junk|field", "not a message")  # must not stop a node starting
+        return {}
+
+    with running_cluster(directory, redis_ports=with_junk) as cluster:
+        yield cluster
 
 
 def start_nodes(

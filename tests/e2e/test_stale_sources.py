@@ -9,21 +9,16 @@ from typing import Any
 
 import pytest
 
-from dnsd.drill.backend import DemoBackend
 from tests.admin_client import http
 from tests.e2e.test_multinode import (
-    ADDRESSES,
-    CLUSTER_KEY,
     INTERVAL,
     THRESHOLD,
     all_nodes,
     answers,
-    config,
+    running_cluster,
     start_node,
-    start_nodes,
 )
-from tests.loop_thread import LoopThread
-from tests.processes import DnsdProcess, Redis
+from tests.processes import DnsdProcess
 
 MAX_AGE_S = 1.5
 BOTH = {"127.0.0.71", "127.0.0.72"}
@@ -31,26 +26,8 @@ BOTH = {"127.0.0.71", "127.0.0.72"}
 
 @pytest.fixture
 def cluster(tmp_path):
-    loop = LoopThread()
-    backends = {
-        n: loop.call(DemoBackend(n, host=a, control_port=None).start())
-        for n, a in ADDRESSES.items()
-    }
-    (tmp_path / "zones").mkdir()
-    (tmp_path / "zones" / "mn.yaml").write_text(config({n: b.port for n, b in backends.items()}))
-    (tmp_path / "cluster.key").write_text(CLUSTER_KEY)
-    redis = Redis().start()
-    nodes: dict[str, DnsdProcess] = {}
-    try:
-        start_nodes(nodes, tmp_path, {name: redis.port for name in "abc"}, MAX_AGE_S)
-        yield {"loop": loop, "backends": backends, "nodes": nodes, "redis": redis, "dir": tmp_path}
-    finally:
-        for proc in nodes.values():
-            proc.stop()
-        redis.kill()
-        for b in backends.values():
-            loop.call(b.stop())
-        loop.close()
+    with running_cluster(tmp_path, MAX_AGE_S) as cluster:
+        yield cluster
 
 
 def fail_from(cluster, backend: str, *sources: str) -> None:
