@@ -60,6 +60,15 @@ def write_config(directory: Path, names: int, ports: dict[str, int]) -> None:
     (directory / "churn.test.yaml").write_text("\n".join(lines) + "\n")
 
 
+def start_backends(loop: LoopThread) -> dict[str, DemoBackend]:
+    """The 8 demo backends of the configuration, on loopback."""
+    return {
+        f"{p}{k}": loop.call(DemoBackend(f"{p}{k}", control_port=None).start())
+        for p in POOLS
+        for k in range(2)
+    }
+
+
 def get(port: int, path: str, timeout: float = 60.0) -> tuple[float, bytes]:
     started = time.perf_counter()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
@@ -91,11 +100,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args()
     loop = LoopThread()
-    backends = {
-        f"{p}{k}": loop.call(DemoBackend(f"{p}{k}", control_port=None).start())
-        for p in POOLS
-        for k in range(2)
-    }
+    backends = start_backends(loop)
     flapping = backends["a0"]
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)

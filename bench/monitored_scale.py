@@ -25,9 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from dnslib import DNSRecord
-from health_churn import POOLS, get, write_config
+from health_churn import get, start_backends, write_config
 
-from dnsd.drill.backend import DemoBackend
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
 
@@ -63,11 +62,7 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=10_000)
     args = parser.parse_args()
     loop = LoopThread()
-    backends = {
-        f"{p}{k}": loop.call(DemoBackend(f"{p}{k}", control_port=None).start())
-        for p in POOLS
-        for k in range(2)
-    }
+    backends = start_backends(loop)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         write_config(directory, args.names, {n: b.port for n, b in backends.items()})
