@@ -326,6 +326,15 @@ class RedisBus:
             self._check_sender(obs.node, max(obs.published_at, obs.last_at))
             if obs.node == self.node:
                 return
+            # A sealed message captured from Redis and published again later is genuine but
+            # old: each (target, source) is probed by one node, whose observations only move
+            # forward in time. An older one is a replay; the same one again changes nothing.
+            last = self.store.remote.last_published((obs.target, obs.source))
+            if last is not None and obs.published_at <= last:
+                if obs.published_at < last:
+                    raise Rejected("replayed", f"an observation of {obs.host}:{obs.port} "
+                                   f"older than the last one from {obs.source}")  # fmt: skip
+                return
             if not self.store.apply_remote(
                 obs.target, obs.source, obs.state, obs.ewma_ms, obs.samples, obs.last_at,
                 obs.published_at,

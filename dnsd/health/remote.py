@@ -47,6 +47,11 @@ class RemoteObservations:
             self._fresh.add(key)
         return previous is None or previous.state != observation.state or not was_fresh
 
+    def last_published(self, key: Key) -> float | None:
+        """When the newest observation of `key` was published (replays are older)."""
+        seen = self._seen.get(key)
+        return seen.published_at if seen is not None else None
+
     def previous_state(self, key: Key) -> State | None:
         seen = self._seen.get(key)
         return seen.state if seen is not None else None

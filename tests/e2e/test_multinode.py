@@ -339,3 +339,32 @@ def test_the_bus_needs_a_cluster_key_or_an_explicit_insecure_flag(tmp_path) -> N
         timeout=30,
     )
     assert short.returncode == 2 and "at least 16 bytes" in short.stderr
+
+
+def test_a_replayed_sealed_observation_is_refused_and_moves_nothing(cluster) -> None:
+    """issue 31 item 5: an observation captured from Redis (sealed, genuine) and published
+    again after the backend recovered must not flip any node's answers."""
+    redis = cluster["redis"]
+    set_mode(cluster, "b1", "503", source="ENAM")
+    set_mode(cluster, "b1", "503", source="WEU")
+    all_nodes(cluster, lambda a: a == {"127.0.0.72"}, 10)
+    captured = []
+    for line in redis.cli("hvals", OBS_HASH).splitlines():
+        try:
+            body = json.loads(json.loads(line)["body"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if body.get("host") == "127.0.0.71" and body.get("state") == "unhealthy":
+            captured.append(line)
+    assert len(captured) >= 2, captured
+    set_mode(cluster, "b1", "ok")
+    all_nodes(cluster, lambda a: a == {"127.0.0.71", "127.0.0.72"}, 10)
+    before = rejected(cluster["nodes"]["a"])
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:  # replayed over and over for 3 s
+        for message in captured:
+            redis.cli("publish", OBS_CHANNEL, message)
+        for node in cluster["nodes"].values():
+            assert answers(node.port) == {"127.0.0.71", "127.0.0.72"}
+        time.sleep(0.1)
+    wait_rejected(cluster["nodes"]["a"], before, {"replayed": 2})
