@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from dnslib import DNSRecord
-from health_churn import get, start_backends, write_config
+from health_churn import get
 
+from tests.churn import start_backends, write_config
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
 
@@ -88,9 +89,10 @@ def main() -> None:
                 time.sleep(0.1)
             print(f"{args.names} monitored names: first answer {marks['answer']:.1f} s, /readyz 200 "
                   f"{marks['ready']:.1f} s, every backend healthy {marks['healthy']:.1f} s")  # fmt: skip
-            for path in ("/api/v1/status?limit=100", "/api/v1/status", "/metrics"):
-                times = sorted(get(dnsd.admin_port, path)[0] for _ in range(3))
-                print(f"GET {path}: median {times[1] * 1000:.0f} ms (3 calls)")
+            for path in ("/api/v1/status?limit=100&offset=5000", "/api/v1/status", "/metrics"):
+                times = [get(dnsd.admin_port, path)[0] for _ in range(3)]
+                print(f"GET {path}: first {times[0] * 1000:.0f} ms, then "
+                      f"{times[1] * 1000:.0f} and {times[2] * 1000:.0f} ms")  # fmt: skip
             for i in range(1000):
                 ask(dnsd.port, f"n{i}.churn.test")
             print(f"RSS after 1,000 distinct queries: {rss_mib(dnsd.proc.pid):.0f} MiB")
@@ -125,6 +127,24 @@ def main() -> None:
     for b in backends.values():
         loop.call(b.stop())
     loop.close()
+    big_config_rss()
+
+
+def big_config_rss() -> None:
+    """The big unmonitored configuration of bench/bigconfig.py (10,000 load balancers,
+    100,000 records): RSS after 1,000 distinct queries."""
+    from bigconfig import ZONE
+    from bigconfig import write_config as write_big
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_big(Path(tmp), 10_000, 100_000, 20)
+        with DnsdProcess(Path(tmp), "--rrl-rate", "0", start_timeout_s=300) as dnsd:
+            assert dnsd.proc is not None
+            for i in range(500):
+                ask(dnsd.port, f"lb{i}.{ZONE}")
+                ask(dnsd.port, f"s{i * 97}.{ZONE}")
+            print(f"10,000 LBs + 100,000 records: RSS after 1,000 distinct queries "
+                  f"{rss_mib(dnsd.proc.pid):.0f} MiB")  # fmt: skip
 
 
 if __name__ == "__main__":

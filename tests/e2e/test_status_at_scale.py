@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.admin_client import http
 from tests.browser import Browser
+from tests.churn import start_backends, write_config
 from tests.processes import DnsdProcess
 
 NAMES = 2_000
@@ -74,3 +75,63 @@ def test_status_pages_filters_and_stays_fast(tmp_path: Path) -> None:
                 await browser.close()
 
         asyncio.run(page())
+
+
+def test_many_monitored_names_start_reload_and_keep_answering(tmp_path: Path) -> None:
+    """The scaled-down issue-36 benchmark (bench/monitored_scale.py has the 10,000-name
+    figures): 2,000 load-balanced names over monitored pools start, probe every backend
+    healthy, report status pages, and reload with one record changed while every DNS query
+    asked meanwhile is answered."""
+    import signal
+    import threading
+
+    from tests.dnsclient import ask
+    from tests.loop_thread import LoopThread
+
+    loop = LoopThread()
+    backends = start_backends(loop)
+    try:
+        write_config(tmp_path, NAMES, {n: b.port for n, b in backends.items()})
+        with DnsdProcess(tmp_path, "--rrl-rate", "0", start_timeout_s=60) as dnsd:
+            deadline = time.monotonic() + 30
+            while True:
+                _, status = http(dnsd.admin_port, "GET", "/api/v1/status?limit=1")
+                probed = [b["probed"] for p in status["pools"] for b in p["backends"]]
+                if probed and all(s == "healthy" for s in probed):
+                    break
+                assert time.monotonic() < deadline, probed
+                time.sleep(0.2)
+            assert status["total"]["load_balancers"] == NAMES
+            assert http(dnsd.admin_port, "GET", "/readyz")[0] == 200
+            lost: list[int] = []
+            stop = threading.Event()
+
+            def asker() -> None:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        assert ask(dnsd.port, f"n{i % NAMES}.churn.test").rr
+                    except AssertionError:
+                        lost.append(i)
+                    i += 1
+                    time.sleep(0.02)
+
+            thread = threading.Thread(target=asker)
+            thread.start()
+            zone = tmp_path / "churn.test.yaml"
+            zone.write_text(zone.read_text().replace("ns1: {A: 192.0.2.1}", "ns1: {A: 192.0.2.7}"))
+            assert dnsd.proc is not None
+            dnsd.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 60
+            while http(dnsd.admin_port, "GET", "/readyz")[1]["generation"] < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            time.sleep(0.5)
+            stop.set()
+            thread.join()
+            assert lost == [], f"{len(lost)} queries unanswered during the reload"
+            assert str(ask(dnsd.port, "ns1.churn.test").rr[0].rdata) == "192.0.2.7"
+    finally:
+        for b in backends.values():
+            loop.call(b.stop())
+        loop.close()
