@@ -13,7 +13,9 @@ import hmac
 import json
 from typing import Any, Literal
 
-RejectReason = Literal["malformed", "unauthenticated", "node", "future", "unknown_target", "replayed"]
+RejectReason = Literal[
+    "malformed", "unauthenticated", "node", "future", "unknown_target", "replayed"
+]
 MIN_KEY_BYTES = 16
 MAX_MESSAGE_BYTES = 64 * 1024
 
