@@ -33,6 +33,7 @@ from dnsd.drill.plan import (
     expected_addresses,
     fault_for_s,
 )
+from dnsd.drill.runner import timeline_json
 from dnsd.errors import Reason
 from dnsd.explain import ecs_option
 
@@ -149,16 +150,7 @@ class PlanResult:
                     "passed": s.passed,
                     "notes": s.notes,
                     "expectations": [e.to_json() for e in s.expectations],
-                    "timeline": [
-                        {
-                            "lane": lane,
-                            "at": round(a.at, 3),
-                            "rcode": a.rcode,
-                            "answer": list(a.addresses),
-                            "ttl": a.ttl,
-                        }
-                        for lane, a in s.timeline
-                    ],
+                    "timeline": timeline_json(s.timeline),
                 }
                 for s in self.steps
             ],

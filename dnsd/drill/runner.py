@@ -75,16 +75,7 @@ class DrillResult:
             "notes": self.notes,
             "fault_at": _round(self.fault_at),
             "recovered_at": _round(self.recovered_at),
-            "timeline": [
-                {
-                    "lane": lane,
-                    "at": round(a.at, 3),
-                    "rcode": a.rcode,
-                    "answer": list(a.addresses),
-                    "ttl": a.ttl,
-                }
-                for lane, a in self.timeline
-            ],
+            "timeline": timeline_json(self.timeline),
         }
 
 
@@ -459,3 +450,17 @@ class Drill:
         status, reply = await self.env.admin(method, path, body)
         if status != 200:
             raise RuntimeError(f"admin API {method} {path}: {status} {reply}")
+
+
+def timeline_json(timeline: Any) -> list[dict[str, Any]]:
+    """A drill's timeline as the JSON reports give it (scenarios and plans alike)."""
+    return [
+        {
+            "lane": lane,
+            "at": round(a.at, 3),
+            "rcode": a.rcode,
+            "answer": list(a.addresses),
+            "ttl": a.ttl,
+        }
+        for lane, a in timeline
+    ]
