@@ -48,6 +48,7 @@ from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
 from dnsd.process_tools import in_daemon_thread, loading, release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
+from dnsd.reaper import release_later
 from dnsd.reply import Client
 from dnsd.resolve import resolve
 from dnsd.snapshot import (
@@ -720,7 +721,7 @@ class DnsServer:
                 snapshot = self.versions.update(snapshot, self.store.view, time.time())
             elif self.follower is not None:  # a worker: the main process's serials
                 snapshot = with_serials(snapshot, self.follower.serials)
-            self.holder.swap(snapshot)
+            release_later(self.holder.swap(snapshot))  # freed off the loop, in slices
             self.store.set_snapshot(snapshot)
             if self.follower is None:  # a worker probes nothing: its views come from the pipe
                 self.scheduler.reconcile()
@@ -755,6 +756,8 @@ class DnsServer:
         if self._config_writer is not None:
             self._config_writer.reader.close()
         await self.scheduler.stop()
+        if self.versions is not None:  # the last serials on disk before the process ends
+            await asyncio.to_thread(self.versions.flush)
         await self.notifier.stop()
         await self.alerts.stop()
         if self.config_sync is not None:

@@ -11,7 +11,7 @@ import ipaddress
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dnslib import QTYPE, RD, RR, SOA
 
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOCAL_SOURCE = "local"  # probe source of a node without a pop_region
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +306,7 @@ def compile_snapshot(
 def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
     """The same snapshot serving other SOA serials (dnsd.xfr.versions decides them): a new
     object when any serial differs (so the answer cache starts afresh), else `snap`."""
-    zones = dict(snap.zones)
+    zones = _copied(snap.zones)
     changed = False
     for name, serial in serials.items():
         zone = zones.get(name)
@@ -315,7 +318,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
                  rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])))  # fmt: skip
         apex = zone.nodes[zone.name]
         sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
-        nodes = dict(zone.nodes)
+        nodes = _copied(zone.nodes)
         nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
@@ -324,7 +327,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
 def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
     """The snapshot signing its DNSSEC zones with `signing` (zone → keys): the apex of each
     serves the DNSKEY set and the CDS/CDNSKEY records for the parent (RFC 7344)."""
-    zones = dict(snap.zones)
+    zones = _copied(snap.zones)
     for name, keys in signing.items():
         zone = zones.get(name)
         if zone is None:
@@ -333,7 +336,7 @@ def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
         sets: Mapping[int, RRset] = apex.rrsets
         for rrset in apex_key_rrsets(keys, zone.config.ttl).values():
             sets = with_rrset(sets, rrset)
-        nodes = dict(zone.nodes)
+        nodes = _copied(zone.nodes)
         nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, nodes=MappingProxyType(nodes))
     return replace(snap, zones=MappingProxyType(zones), signing=MappingProxyType(dict(signing)))
@@ -352,6 +355,14 @@ def apex_key_rrsets(keys: ZoneKeys, ttl: int) -> dict[int, RRset]:
         records = tuple(RD(rd.to_digestable()) for rd in rdatas)
         out[rtype] = RRset(keys.zone, rtype, dnskeys.ttl, records)
     return out
+
+
+def _copied(mapping: Mapping[K, V]) -> dict[K, V]:
+    """A dict copy at C speed: dict() over a mapping proxy goes key by key through the
+    mapping protocol (0.1 s for a zone of 100,000 names, on the event loop in a reload)."""
+    if isinstance(mapping, (dict, MappingProxyType)):
+        return mapping.copy()
+    return dict(mapping)
 
 
 class SnapshotHolder:

@@ -10,17 +10,20 @@ serials. Listeners hear of every new serial (NOTIFY).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from dnsd.atomic_files import write_file
 from dnsd.health.view import HealthView
+from dnsd.reaper import release_later
 from dnsd.snapshot import Snapshot, with_serials
 from dnsd.xfr.content import ZoneContent, content_of, signing_marker
 from dnsd.xfr.lb_answers import LbAnswers
@@ -48,6 +51,7 @@ class ZoneVersions:
         # zone → (its Zone config, its signing marker) the last content was made from
         self._inputs: dict[str, tuple[object, str, object]] = {}
         self.listeners: list[Callable[[str, int], None]] = []
+        self._writer: ThreadPoolExecutor | None = None
 
     def update(self, snap: Snapshot, view: HealthView, now: float) -> Snapshot:
         """O(zones + changed names) per health view: a zone whose configuration and signing
@@ -121,9 +125,11 @@ class ZoneVersions:
 
     def _remember(self, zone: str, content: ZoneContent) -> None:
         journal = self._journal.setdefault(zone, deque(maxlen=JOURNAL_VERSIONS))
+        if len(journal) == journal.maxlen:
+            release_later(journal.popleft())  # a big zone's version is freed off the loop
         journal.append(content)
         while len(journal) > 1 and sum(c.size for c in journal) > JOURNAL_RECORDS:
-            journal.popleft()
+            release_later(journal.popleft())
 
     def _load(self) -> dict[str, Served]:
         if self._path is None or not self._path.exists():
@@ -141,6 +147,8 @@ class ZoneVersions:
             return {}
 
     def _save(self) -> None:
+        """On an event loop the write (two fsyncs, tens of ms on a busy disk) goes to one
+        writer thread, in order; elsewhere (`dnsd export`, tests) it is done here."""
         if self._path is None or not self._persist:
             return
         document = {
@@ -149,11 +157,25 @@ class ZoneVersions:
                 for zone, s in sorted(self._served.items())
             }
         }
+        if _on_event_loop():
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="serials")
+            self._writer.submit(self._write, self._path, document)
+        else:
+            self._write(self._path, document)
+
+    def flush(self) -> None:
+        """Wait until every serial handed to the writer thread is on disk."""
+        if self._writer is not None:
+            self._writer.submit(lambda: None).result()
+
+    @staticmethod
+    def _write(path: Path, document: dict[str, Any]) -> None:
         try:
-            os.makedirs(self._path.parent, exist_ok=True)
-            write_file(self._path, json.dumps(document, indent=1) + "\n")
+            os.makedirs(path.parent, exist_ok=True)
+            write_file(path, json.dumps(document, indent=1) + "\n")
         except OSError as exc:
-            log.error("cannot write %s: %s", self._path, exc)
+            log.error("cannot write %s: %s", path, exc)
 
 
 def _with_serial(content: ZoneContent, serial: int) -> ZoneContent:
@@ -163,3 +185,11 @@ def _with_serial(content: ZoneContent, serial: int) -> ZoneContent:
     soa.clear()
     soa.add(content.soa[0].replace(serial=serial), content.soa.ttl)
     return replace(content, soa=soa)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
