@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from dnsd import __version__
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
-from dnsd.admin.metrics import Metrics, StateCollector
-from dnsd.admin.status import active_per_region
+from dnsd.admin.metrics import ActiveCollector, Metrics, StateCollector
+from dnsd.admin.status import active_per_region, answering_pool, region_states
 from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
@@ -279,7 +280,11 @@ class DnsServer:
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
             self.loops,
         )  # fmt: skip
-        collectors = (StateCollector(self.holder, self.store), self._tcp_handler, self.rrl)
+        active = ActiveCollector(
+            self.holder, self.store, lambda lb, now: region_states(self, lb, now),
+            answering_pool, self.serving_loop, __version__,
+        )  # fmt: skip
+        collectors = (StateCollector(self.holder, self.store), active, self._tcp_handler, self.rrl)
         for collector in (*collectors, self.loops):
             self.metrics.register(collector)
         if self.bus is not None:
@@ -382,6 +387,13 @@ class DnsServer:
     def bus_status_url(self) -> str:
         status = self.bus_status()
         return str(status["url"]) if status else ""
+
+    def serving_loop(self) -> str:
+        """What answers UDP: the UDP threads' loop (compiled or pure), or the event loop."""
+        if self.options.udp_loop == "asyncio":
+            return "asyncio"
+        threads = list(self._udp_threads)
+        return threads[0].loop if threads else self.options.serving_loop
 
     def _pool_health(self) -> dict[str, bool]:
         view, pools = self.store.view, self.holder.current.config.pools

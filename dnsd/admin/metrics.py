@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dnslib import QTYPE, RCODE
@@ -20,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from dnsd.health.fsm import ProbeResult
+from dnsd.health.overrides import entry_key
 from dnsd.health.probes import ProbeTarget
 from dnsd.health.store import HealthEvent, HealthStore
 from dnsd.snapshot import SnapshotHolder
@@ -146,7 +148,7 @@ class Metrics:
 
     def observe_event(self, event: HealthEvent) -> None:
         if event.kind == "override":
-            self.overrides.labels(event.subject.split(" ", 1)[0]).inc()
+            self.overrides.labels(override_kind(event.subject)).inc()
         else:
             self.transitions.labels(event.kind, event.new).inc()
 
@@ -158,6 +160,19 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+OVERRIDE_KINDS = ("backend", "pool", "load_balancer")  # the `kind` label of override metrics
+
+
+def override_kind(subject: str) -> str:
+    """The kind of what an `override` event is about. Its subject is "backend POOL/NAME",
+    "pool NAME", "load balancer NAME trickle_ratio", or "all overrides" (another node's
+    document merged) — the first word alone would say "load" for a load balancer."""
+    if subject.startswith("load balancer "):
+        return "load_balancer"
+    head = subject.split(" ", 1)[0]
+    return head if head in OVERRIDE_KINDS else "shared"
 
 
 def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -309,12 +324,28 @@ class StateCollector(Collector):
         yield hgen
         up = GaugeMetricFamily(
             "dnsd_backend_up",
-            "1 when the backend is healthy (overrides applied)",
-            labels=["pool", "backend", "probed", "override"],
+            "1 when the backend answers (probes, quorum and overrides applied)",
+            labels=["pool", "backend"],
         )
-        rtt = GaugeMetricFamily(
+        probed = GaugeMetricFamily(
+            "dnsd_backend_probed_up",
+            "1 when the probes find the backend healthy (or it is not monitored), "
+            "overrides not applied",
+            labels=["pool", "backend"],
+        )
+        override = GaugeMetricFamily(
+            "dnsd_backend_override",
+            "1 for the state an operator override forces on the backend (only while set)",
+            labels=["pool", "backend", "state"],
+        )
+        rtt_s = GaugeMetricFamily(
+            "dnsd_probe_rtt_seconds",
+            "EWMA probe round-trip time per probe source",
+            labels=["pool", "backend", "source"],
+        )
+        rtt = GaugeMetricFamily(  # deprecated: the same in ms, kept for existing dashboards
             "dnsd_backend_rtt_ewma_ms",
-            "EWMA probe RTT per source region",
+            "EWMA probe RTT per source region in ms (deprecated: dnsd_probe_rtt_seconds)",
             labels=["pool", "backend", "source"],
         )
         pools = GaugeMetricFamily("dnsd_pool_up", "1 when the pool is healthy", labels=["pool"])
@@ -322,15 +353,157 @@ class StateCollector(Collector):
             pools.add_metric([pool.name], 1.0 if view.pool_healthy(pool) else 0.0)
             for backend in pool.backends:
                 health = view.backend(pool, backend)
-                up.add_metric(
-                    [pool.name, backend.name, health.probed, health.override or ""],
-                    1.0 if health.healthy else 0.0,
-                )
+                names = [pool.name, backend.name]
+                up.add_metric(names, 1.0 if health.healthy else 0.0)
+                probed.add_metric(names, 0.0 if health.probed in ("unhealthy", "unknown") else 1.0)
+                if health.override:
+                    override.add_metric([*names, health.override], 1.0)
                 for source, sample in health.rtt.items():
-                    rtt.add_metric([pool.name, backend.name, source], sample.ewma_ms)
+                    rtt_s.add_metric([*names, source], sample.ewma_ms / 1000.0)
+                    rtt.add_metric([*names, source], sample.ewma_ms)
         yield up
+        yield probed
+        yield override
+        yield rtt_s
         yield rtt
         yield pools
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes
+
+
+# -- what answers now: active pool per client region, overrides, build, GeoIP age -----------
+RegionStates = Callable[[Any, float], tuple[dict[str, str], list[str]]]  # (lb, now) → status's
+AnsweringPool = Callable[[str], tuple[str, bool]]
+ACTIVE_REFRESH_S = 5.0  # at most this old, even when no health view was published
+
+
+class ActiveCollector(Collector):
+    """For every load balancer and client region, the pool answering now and whether it is
+    the first choice, read from the one computation the status document shows
+    (`region_states`, which steers once per class of alike load balancers). The rows are
+    kept per snapshot and health view: scrapes between two publications cost the
+    rendering only, however many load balancers there are."""
+
+    def __init__(
+        self,
+        holder: SnapshotHolder,
+        store: HealthStore,
+        region_states: RegionStates,
+        answering_pool: AnsweringPool,
+        serving_loop: Callable[[], str],
+        version: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.holder, self.store = holder, store
+        self.region_states, self.answering_pool = region_states, answering_pool
+        self.serving_loop, self.version, self.clock = serving_loop, version, clock
+        self._key: tuple[Any, int] | None = None
+        self._at = 0.0
+        self._rows: tuple[list[tuple[list[str], float]], ...] = ([], [], [])
+
+    def rows(self) -> tuple[list[tuple[list[str], float]], ...]:
+        """(active pool, failed over, fail open) samples, computed once per snapshot and
+        health view (or ACTIVE_REFRESH_S)."""
+        snap, view, now = self.holder.current, self.store.view, self.clock()
+        key = (snap, view.generation)
+        if key == self._key and now - self._at < ACTIVE_REFRESH_S:
+            return self._rows
+        active_rows: list[tuple[list[str], float]] = []
+        failed_rows: list[tuple[list[str], float]] = []
+        open_rows: list[tuple[list[str], float]] = []
+        for lb in snap.config.load_balancers.values():
+            active, failed = self.region_states(lb, now)
+            off_first = set(failed)
+            any_open = False
+            for region, chain in active.items():
+                pool, fail_open = self.answering_pool(chain)
+                any_open = any_open or fail_open
+                active_rows.append(([lb.name, region, pool or "-"], 1.0))
+                failed_rows.append(([lb.name, region], 1.0 if region in off_first else 0.0))
+            open_rows.append(([lb.name], 1.0 if any_open else 0.0))
+        self._key, self._at = key, now
+        self._rows = (active_rows, failed_rows, open_rows)
+        return self._rows
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        active_rows, failed_rows, open_rows = self.rows()
+        yield _gauges(
+            "dnsd_lb_active_pool",
+            "1 for the pool answering clients of this region now (overrides and a trickle "
+            "of 1.0 included; the innermost pool for nested load balancers)",
+            ["lb", "region", "pool"],
+            active_rows,
+        )
+        yield _gauges(
+            "dnsd_lb_failed_over",
+            "1 when the region is not answered by its first-choice pool (at any level)",
+            ["lb", "region"],
+            failed_rows,
+        )
+        yield _gauges(
+            "dnsd_lb_fail_open",
+            "1 when some client region is answered by a fallback because nothing was healthy",
+            ["lb"],
+            open_rows,
+        )
+        yield from self._overrides()
+        build = GaugeMetricFamily(
+            "dnsd_build_info", "The running dnsd", labels=["version", "serving_loop"]
+        )
+        build.add_metric([self.version, self.serving_loop()], 1.0)
+        yield build
+        geo = self.holder.current.geo
+        if geo is not None:
+            built = GaugeMetricFamily(
+                "dnsd_geoip_build_timestamp_seconds",
+                "When the GeoIP database being used was built (Unix time, its metadata)",
+            )
+            built.add_metric([], float(geo.build_epoch))
+            yield built
+
+    def _overrides(self) -> Iterator[GaugeMetricFamily]:
+        """Active overrides by kind, and per override since and until when (those are
+        few: set by people)."""
+        overrides = self.store.overrides
+        tables = (("backend", "backends"), ("pool", "pools"), ("load_balancer", "trickle"))
+        active = GaugeMetricFamily(
+            "dnsd_overrides_active", "Operator overrides in force", labels=["kind"]
+        )
+        since = GaugeMetricFamily(
+            "dnsd_override_since_timestamp_seconds",
+            "When the override in force was set (Unix time)",
+            labels=["kind", "name"],
+        )
+        expires = GaugeMetricFamily(
+            "dnsd_override_expires_timestamp_seconds",
+            "When the override removes itself (Unix time; only overrides with an expiry)",
+            labels=["kind", "name"],
+        )
+        for kind, table_name in tables:
+            table = getattr(overrides, table_name)
+            active.add_metric([kind], float(len(table)))
+            for key in table:
+                entry = entry_key(table_name, key)
+                name = entry.split("/", 1)[1]
+                meta = overrides.meta.get(entry)
+                version = overrides.versions.get(entry)
+                set_at = meta.since if meta is not None and meta.since else None
+                if set_at is None and version is not None:
+                    set_at = version[0]
+                if set_at is not None:
+                    since.add_metric([kind, name], set_at)
+                if meta is not None and meta.expires is not None:
+                    expires.add_metric([kind, name], meta.expires)
+        yield active
+        yield since
+        yield expires
+
+
+def _gauges(
+    name: str, documentation: str, labels: list[str], rows: list[tuple[list[str], float]]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, value)
+    return family

@@ -216,6 +216,17 @@ def region_states(server: ServerControl, lb: Any, now: float) -> tuple[dict[str,
     return dict(active), list(failed)
 
 
+FAIL_OPEN = " (fail open)"  # after the chain: nothing was healthy, a fallback answers
+
+
+def answering_pool(active: str) -> tuple[str, bool]:
+    """The pool at the end of an `active` chain ("lb:inner -> eu (fail open)"), and whether
+    it answers because nothing was healthy (what the metrics export per region)."""
+    fail_open = active.endswith(FAIL_OPEN)
+    chain = active[: -len(FAIL_OPEN)] if fail_open else active
+    return chain.rsplit(" -> ", 1)[-1], fail_open
+
+
 _ACTIVE: dict[tuple[int, int, int, tuple[str, ...]], tuple[Any, dict[str, str], list[str]]] = {}
 MAX_ACTIVE = 4_096
 
@@ -237,7 +248,7 @@ def _region_states(
         decision = steer(SteeringInputs(snap, view, client, random.Random(0), now), lb, QTYPE.A)
         path = " -> ".join(decision.path())
         name = region or "unknown"
-        active[name] = path + (" (fail open)" if decision.fail_open else "")
+        active[name] = path + (FAIL_OPEN if decision.any_fail_open() else "")
         level: Any = decision
         while level is not None:
             if level.primary is not None and level.pool != level.primary:
