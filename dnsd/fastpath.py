@@ -2,11 +2,14 @@
 
 A query of the common shape (QUERY, one uncompressed question, no records but at most one
 OPT of version 0) is keyed by its lower-case name, type, class and EDNS shape (DO, the UDP
-size class, ECS present). Everything else — and every first query of a key — goes through
-`resolve` unchanged.
+size class, ECS present, COOKIE present). Everything else — and every first query of a key —
+goes through `resolve` unchanged.
 
 * Static answers are cached as finished wire bytes; per query only the ID, RD/CD, the
-  question's case and the ECS echo are written in.
+  question's case, the ECS echo and the COOKIE option (the client's cookie and a fresh
+  server cookie for this client: what `dig` sends by default) are written in. A query
+  with a cookie is never remembered by its bytes (the memo tables the compiled loop
+  answers from), since every reply must carry a fresh server cookie.
 * Load-balanced answers cache the steering *plan* per client location (region, country,
   zone, …), the plan compiled into its draws (`select.compile_plan`), and the finished
   bytes per *outcome* reached. Per query, `draws.walk` makes the draws — the one
@@ -34,7 +37,7 @@ from dnslib import QTYPE, RCODE, DNSRecord
 from prometheus_client.core import CounterMetricFamily
 
 from dnsd.config.model import LB_PREFIX, LoadBalancer
-from dnsd.cookies import COOKIE_OPTION
+from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
 from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
@@ -44,6 +47,7 @@ from dnsd.reply import (
     PLAIN_UDP_LIMIT,
     Client,
     QueryResult,
+    echo_cookie,
     echo_ecs,
     fill,
     lookup_name,
@@ -66,6 +70,7 @@ _NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 OPT_TYPE = 41
 RD_CD = 0x0110
 ECS_MAX = 4 + 4 + 16  # option header + family/prefixes + an IPv6 address
+COOKIE_REPLY = 4 + 8 + 16  # option header + client cookie + the server cookie we make
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,7 @@ class Parsed:
     qclass: int
     key: tuple[Any, ...]
     ecs: ClientSubnet | None
+    cookie: bytes | None = None  # the client cookie (the server cookie sent is not needed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +180,18 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
     if version != 0 or pos + 11 + rdlen != n:
         return None
     ecs = None
+    cookie = None
     opt = pos + 11
     while opt < n:
         if opt + 4 > n:
             return None
         code, size = struct.unpack_from("!HH", wire, opt)
         if code == COOKIE_OPTION:
-            return None  # the reply carries a per-client server cookie: the full path
-        if code == ECS_OPTION:
+            # RFC 7873 §5.2.2: other lengths are FORMERR, and two cookies too (full path).
+            if cookie is not None or (size != CLIENT_LEN and not 16 <= size <= 40):
+                return None
+            cookie = bytes(wire[opt + 4 : opt + 4 + CLIENT_LEN])
+        elif code == ECS_OPTION:
             if ecs is not None:
                 return None
             try:
@@ -192,8 +202,8 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
     if opt != n:
         return None
     limit = "tcp" if transport == "tcp" else min(max(PLAIN_UDP_LIMIT, payload), EDNS_PAYLOAD)
-    key = (qname.lower(), qtype, qclass, limit, (flags & 0xC000, ecs is not None))  # DO, CO
-    return Parsed(qname, qtype, qclass, key, ecs)
+    shape = (flags & 0xC000, ecs is not None, cookie is not None)  # DO, CO, ECS, COOKIE
+    return Parsed(qname, qtype, qclass, (qname.lower(), qtype, qclass, limit, shape), ecs, cookie)
 
 
 class AnswerCache:
@@ -276,8 +286,9 @@ class AnswerCache:
         self.hits += 1
         self._bound()
         if isinstance(entry, Static):
-            reply = _finish(entry.wire, wire, parsed, 0)
-            memos[tail] = reply[2:]
+            reply = _finish(entry.wire, wire, parsed, 0, _cookie_echo(query, parsed))
+            if parsed.cookie is None:  # a cookie reply is fresh every time: never replayed
+                memos[tail] = reply[2:]
             return reply
         return self._balanced(entry, query, parsed)
 
@@ -362,7 +373,7 @@ class AnswerCache:
             entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
-        if snap.signing:
+        if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie
             denial = _compact_denial(query, parsed, found)
             if denial is not None:
                 # Not kept: names that do not exist are what floods are made of, and a
@@ -370,7 +381,7 @@ class AnswerCache:
                 # garbage collector's full passes); a denial costs one signature anyway.
                 return denial
         reply = query.resolve()
-        self._entries[parsed.key] = _static_entry(reply, parsed)
+        self._entries[parsed.key] = _static_entry(reply, parsed, _cookie_echo(query, parsed))
         return reply
 
     # -- load-balanced names ------------------------------------------------------------------
@@ -390,8 +401,9 @@ class AnswerCache:
         if bucket_id is None:  # an int hashes for free; the 14-field tuple does not
             bucket_id = self._bucket_ids[bucket] = len(self._bucket_ids)
         memo = _LbMemo(entry, parsed, info, bucket_id, client)
-        memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
-        memos[bytes(query.wire[2:])] = memo
+        if parsed.cookie is None:  # a cookie reply is fresh every time: never replayed
+            memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
+            memos[bytes(query.wire[2:])] = memo
         return self._balanced_memo(memo, query)
 
     def _balanced_memo(
@@ -421,18 +433,21 @@ class AnswerCache:
             query.on_decision(entry.lb.name, outcome.pool, info.location.region, outcome.fail_open)
         scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
         okey = (parsed.key, outcome.addresses, outcome.cname, scope)
+        cookie = _cookie_echo(query, parsed)
         template = self._outcomes.get(okey)
         if template is None:
             decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
             decision.addresses, decision.cname = outcome.addresses, outcome.cname
             decision.scope_prefixes = [scope] if scope else []
             rendered = _render(query.wire, client, query.snap, decision, info, query.now)
-            template = _strip_ecs(rendered, parsed)
+            template = _template(rendered, parsed, cookie)
             if template is None:
                 return rendered  # too large to patch safely: not cached
             self._outcomes[okey] = template
-        reply = _finish(template, query.wire, parsed, scope)
-        if len(memo.tails) < MAX_TAILS:  # bounded: a Sample over many backends has many
+        reply = _finish(template, query.wire, parsed, scope, cookie)
+        if (
+            parsed.cookie is None and len(memo.tails) < MAX_TAILS
+        ):  # bounded: a Sample over many backends has many
             counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
             memo.tails[outcome] = (reply[2:], counted, outcome.fail_open)
         return reply
@@ -532,6 +547,7 @@ def _render(
     fill(reply, found, query, decision)
     result = QueryResult(reply, edns, decision, info)
     echo_ecs(result)
+    echo_cookie(result, snap.node.cookies, client.address, now)
     return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))
 
 
@@ -554,11 +570,50 @@ def _compact_denial(query: Query, parsed: Parsed, found: Lookup) -> bytes | None
                             echo, parsed.key[3])  # fmt: skip
 
 
-def _static_entry(reply: bytes | None, parsed: Parsed) -> Static | None:
+def _static_entry(reply: bytes | None, parsed: Parsed, cookie: bytes | None) -> Static | None:
     if reply is None or reply[2] & 0x02:  # nothing to reuse, or truncated (size-dependent)
         return None
-    wire = _strip_ecs(reply, parsed)
+    wire = _template(reply, parsed, cookie)
     return None if wire is None else Static(wire)
+
+
+def _template(reply: bytes, parsed: Parsed, cookie: bytes | None) -> bytes | None:
+    """The reply without what is written per query: the COOKIE option (`cookie`: the one
+    echoed, which the full path writes last) and the ECS echo before it."""
+    if cookie is not None:
+        reply = _strip_cookie(reply, parsed, cookie)  # type: ignore[assignment]
+        if reply is None:
+            return None
+    return _strip_ecs(reply, parsed)
+
+
+def _strip_cookie(reply: bytes, parsed: Parsed, cookie: bytes) -> bytes | None:
+    """The reply without its last OPT option, the cookie echo, and OPT's RDLEN shortened to
+    match; None when the reply does not end as expected (then it is not cached)."""
+    echo = 4 + 4 + len(parsed.ecs.raw_address) if parsed.ecs is not None else 0
+    at = len(reply) - COOKIE_REPLY - echo - 2  # OPT's RDLEN
+    if (
+        len(cookie) != COOKIE_REPLY
+        or at < 12
+        or reply[len(reply) - COOKIE_REPLY : len(reply) - 16] != cookie[:12]
+        or struct.unpack_from("!H", reply, at)[0] != echo + COOKIE_REPLY
+    ):
+        return None
+    out = bytearray(reply[:-COOKIE_REPLY])
+    struct.pack_into("!H", out, at, echo)
+    return bytes(out)
+
+
+def _cookie_echo(query: Query, parsed: Parsed) -> bytes | None:
+    """The COOKIE option the reply to this query carries (RFC 7873 §5.2: the client's
+    cookie and a fresh server cookie for this client), or None (no cookie, or the server
+    does not answer cookies)."""
+    cookies = query.snap.node.cookies
+    if parsed.cookie is None or cookies is None:
+        return None
+    client = parsed.cookie
+    server = cookies.make(client, query.client.address, query.now)
+    return struct.pack("!HH", COOKIE_OPTION, len(client) + len(server)) + client + server
 
 
 def _strip_ecs(reply: bytes, parsed: Parsed) -> bytes | None:
@@ -575,21 +630,29 @@ def _strip_ecs(reply: bytes, parsed: Parsed) -> bytes | None:
         del out[len(out) - echo :]
         out[len(out) - 2 : len(out)] = b"\x00\x00"  # OPT RDLEN: the echo is written per query
     limit = parsed.key[3]
-    if limit != "tcp" and len(out) + ECS_MAX > limit:
+    room = ECS_MAX + (COOKIE_REPLY if parsed.cookie is not None else 0)
+    if limit != "tcp" and len(out) + room > limit:
         return None
     return bytes(out)
 
 
-def _finish(template: bytes, wire: bytes, parsed: Parsed, scope: int) -> bytes:
+def _finish(
+    template: bytes, wire: bytes, parsed: Parsed, scope: int, cookie: bytes | None = None
+) -> bytes:
     out = bytearray(template)
     out[0:2] = wire[0:2]
     out[2] |= wire[2] & (RD_CD >> 8)
     out[3] |= wire[3] & (RD_CD & 0xFF)
     out[12 : 12 + len(parsed.qname)] = parsed.qname
+    options = b""
     if parsed.ecs is not None:
         echo = parsed.ecs.echo(scope)
-        out[len(out) - 2 : len(out)] = struct.pack("!H", 4 + len(echo))
-        out += struct.pack("!HH", ECS_OPTION, len(echo)) + echo
+        options = struct.pack("!HH", ECS_OPTION, len(echo)) + echo
+    if cookie is not None:  # after the ECS echo, as the full path writes them
+        options += cookie
+    if options:
+        out[len(out) - 2 : len(out)] = struct.pack("!H", len(options))  # OPT RDLEN (was 0)
+        out += options
     return bytes(out)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -13,6 +14,7 @@ import pytest
 from dnslib import EDNS0, DNSRecord, EDNSOption
 
 from dnsd.config.loader import load_config
+from dnsd.cookies import ServerCookies
 from dnsd.dnssec.keys import ensure_keys
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
@@ -44,8 +46,8 @@ def random_query(rng: random.Random) -> bytes:
     q.header.cd = rng.random() < 0.2
     if rng.random() < 0.7:
         opts = [ecs_option(rng.choice(SUBNETS))] if rng.random() < 0.6 else []
-        if rng.random() < 0.05:  # a cookie: the full path answers it (per-client server cookie)
-            opts.append(EDNSOption(10, rng.randbytes(8)))
+        if rng.random() < 0.3:  # a cookie (as dig sends): the reply gets a server cookie
+            opts.append(EDNSOption(10, rng.randbytes(rng.choice([8, 8, 24]))))
         q.add_ar(
             EDNS0(
                 udp_len=rng.choice([512, 1232, 4096]),
@@ -85,11 +87,16 @@ def signed(snap: Snapshot, key_dir: Path) -> Snapshot:
     return with_keys(snap, {name: ensure_keys(key_dir, name, 13, True) for name in snap.zones})
 
 
+def answering_cookies(snap: Snapshot) -> Snapshot:
+    """The snapshot of a server that answers DNS cookies, as `dnsd serve` runs."""
+    return replace(snap, node=replace(snap.node, cookies=ServerCookies(b"k" * 32)))
+
+
 @pytest.mark.parametrize("dnssec", [False, True], ids=["unsigned", "signed"])
 def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) -> None:
     rng = random.Random(20261130)
     config, _ = load_config(DATA / "fast")
-    snap = compile_snapshot(config, 1, geo=GEO)
+    snap = answering_cookies(compile_snapshot(config, 1, geo=GEO))
     if dnssec:  # DO=1 replies are signed: the cache keeps signed bytes, equal to the full path's
         snap = signed(snap, tmp_path)
     cache = AnswerCache()
@@ -100,7 +107,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
     clients: dict[tuple[str, str], Client] = {}
     for round_ in range(12):
         if round_ % 3 == 2:  # a reload: a new generation of the same config
-            snap = compile_snapshot(config, snap.generation + 1, geo=GEO)
+            snap = answering_cookies(compile_snapshot(config, snap.generation + 1, geo=GEO))
             if dnssec:
                 snap = signed(snap, tmp_path)
         states = {
@@ -162,3 +169,30 @@ def test_cached_answers_follow_health_changes() -> None:
 
     assert answers(up) <= {"192.0.2.10", "192.0.2.11"}
     assert answers(down) == {"203.0.113.200"}  # the a pool is down: fallback, at once
+
+
+@pytest.mark.parametrize("name", ["mail.fast.test", "geo.fast.test"], ids=["static", "lb"])
+def test_queries_with_a_cookie_are_answered_from_the_cache(name: str) -> None:
+    """`dig` sends a client cookie by default (a new one per run): such queries are cache
+    hits too, and each reply carries its own client's cookie with a fresh server cookie —
+    the same bytes as the full path."""
+    config, _ = load_config(DATA / "fast")
+    snap = answering_cookies(compile_snapshot(config, 1, geo=GEO))
+    cookies = snap.node.cookies
+    assert cookies is not None
+    cache, health = AnswerCache(), view_of({}, generation=1)
+    client = Client(ipaddress.ip_address("81.2.69.142"), "udp")
+    now = 1_800_000_000.0
+    for run in range(4):
+        mine = bytes([run]) * 8
+        q = DNSRecord.question(name)
+        q.add_ar(EDNS0(udp_len=1232, opts=[ecs_option("81.2.69.0/24"), EDNSOption(10, mine)]))
+        wire = q.pack()
+        hits = cache.hits
+        cached = cache.answer(wire, client, snap, health, random.Random(run), now + run)
+        assert cached == resolve(wire, client, snap, health, random.Random(run), now + run)
+        assert cache.hits == hits + (run > 0)  # the first of the name fills the cache
+        echoed = [o.data for o in DNSRecord.parse(cached).ar[-1].rdata if o.code == 10]
+        assert len(echoed) == 1 and echoed[0][:8] == mine
+        assert cookies.valid(mine, echoed[0][8:], client.address, now + run)
+    assert not cache._memo_udp  # never replayed by bytes: each reply needs a fresh cookie
