@@ -24,8 +24,8 @@ from dnsd.admin.audit import AuditLog
 from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
-from dnsd.admin.metrics import ActiveCollector, Metrics, StateCollector
-from dnsd.admin.status import active_per_region, answering_pool, region_states
+from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
+from dnsd.admin.status import active_per_region, answering_pool, shared_region_states
 from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
@@ -280,11 +280,13 @@ class DnsServer:
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
             self.loops,
         )  # fmt: skip
-        active = ActiveCollector(
-            self.holder, self.store, lambda lb, now: region_states(self, lb, now),
-            answering_pool, self.serving_loop, __version__,
+        active = ActivePools(
+            self.holder, self.store, lambda lb, now: shared_region_states(self, lb, now),
+            answering_pool,
         )  # fmt: skip
-        collectors = (StateCollector(self.holder, self.store), active, self._tcp_handler, self.rrl)
+        self.metrics.add_text(active.text)
+        cockpit = CockpitCollector(self.holder, self.store, self.serving_loop, __version__)
+        collectors = (StateCollector(self.holder, self.store), cockpit, self._tcp_handler, self.rrl)
         for collector in (*collectors, self.loops):
             self.metrics.register(collector)
         if self.bus is not None:

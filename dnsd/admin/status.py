@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -199,21 +199,35 @@ def region_states(server: ServerControl, lb: Any, now: float) -> tuple[dict[str,
     Load balancers configured alike (one class, dnsd.xfr.lb_answers) share one answer per
     health view: a status page of 100 load balancers, or the failover check of 10,000,
     steers once per class."""
+    active, failed = shared_region_states(server, lb, now)
+    return dict(active), list(failed)
+
+
+def shared_region_states(
+    server: ServerControl, lb: Any, now: float
+) -> tuple[Mapping[str, str], Sequence[str]]:
+    """`region_states` without the copies: the objects every load balancer of the class
+    shares, never to be changed (the metrics render each class's text once per view)."""
     snap, view = server.holder.current, server.store.view
     index = lb_index(snap.config)
     kind = index.classes[lb.name]
     generation = view.generation if kind in index.by_rtt else view.states_generation
     reached = _lbs_reached(snap.config, lb)
-    manual = tuple(sorted(n for n in reached if view.trickle_ratio(n, _ratio(snap, n)) >= 1.0))
+    if len(reached) == 1:  # the common case: nothing nested
+        manual: tuple[str, ...] = (
+            (lb.name,) if view.trickle_ratio(lb.name, float(lb.trickle_ratio)) >= 1.0 else ()
+        )
+    else:
+        manual = tuple(sorted(n for n in reached if view.trickle_ratio(n, _ratio(snap, n)) >= 1.0))
     key = (id(snap.config), kind, generation, manual)
     hit = _ACTIVE.get(key)
     if hit is not None and hit[0] is snap.config:
-        return dict(hit[1]), list(hit[2])
-    active, failed = _region_states(snap, view, lb, reached, manual, now)
+        return hit[1], hit[2]
+    active, failed = _region_states(snap, view, lb, set(reached), manual, now)
     if len(_ACTIVE) >= MAX_ACTIVE:
         _ACTIVE.pop(next(iter(_ACTIVE)))
     _ACTIVE[key] = (snap.config, active, failed)
-    return dict(active), list(failed)
+    return active, failed
 
 
 FAIL_OPEN = " (fail open)"  # after the chain: nothing was healthy, a fallback answers
@@ -258,8 +272,15 @@ def _region_states(
     return active, failed
 
 
-def _lbs_reached(config: Any, lb: Any) -> set[str]:
-    """`lb` and every load balancer it nests, however deep."""
+def _lbs_reached(config: Any, lb: Any) -> frozenset[str]:
+    """`lb` and every load balancer it nests, however deep (kept per config: the metrics
+    ask for every load balancer at each new health view)."""
+    if _REACHED[0] is not config:
+        _REACHED[:] = [config, {}]
+    known: dict[str, frozenset[str]] = _REACHED[1]
+    found = known.get(lb.name)
+    if found is not None:
+        return found
     seen, todo = {lb.name}, [lb]
     while todo:
         for ref in lb_pools(todo.pop()):
@@ -267,4 +288,8 @@ def _lbs_reached(config: Any, lb: Any) -> set[str]:
             if name is not None and name not in seen and name in config.load_balancers:
                 seen.add(name)
                 todo.append(config.load_balancers[name])
-    return seen
+    known[lb.name] = found = frozenset(seen)
+    return found
+
+
+_REACHED: list[Any] = [None, {}]  # the config, and per load balancer what it reaches
