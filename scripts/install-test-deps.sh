@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian-based machine:
 # Debian packages (dig from dnsutils, the unbound resolver, chromium for the status page,
-# openssl, the Knot and NSD secondaries) and the Python test extra.
+# openssl, the Knot and NSD secondaries, promtool from prometheus) and the Python test extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,7 @@ command -v dockerd >/dev/null 2>&1 || debs+=(docker.io)  # the compose test bed,
 command -v docker-compose >/dev/null 2>&1 || debs+=(docker-compose)
 command -v debootstrap >/dev/null 2>&1 || debs+=(debootstrap)  # docker/offline-images.sh
 command -v gcc >/dev/null 2>&1 || debs+=(gcc)  # builds the compiled serving loop (dnsd/_fastloop.c)
+command -v promtool >/dev/null 2>&1 || debs+=(prometheus)  # promtool checks docs/prometheus/ rules
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
