@@ -109,3 +109,28 @@ def test_every_worker_accepts_the_cookie_another_made(tmp_path) -> None:  # type
             answered += len(burst("127.0.7.1", dnsd.port, option, 5))
     assert (tmp_path / "cookie.key").exists()
     assert answered == 40
+
+
+def cache_counts(admin_port: int) -> tuple[float, float]:
+    from tests.admin_client import http
+
+    _, text = http(admin_port, "GET", "/metrics")
+    found = dict(re.findall(r'^dnsd_answer_cache_total\{result="(\w+)"\} (\S+)$', text, re.M))
+    return float(found["hit"]), float(found["miss"])
+
+
+@pytest.mark.parametrize("name", ["mail.example.test", "www.example.test"], ids=["static", "lb"])
+def test_plain_dig_with_its_default_cookie_is_answered_and_counted_by_the_cache(
+    name: str,
+) -> None:
+    """`dig` sends a client cookie unless told +nocookie (a new one per run): its queries
+    are answer-cache hits, counted in dnsd_answer_cache_total, each with its own valid
+    cookie back."""
+    with DnsdProcess(DATA / "good") as dnsd:
+        hits, misses = cache_counts(dnsd.admin_port)
+        outputs = [dig(dnsd.port, name) for _ in range(5)]
+        assert all("status: NOERROR" in out and "(good)" in out for out in outputs)
+        assert len({cookie_of(out) for out in outputs}) == 5  # every run its own
+        after_hits, after_misses = cache_counts(dnsd.admin_port)
+        assert after_misses - misses == 1  # the first of the name
+        assert after_hits - hits == 4
