@@ -13,6 +13,7 @@ import dns.edns
 import dns.message
 import pytest
 
+from tests.admin_client import http
 from tests.conftest import DATA
 from tests.processes import DnsdProcess
 
@@ -112,8 +113,6 @@ def test_every_worker_accepts_the_cookie_another_made(tmp_path) -> None:  # type
 
 
 def cache_counts(admin_port: int) -> tuple[float, float]:
-    from tests.admin_client import http
-
     _, text = http(admin_port, "GET", "/metrics")
     found = dict(re.findall(r'^dnsd_answer_cache_total\{result="(\w+)"\} (\S+)$', text, re.M))
     return float(found["hit"]), float(found["miss"])
