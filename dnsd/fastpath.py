@@ -580,11 +580,10 @@ def _static_entry(reply: bytes | None, parsed: Parsed, cookie: bytes | None) -> 
 def _template(reply: bytes, parsed: Parsed, cookie: bytes | None) -> bytes | None:
     """The reply without what is written per query: the COOKIE option (`cookie`: the one
     echoed, which the full path writes last) and the ECS echo before it."""
-    if cookie is not None:
-        reply = _strip_cookie(reply, parsed, cookie)  # type: ignore[assignment]
-        if reply is None:
-            return None
-    return _strip_ecs(reply, parsed)
+    if cookie is None:
+        return _strip_ecs(reply, parsed)
+    without = _strip_cookie(reply, parsed, cookie)
+    return None if without is None else _strip_ecs(without, parsed)
 
 
 def _strip_cookie(reply: bytes, parsed: Parsed, cookie: bytes) -> bytes | None:
