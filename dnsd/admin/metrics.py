@@ -414,15 +414,17 @@ class ActivePools:
         self.holder, self.store = holder, store
         self.region_states, self.answering_pool = region_states, answering_pool
         self.clock = clock
-        self._key: tuple[Any, int, int] | None = None
+        self._key: tuple[int, int, int, int] | None = None
         self._at = 0.0
         self._text = b""
 
     def text(self) -> bytes:
         snap, view, now = self.holder.current, self.store.view, self.clock()
-        key = (snap, view.states_generation, view.generation)
+        # Numbers, not the snapshot: an old one is freed off the loop (dnsd.reaper) only
+        # when nothing else holds it.
+        key = (id(snap), snap.generation, view.states_generation, view.generation)
         if self._key is not None and (
-            key == self._key or (key[:2] == self._key[:2] and now - self._at < ACTIVE_REFRESH_S)
+            key == self._key or (key[:3] == self._key[:3] and now - self._at < ACTIVE_REFRESH_S)
         ):
             return self._text
         self._text = self._render(snap, now)
