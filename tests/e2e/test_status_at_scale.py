@@ -65,7 +65,8 @@ def test_status_pages_filters_and_stays_fast(tmp_path: Path) -> None:
                 while "of 111" not in text:
                     assert time.monotonic() < deadline, text
                     await asyncio.sleep(0.1)
-                    text = await browser.evaluate(PAGE) or ""  # None: not loaded yet
+                    loaded = await browser.evaluate("document.readyState") == "complete"
+                    text = (await browser.evaluate(PAGE) or "") if loaded else ""
                 assert "1–50 of 111" in text and "next" in text
                 rows = await browser.evaluate("document.querySelectorAll('[data-lb]').length")
                 assert rows == 50
