@@ -71,13 +71,18 @@ def region_facts(lb: Mapping[str, Any], cause: Cause) -> list[RegionFact]:
     return facts
 
 
-def pool_colours(lb: Mapping[str, Any], facts: list[RegionFact]) -> dict[str, str]:
-    """Each pool's colour: its place in the load balancer's list, so the first choice is
-    always the first colour."""
+def pool_colours(lbs: list[Mapping[str, Any]]) -> dict[str, str]:
+    """Each pool's colour on a page: the order in which the page's load balancers list
+    them, so a pool has one colour in every map (and the first choice is usually the
+    first colour)."""
     order: list[str] = []
-    for name in (*lb.get("default_pools", ()), lb.get("fallback_pool"), *(f.pool for f in facts)):
-        if name and not name.startswith("lb:") and name not in order:
-            order.append(name)
+    for lb in lbs:
+        answering = [
+            p.removesuffix(FAIL_OPEN).split(" -> ")[-1] for p in lb.get("active", {}).values()
+        ]
+        for name in (*lb.get("default_pools", ()), lb.get("fallback_pool"), *answering):
+            if name and not name.startswith("lb:") and name not in order:
+                order.append(name)
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
 
 
@@ -87,11 +92,11 @@ STATE_TEXT: Mapping[State, str] = {
     "manual": "failed over (override)",
     "fail_open": "fail open",
 }
-STATE_MARK: Mapping[State, str] = {
+STATE_MARK: Mapping[State, str] = {  # plain words: a symbol font may be missing
     "first": "",
-    "failover": "⚠ failed over",
-    "manual": "✋ override",
-    "fail_open": "✖ fail open",
+    "failover": "FAILED OVER",
+    "manual": "OVERRIDE",
+    "fail_open": "FAIL OPEN",
 }
 
 
@@ -121,7 +126,7 @@ def _tile(fact: RegionFact, colour: str) -> str:
             f'<rect x="{x + 1.5}" y="{y + 1.5}" width="{TILE_W - 3}" height="{TILE_H - 3}" rx="5" '
             f'fill="none" stroke="{stroke}" stroke-width="3"{dash}/>',
         ]
-    label = "no location" if fact.region == UNKNOWN else fact.region
+    label = fact.region
     parts += [
         f'<text x="{x + 7}" y="{y + 15}" class="t-code">{esc(label)}</text>',
         f'<text x="{x + 7}" y="{y + 30}" class="t-pool">{esc(shorten(fact.pool, 12))}</text>',
@@ -155,11 +160,13 @@ def region_map_svg(
     )
 
 
-def legend_html(colours: Mapping[str, str], facts: list[RegionFact]) -> str:
-    """Pool colours and the marks in use, as text."""
+def legend_html(colours: Mapping[str, str], lb: Mapping[str, Any], facts: list[RegionFact]) -> str:
+    """This load balancer's pools with their colours, and the marks in use, as text."""
+    mine = [*lb.get("default_pools", ()), lb.get("fallback_pool"), *(f.pool for f in facts)]
     items = [
-        f'<li><span class="sw" style="background:{c}"></span>{esc(pool)}</li>'
-        for pool, c in colours.items()
+        f'<li><span class="sw" style="background:{colours[pool]}"></span>{esc(pool)}</li>'
+        for pool in dict.fromkeys(mine)
+        if pool in colours
     ]
     states = {f.state for f in facts}
     if "failover" in states:

@@ -70,8 +70,10 @@ def render_live(
         '<h2 id="lbs-head">Load balancers: the pool answering each client region now</h2>',
         '<div id="lbs">',
     ]
+    colours = pool_colours(doc["load_balancers"])
     for i, lb in enumerate(doc["load_balancers"]):
-        parts.append(lb_section(lb, i, overrides, events_by_lb.get(lb["name"], []), now))
+        events = events_by_lb.get(lb["name"], [])
+        parts.append(lb_section(lb, i, overrides, colours, events, now))
     if not doc["load_balancers"]:
         parts.append('<p class="meta">no load balancer matches</p>')
     parts += [
@@ -224,13 +226,20 @@ def lb_section(
     lb: Mapping[str, Any],
     index: int,
     overrides: Mapping[tuple[str, str], Mapping[str, Any]],
+    colours: Mapping[str, str],
     events: list[Mapping[str, Any]],
     now: float,
 ) -> str:
     name = lb["name"]
     facts = region_facts(lb, _cause(lb, overrides, now))
-    colours = pool_colours(lb, facts)
     off = [f for f in facts if f.state != "first"]
+    level = (
+        "outage"
+        if any(f.state in ("failover", "fail_open") for f in off)
+        else "manual"
+        if off
+        else "ok"
+    )
     names = lb.get("names") or []
     total_names = lb.get("names_total", len(names))
     shown = ", ".join(names[:NAMES_SHOWN]) + (
@@ -283,13 +292,13 @@ def lb_section(
         for e in list(reversed(events))[:20]
     )
     return (
-        f'<section class="lb" data-lb="{esc(name)}" data-failed="{len(off)}">'
+        f'<section class="lb {level}" data-lb="{esc(name)}" data-failed="{len(off)}">'
         f'<h3>{heading} <span class="lbname">load balancer <code>{esc(name)}</code></span></h3>'
         f'<p class="meta">policy {esc(lb.get("policy"))} · ttl {esc(lb.get("ttl"))}s · '
         f"{trickle_html} · pools {esc(pools_text)}</p>{status}"
         f'<div class="lb-grid"><figure class="map">'
         f"{region_map_svg(title, facts, colours, f'map-{index}')}"
-        f"<figcaption>{legend_html(colours, facts)}</figcaption></figure>"
+        f"<figcaption>{legend_html(colours, lb, facts)}</figcaption></figure>"
         f'<figure class="tl">{timeline_svg(events, now - DAY_S, now, window)}'
         f"<figcaption>last 24 h, UTC: {len(events)} event{'s' * (len(events) != 1)}"
         f"</figcaption></figure></div>"

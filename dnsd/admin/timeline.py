@@ -22,7 +22,7 @@ LANE_OF = {"health": "health", "backend": "health", "pool": "health",
 COLOUR = {"health": "#cf222e", "failover": "#bf8700", "override": "#8250df", "config": "#57606a"}
 BAD = frozenset({"unhealthy", "down"})  # a health event that starts a bar
 CLEARED = frozenset({"", "none", "null", "removed"})  # an override event that ends one
-WIDTH, LABEL_W, LANE_H, AXIS_H = 640, 62, 22, 24
+WIDTH, LABEL_W, LANE_H, AXIS_H = 640, 76, 24, 26
 GOOD = "#1a7f37"  # a health tick that says healthy again
 MAX_TICKS = 400  # per timeline: beyond it the oldest are left out (the bars still show)
 
@@ -98,7 +98,7 @@ def frame_symbol(start: float, end: float) -> str:
     for i, lane in enumerate(LANES):
         y = i * LANE_H
         out.append(
-            f'<text x="4" y="{y + 15}" class="t-lane">{lane}</text>'
+            f'<text x="4" y="{y + 17}" class="t-lane">{lane}</text>'
             f'<line x1="{LABEL_W}" y1="{y + LANE_H - 0.5}" x2="{WIDTH - 10}" '
             f'y2="{y + LANE_H - 0.5}" class="t-grid"/>'
         )
@@ -106,12 +106,11 @@ def frame_symbol(start: float, end: float) -> str:
     step = 3 * 3600 if span > 6 * 3600 else 3600 if span > 3600 else 600
     for at in range((int(start) // step + 1) * step, int(end) + 1, step):
         x = _x(at, start, end)
-        out.append(
-            f'<line x1="{x}" y1="0" x2="{x}" y2="{axis_y}" class="t-grid"/>'
-            f'<text x="{x}" y="{axis_y + 15}" class="t-axis">{utc(at)[11:16]}</text>'
-        )
-    out.append(f'<text x="4" y="{axis_y + 15}" class="t-axis t-utc">UTC</text>')
-    out.append(f'<text x="{WIDTH - 10}" y="{axis_y + 15}" class="t-axis t-now">now</text>')
+        out.append(f'<line x1="{x}" y1="0" x2="{x}" y2="{axis_y}" class="t-grid"/>')
+        if LABEL_W + 20 < x < WIDTH - 50:  # clear of "UTC" and "now"
+            out.append(f'<text x="{x}" y="{axis_y + 18}" class="t-axis">{utc(at)[11:16]}</text>')
+    out.append(f'<text x="4" y="{axis_y + 18}" class="t-axis t-utc">UTC</text>')
+    out.append(f'<text x="{WIDTH - 10}" y="{axis_y + 18}" class="t-axis t-now">now</text>')
     out.append("</symbol>")
     return "".join(out)
 
