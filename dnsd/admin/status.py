@@ -233,11 +233,20 @@ def summary(server: ServerControl, now: float) -> dict[str, Any]:
                 overridden += 1
             elif not health.healthy:
                 down += 1
+    # Load balancers of one class (configured alike but for the name) fail over alike,
+    # unless a trickle override names one: one steering per class, not per name.
+    lbs = snap.config.load_balancers
+    classes: dict[int, list[str]] = {}
+    for name, kind in lb_index(snap.config).classes.items():
+        classes.setdefault(kind, []).append(name)
     regions = lbs_failed = 0
-    for lb in snap.config.load_balancers.values():
-        failed = region_states(server, lb, now)[1]
-        regions += len(failed)
-        lbs_failed += bool(failed)
+    for names in classes.values():
+        alike = [n for n in names if n not in view.trickle_overrides]
+        own = [n for n in names if n in view.trickle_overrides]
+        for name, count in [*([(alike[0], len(alike))] if alike else []), *((n, 1) for n in own)]:
+            failed = len(region_states(server, lbs[name], now)[1])
+            regions += failed * count
+            lbs_failed += count if failed else 0
     overrides = store.overrides
     doc = {
         "backends": backends,

@@ -107,7 +107,7 @@ def frame_symbol(start: float, end: float) -> str:
     for at in range((int(start) // step + 1) * step, int(end) + 1, step):
         x = _x(at, start, end)
         out.append(f'<line x1="{x}" y1="0" x2="{x}" y2="{axis_y}" class="t-grid"/>')
-        if LABEL_W + 20 < x < WIDTH - 50:  # clear of "UTC" and "now"
+        if LABEL_W + 20 < x < WIDTH - 62:  # clear of "UTC" and "now"
             out.append(f'<text x="{x}" y="{axis_y + 18}" class="t-axis">{utc(at)[11:16]}</text>')
     out.append(f'<text x="4" y="{axis_y + 18}" class="t-axis t-utc">UTC</text>')
     out.append(f'<text x="{WIDTH - 10}" y="{axis_y + 18}" class="t-axis t-now">now</text>')

@@ -105,7 +105,9 @@ def test_manual_failover_shows_the_standby_pool_in_every_region(tmp_path: Path) 
             browser = await Browser(f"{s.url}?refresh={REFRESH_MS}").connect()
             try:
                 await wait_js(browser, "document.querySelector('#banner')?.dataset.level === 'ok'")
-                pools = await browser.evaluate(TILES.format(lb="web") + ".map(t => t.dataset.active)")
+                pools = await browser.evaluate(
+                    TILES.format(lb="web") + ".map(t => t.dataset.active)"
+                )
                 assert pools == ["eu"] * REGIONS
                 code, _ = s.api("PUT", "/api/v1/overrides/load_balancers/web",
                                 {"trickle_ratio": 1.0, "reason": "failover drill"})  # fmt: skip
@@ -213,6 +215,16 @@ def test_the_page_says_the_same_without_javascript(tmp_path: Path) -> None:
         assert "Z" in dom.split('id="meta"')[1][:400]  # times are marked UTC
         with_js = asyncio.run(page_dom(s.url, javascript=True))
         assert 'data-refreshes="0"' in with_js and tiles_of(with_js)["web"] == maps["web"]
+
+        # a drained backend: said as an override with its reason and actor, not a failure
+        body = {"state": "drain", "reason": "kernel upgrade", "for": "30m"}
+        assert s.api("PUT", "/api/v1/overrides/backends/us/us-1", body)[0] == 200
+        time.sleep(0.6)  # the status document is computed at most twice a second
+        html = s.page()
+        row = html.split('data-backend="us/us-1"')[1].split("</tr>")[0]
+        assert 'class="state st-manual"' in row and "drain (override)" in row
+        assert "kernel upgrade" in row and "by oncall" in row and "unhealthy" not in row
+        assert 'data-fact="backends-drained"><b>1</b>' in html
 
         # paging and search without JavaScript: plain links and a GET form
         first = s.page("?limit=1")
