@@ -114,7 +114,8 @@ def _tile(fact: RegionFact, colour: str) -> str:
     if fact.why:
         title += f": {fact.why}"
     parts = [
-        f"<g{attrs(class_='tile', data_region=fact.region, data_active=fact.pool, data_state=fact.state)}>",
+        f'<g class="tile"{attrs(data_region=fact.region, data_active=fact.pool)} '
+        f'data-state="{fact.state}">',
         f"<title>{esc(title)}</title>",
         f'<rect x="{x}" y="{y}" width="{TILE_W}" height="{TILE_H}" rx="6" fill="{colour}"/>',
     ]
@@ -192,7 +193,8 @@ def region_table_html(facts: list[RegionFact]) -> str:
     off = [f for f in facts if f.state != "first"]
     rows = "".join(
         f"<tr{attrs(data_region=f.region, class_='st-' + f.state)}><td>{esc(f.region)}</td>"
-        f"<td>{esc(f.path)}</td><td>{esc(STATE_TEXT[f.state])}</td><td>{esc(f.first or '-')}</td>"
+        f'<td class="name">{esc(f.path)}</td><td>{esc(STATE_TEXT[f.state])}</td>'
+        f'<td class="name">{esc(f.first or "-")}</td>'
         f"<td>{esc(f.why)}</td></tr>"
         for f in off
     )

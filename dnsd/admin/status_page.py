@@ -127,15 +127,16 @@ def banner(doc: Mapping[str, Any], now: float) -> str:
          s.get("backends_overridden_down", 0), "down by override"),
         ("backends-drained", "manual" if s.get("backends_drained") else "",
          s.get("backends_drained", 0), "drained"),
-        ("regions-failed-over", "outage" if failed and not manual else "manual" if failed else "",
+        ("regions-failed-over", ("manual" if manual else "outage") if failed else "",
          failed, f"region{'s' * (failed != 1)} failed over, in "
-         f"{s.get('load_balancers_failed_over', 0)} of {s.get('load_balancers', 0)} load balancers"),
+         f"{s.get('load_balancers_failed_over', 0)} of {s.get('load_balancers', 0)} "
+         "load balancers"),
         ("overrides", "manual" if manual else "", manual,
          f"override{'s' * (manual != 1)} active"),
         ("generation", "", doc["config"]["generation"], "config generation"),
     ]  # fmt: skip
     items = "".join(
-        f"<li{attrs(class_=('fact ' + cls).strip(), data_fact=key)}><b>{esc(n)}</b> {esc(text)}</li>"
+        f'<li class="fact {cls}" data-fact="{key}"><b>{esc(n)}</b> {esc(text)}</li>'
         for key, cls, n, text in facts
     )
     node = doc["node"]
@@ -331,25 +332,24 @@ def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any]) ->
     rows = []
     for pool in pools:
         healthy = pool["healthy"]
-        badge = f'<span class="badge {"healthy" if healthy else "unhealthy"}">' + (
-            "healthy" if healthy else "unhealthy"
-        ) + "</span>"  # fmt: skip
         ovr = overrides.get(("pool", pool["name"]))
-        if pool.get("override"):
-            meta = (
+        if pool.get("override"):  # said as an override, never as a failure
+            who = (
                 f" — {ovr.get('reason') or 'no reason'} — by {ovr.get('actor') or '?'}"
                 if ovr
                 else ""
             )
-            badge += (
-                f' <span class="tag manual">override: {esc(pool["override"])}{esc(meta)}</span>'
-            )
+            badge = f'<span class="tag manual">{esc(pool["override"])} (override){esc(who)}</span>'
+        else:
+            state = "healthy" if healthy else "unhealthy"
+            badge = f'<span class="badge {state}">{state}</span>'
         info = (
             f"monitor {pool.get('monitor') or 'none'} · region {pool.get('region') or '-'} · "
             f"minimum {pool.get('minimum_origins')}"
         )
         rows.append(
-            f'<tr class="pool-head"{attrs(data_pool=pool["name"], data_state="healthy" if healthy else "unhealthy")}>'
+            f'<tr class="pool-head" data-pool="{esc(pool["name"])}" '
+            f'data-state="{"healthy" if healthy else "unhealthy"}">'
             f'<th colspan="{5 + len(sources)}"><span class="pname">{esc(pool["name"])}</span> '
             f'{badge} <span class="meta">{esc(info)}</span></th></tr>'
         )
@@ -360,9 +360,16 @@ def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any]) ->
             if o is not None:
                 text += f" — {o.get('reason') or 'no reason'} — by {o.get('actor') or '?'}"
             cells = "".join(_source_cell(b["sources"].get(s)) for s in sources)
+            row = attrs(
+                data_backend=key,
+                data_state="healthy" if b.get("healthy") else "unhealthy",
+                data_override=b.get("override"),
+                class_="override" if b.get("override") else None,
+            )
             rows.append(
-                f"<tr{attrs(data_backend=key, data_state='healthy' if b.get('healthy') else 'unhealthy', data_override=b.get('override'), class_='override' if b.get('override') else None)}>"
-                f"<td>{esc(b['name'])}</td><td>{esc(b['address'])}</td><td>{esc(b.get('zone') or '-')}</td>"
+                f"<tr{row}>"
+                f'<td class="name">{esc(b["name"])}</td><td class="name">{esc(b["address"])}</td>'
+                f"<td>{esc(b.get('zone') or '-')}</td>"
                 f'<td>{esc(b["role"])}</td><td class="state {cls}">{esc(text)}</td>{cells}</tr>'
             )
     head = "".join(f"<th>probe {esc(s)}</th>" for s in sources)
@@ -395,7 +402,7 @@ def events_list(events: Any) -> str:
         f'<li data-kind="{esc(e["kind"])}"><time>{esc(utc(e["at"]))}</time>'
         f"{esc(e['kind'])} {esc(e['subject'])}"
         f"{esc(' from ' + e['source']) if e.get('source') else ''}: {esc(e['old'])} → "
-        f'<span class="state {"healthy" if e["new"] == "healthy" else "unhealthy" if e["new"] == "unhealthy" else ""}">'
+        f'<span class="state {e["new"] if e["new"] in ("healthy", "unhealthy") else ""}">'
         f'{esc(e["new"])}</span> <span class="meta">({esc(e["reason"])})</span></li>'
         for e in events
     )

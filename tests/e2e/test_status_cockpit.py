@@ -16,6 +16,7 @@ from tests.status_scene import EUROPE, LONG_NAME, Scene, lb_of, scene
 
 REFRESH_MS = 300
 REGIONS = 14  # the 13 regions and clients without a location
+LOADED = "document.readyState === 'complete'"
 TILES = "[...document.querySelectorAll('section[data-lb=\"{lb}\"] g.tile')]"
 
 
@@ -66,9 +67,13 @@ async def page_dom(url: str, javascript: bool) -> str:
         await browser.call("Page.navigate", url=url)
         deadline = time.monotonic() + 15
         while True:
-            root = (await browser.call("DOM.getDocument", depth=-1))["root"]
-            html = (await browser.call("DOM.getOuterHTML", nodeId=root["nodeId"]))["outerHTML"]
-            ready = "</main>" in html and (not javascript or "data-refreshes" in html)
+            # while the page loads, a node id can go stale: then ask again
+            root = (await browser.call("DOM.getDocument", depth=-1)).get("root", {})
+            found = await browser.call("DOM.getOuterHTML", nodeId=root.get("nodeId", 0))
+            html = found.get("outerHTML", "")
+            # the script element follows <main>: once parsed, the page is complete (a
+            # half-parsed document serializes with its open elements closed)
+            ready = "<script>" in html and (not javascript or "data-refreshes" in html)
             if ready:
                 return str(html)
             assert time.monotonic() < deadline, html[:2000]
@@ -104,7 +109,9 @@ def test_manual_failover_shows_the_standby_pool_in_every_region(tmp_path: Path) 
         async def main() -> None:
             browser = await Browser(f"{s.url}?refresh={REFRESH_MS}").connect()
             try:
-                await wait_js(browser, "document.querySelector('#banner')?.dataset.level === 'ok'")
+                await wait_js(
+                    browser, LOADED + " && document.querySelector('#banner').dataset.level === 'ok'"
+                )
                 pools = await browser.evaluate(
                     TILES.format(lb="web") + ".map(t => t.dataset.active)"
                 )
@@ -144,7 +151,9 @@ def test_pool_down_override_reads_as_an_override_and_an_outage_as_an_outage(
         async def main() -> None:
             browser = await Browser(f"{s.url}?refresh={REFRESH_MS}").connect()
             try:
-                await wait_js(browser, "document.querySelector('#banner')?.dataset.level === 'ok'")
+                await wait_js(
+                    browser, LOADED + " && document.querySelector('#banner').dataset.level === 'ok'"
+                )
                 code, _ = s.api("PUT", "/api/v1/overrides/pools/eu",
                                 {"state": "down", "reason": reason, "for": "2h"})  # fmt: skip
                 assert code == 200
