@@ -249,7 +249,7 @@ def lb_section(
     heading = (
         f'<span class="dns">{esc(shown)}</span>'
         if names
-        else '<span class="dns none">no DNS name (nested)</span>'
+        else '<span class="dns none">no DNS name points here (nested or unused)</span>'
     )
     trickle = lb.get("trickle_ratio")
     trickle_html = esc(f"trickle {trickle}")
