@@ -250,6 +250,7 @@ def timeline_events(server: ServerControl, doc: dict[str, Any]) -> dict[str, lis
     the in-memory event list (`from_health_events`)."""
     config = server.holder.current.config
     events = from_health_events(e.to_json() for e in server.store.events)
+    events = timeline.with_actors(events, doc.get("overrides_active", ()))
     out: dict[str, list[Any]] = {}
     for entry in doc["load_balancers"]:
         lb = config.load_balancers.get(entry["name"])

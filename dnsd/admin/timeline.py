@@ -221,3 +221,22 @@ def from_health_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, An
 
 def _iso(at: Any) -> str | None:
     return None if at is None else utc(float(at)).replace(" ", "T")
+
+
+def with_actors(
+    events: list[dict[str, Any]], overrides: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The in-memory override events name no actor: the active override set at that very
+    second (its `since`) says who it was."""
+    who = {(o["kind"], o["target"], o.get("since")): o.get("actor") for o in overrides}
+    for e in events:
+        if e.get("kind") != "override" or e.get("actor"):
+            continue
+        if e.get("backend"):
+            key = ("backend", f"{e.get('pool')}/{e['backend']}")
+        elif e.get("pool"):
+            key = ("pool", str(e["pool"]))
+        else:
+            key = ("load_balancer", str(e.get("lb")))
+        e["actor"] = who.get((*key, e.get("time")))
+    return events

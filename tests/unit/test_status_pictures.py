@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from dnsd.admin.html import parse_utc
 from dnsd.admin.region_map import PLACES, pool_colours, region_facts, region_map_svg
-from dnsd.admin.timeline import bars, for_lb, from_health_events, timeline_svg
+from dnsd.admin.timeline import bars, for_lb, from_health_events, timeline_svg, with_actors
 from dnsd.geo.regions import REGIONS
 
 NOW = datetime(2026, 12, 1, 18, 0, tzinfo=UTC).timestamp()
@@ -86,6 +86,9 @@ def test_in_memory_events_in_the_persisted_shape() -> None:
         ("override", "eu", "eu-2", None),
     ]
     assert events[0]["time"] == "2026-12-01T18:00:00Z"
+    active = [{"kind": "load_balancer", "target": "web", "since": "2026-12-01T18:00:00Z",
+               "actor": "oncall"}]  # fmt: skip
+    assert [e.get("actor") for e in with_actors(events, active)] == ["probe", "oncall", None]
 
 
 def lb_entry(active: dict[str, str], failed: list[str], first: dict[str, str]) -> dict:
