@@ -16,12 +16,11 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin import config_api
+from dnsd.admin import config_api, timeline
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audit_refusal, audited, authorize
 from dnsd.admin.control import ServerControl
@@ -37,7 +36,16 @@ from dnsd.admin.gate import (
 from dnsd.admin.metrics import CONTENT_TYPE
 from dnsd.admin.openapi import openapi_document
 from dnsd.admin.override_meta import META_FIELDS, active_overrides, iso, override_meta
-from dnsd.admin.status import DEFAULT_LIMIT, MAX_LIMIT, Page, status_document
+from dnsd.admin.status import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    Page,
+    lb_pools,
+    lbs_reached,
+    status_document,
+)
+from dnsd.admin.status_page import PAGE_LIMIT, render_live, render_page
+from dnsd.admin.timeline import from_health_events
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.overrides import OverrideMeta
 from dnsd.health.store import OverrideError, PersistError
@@ -45,7 +53,8 @@ from dnsd.ratelog import RateLimitedLog
 
 ERROR_LOG = RateLimitedLog(logging.getLogger("dnsd.admin"))
 MAX_BODY = 64 * 1024
-STATUS_CACHE: web.AppKey[list[Any]] = web.AppKey("status_cache")  # [key, JSON bytes]
+# [key, status document, its JSON bytes, {(fragment, refresh): page HTML}]
+STATUS_CACHE: web.AppKey[list[Any]] = web.AppKey("status_cache")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -84,7 +93,7 @@ def build_app(
     app[GATE] = TokenGate(tokens)
     app[AUDIT] = audit or AuditLog(None)
     app[HOSTS] = allowed_hosts(bind_host)
-    app[STATUS_CACHE] = [None, b""]
+    app[STATUS_CACHE] = [None, {}, None, {}]
     r = app.router
     r.add_get("/", status_page)
     r.add_get("/healthz", healthz)
@@ -139,14 +148,11 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-async def status(request: web.Request) -> web.Response:
-    """The status document for the page asked for (interfaces.md "Status at scale"),
-    computed at most twice a second for one page, config and health generation: a client
-    polling it in a loop must not take the event loop from everyone else (issue 31)."""
+def _page(request: web.Request, default_limit: int) -> Page | web.Response:
     q = request.query
     try:
-        limit = int(q.get("limit", DEFAULT_LIMIT))
-        offset = int(q.get("offset", 0))
+        limit = int(q.get("limit") or default_limit)
+        offset = int(q.get("offset") or 0)
     except ValueError:
         return error(400, "limit and offset are whole numbers")
     if not (1 <= limit <= MAX_LIMIT and offset >= 0):
@@ -154,15 +160,32 @@ async def status(request: web.Request) -> web.Response:
     lb, pool = q.get("lb", ""), q.get("pool", "")
     if len(lb) > 253 or len(pool) > 253:
         return error(400, "lb and pool are names of at most 253 characters")
-    page = Page(lb=lb, pool=pool, limit=limit, offset=offset)
+    return Page(lb=lb, pool=pool, limit=limit, offset=offset)
+
+
+def _status(request: web.Request, page: Page) -> tuple[dict[str, Any], float]:
+    """The status document of one page — one computation for `/api/v1/status` and the
+    status page — at most twice a second for one page, config and health generation: a
+    client polling it in a loop must not take the event loop from everyone else."""
     server, now = request.app[SERVER], time.time()
     key = (server.holder.current.generation, server.store.view.generation,
            len(server.store.events), int(now * 2), page)  # fmt: skip
     cached = request.app[STATUS_CACHE]
     if cached[0] != key:
-        body = json.dumps(status_document(server, now, page=page)).encode()
-        cached[:] = [key, body]
-    return web.Response(body=cached[1], content_type="application/json")
+        cached[:] = [key, status_document(server, now, page=page), None, {}]
+    return cached[1], now
+
+
+async def status(request: web.Request) -> web.Response:
+    """The status document for the page asked for (api.md, `GET /api/v1/status`)."""
+    page = _page(request, DEFAULT_LIMIT)
+    if isinstance(page, web.Response):
+        return page
+    doc, _ = _status(request, page)
+    cached = request.app[STATUS_CACHE]
+    if cached[2] is None:
+        cached[2] = json.dumps(doc).encode()
+    return web.Response(body=cached[2], content_type="application/json")
 
 
 async def explain(request: web.Request) -> web.Response:
@@ -193,8 +216,50 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def status_page(request: web.Request) -> web.Response:
-    html = resources.files("dnsd.admin").joinpath("status.html").read_text(encoding="utf-8")
-    return web.Response(text=html, content_type="text/html")
+    """The status page, rendered here from the status document (complete without
+    JavaScript); `?fragment=1` is the part its script fetches again every `refresh` ms."""
+    page = _page(request, PAGE_LIMIT)
+    if isinstance(page, web.Response):
+        return page
+    try:
+        refresh_ms = min(max(int(request.query.get("refresh") or 1000), 200), 3_600_000)
+    except ValueError:
+        return error(400, "refresh is a whole number of milliseconds")
+    fragment = request.query.get("fragment") == "1"
+    doc, now = _status(request, page)
+    query = {k: request.query.get(k, "") for k in ("lb", "pool", "limit")}
+    rendered = request.app[STATUS_CACHE][3]
+    key = (fragment, refresh_ms, *query.values())
+    html = rendered.get(key)
+    if html is None:
+        events = timeline_events(request.app[SERVER], doc)
+        html = (
+            render_live(doc, events, query, now)
+            if fragment
+            else render_page(doc, events, query, now, refresh_ms)
+        )
+        rendered[key] = html
+    response = web.Response(text=html, content_type="text/html")
+    response.headers["Cache-Control"] = "no-store"
+    response.enable_compression()  # a page of 20 maps and timelines: ~100 KB, ~10 KB gzipped
+    return response
+
+
+def timeline_events(server: ServerControl, doc: dict[str, Any]) -> dict[str, list[Any]]:
+    """Per load balancer on the page, its events of the last day for the timeline — from
+    the in-memory event list (`from_health_events`)."""
+    config = server.holder.current.config
+    events = from_health_events(e.to_json() for e in server.store.events)
+    events = timeline.with_actors(events, doc.get("overrides_active", ()))
+    out: dict[str, list[Any]] = {}
+    for entry in doc["load_balancers"]:
+        lb = config.load_balancers.get(entry["name"])
+        if lb is None:
+            continue
+        lbs = lbs_reached(config, lb)
+        pools = {p for name in lbs for p in lb_pools(config.load_balancers[name])}
+        out[lb.name] = timeline.for_lb(events, lb.name, pools, lbs)
+    return out
 
 
 # -- writes --------------------------------------------------------------------------------

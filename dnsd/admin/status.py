@@ -14,6 +14,7 @@ from dnslib import QTYPE
 
 from dnsd import __version__
 from dnsd.admin.control import ServerControl
+from dnsd.admin.override_meta import active_overrides
 from dnsd.config.model import LB_PREFIX
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
@@ -48,7 +49,8 @@ MAX_LIMIT = 10_000
 @dataclass(frozen=True, slots=True)
 class Page:
     """Which part of the status is asked for: names containing `lb` / `pool` (a load
-    balancer matches `pool` when it can answer from that pool), `limit` from `offset`."""
+    balancer matches `lb` by its name or a DNS name pointing at it, and `pool` when it can
+    answer from that pool), `limit` from `offset`."""
 
     lb: str = ""
     pool: str = ""
@@ -80,10 +82,11 @@ def status_document(
     pool_page, pools_total = page.take(
         snap.config.pools.values(), lambda p: pool_text in p.name.lower()
     )
+    names = dns_names(snap.config)
     lb_page, lbs_total = page.take(
         snap.config.load_balancers.values(),
         lambda lb: (
-            lb_text in lb.name.lower()
+            (lb_text in lb.name.lower() or any(lb_text in n for n in names.get(lb.name, ())))
             and (not pool_text or any(pool_text in ref.lower() for ref in lb_pools(lb)))
         ),
     )
@@ -135,10 +138,12 @@ def status_document(
         )
     lbs = []
     for lb in lb_page:
-        active, failed = region_states(server, lb, now)
+        active, failed, first = region_details(server, lb, now)
         lbs.append(
             {
                 "name": lb.name,
+                "names": list(names.get(lb.name, ())[:MAX_NAMES]),
+                "names_total": len(names.get(lb.name, ())),
                 "policy": lb.steering,
                 "ttl": lb.ttl,
                 "trickle_ratio": view.trickle_ratio(lb.name, lb.trickle_ratio),
@@ -147,6 +152,7 @@ def status_document(
                 "fallback_pool": lb.fallback_pool,
                 "active": active,
                 "failed_over": failed,
+                "first_choice": first,
             }
         )
     return {
@@ -167,6 +173,7 @@ def status_document(
             ]
             for zone, keys in snap.signing.items()
         },
+        "summary": summary(server, now),
         "pools": pools,
         "load_balancers": lbs,
         "total": {"pools": pools_total, "load_balancers": lbs_total},
@@ -178,7 +185,85 @@ def status_document(
             "pools": dict(store.pool_overrides),
             "load_balancers": {k: {"trickle_ratio": v} for k, v in store.trickle_overrides.items()},
         },
+        # with who set each, why and until when (what GET /api/v1/overrides lists)
+        "overrides_active": active_overrides(store.overrides),
     }
+
+
+MAX_NAMES = 20  # DNS names listed per load balancer; `names_total` says how many there are
+
+
+def dns_names(config: Any) -> dict[str, tuple[str, ...]]:
+    """Per load balancer, the DNS names whose records point at it — the names users know —
+    built once per configuration."""
+    hit = _NAMES.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    found: dict[str, list[str]] = {}
+    for zone in config.zones:
+        for owner, lb in zone.lb_names.items():
+            found.setdefault(lb, []).append(owner.rstrip(".").lower())
+    names = {lb: tuple(sorted(owners)) for lb, owners in found.items()}
+    _NAMES.clear()  # one configuration serves at a time
+    _NAMES[id(config)] = (config, names)
+    return names
+
+
+_NAMES: dict[int, tuple[Any, dict[str, tuple[str, ...]]]] = {}
+
+
+def summary(server: ServerControl, now: float) -> dict[str, Any]:
+    """What the status page's banner says, over the whole configuration (not one page):
+    backends down by probes and by override, regions off their first choice, overrides.
+    Recomputed when the config or a health *state* changes (RTTs alone cannot move a
+    failover order, as for `failover` alerts)."""
+    snap, store = server.holder.current, server.store
+    view = store.view
+    key = (snap.generation, view.states_generation)
+    if _SUMMARY and _SUMMARY[0][0] == key and _SUMMARY[0][1] is snap.config:
+        return dict(_SUMMARY[0][2])
+    backends = down = overridden = drained = 0
+    for pool in snap.config.pools.values():
+        for backend in pool.backends:
+            backends += 1
+            health = view.backend(pool, backend)
+            if health.override == "drain":
+                drained += 1
+            elif health.override == "down":
+                overridden += 1
+            elif not health.healthy:
+                down += 1
+    # Load balancers of one class (configured alike but for the name) fail over alike,
+    # unless a trickle override names one: one steering per class, not per name.
+    lbs = snap.config.load_balancers
+    classes: dict[int, list[str]] = {}
+    for name, kind in lb_index(snap.config).classes.items():
+        classes.setdefault(kind, []).append(name)
+    regions = lbs_failed = 0
+    for names in classes.values():
+        alike = [n for n in names if n not in view.trickle_overrides]
+        own = [n for n in names if n in view.trickle_overrides]
+        for name, count in [*([(alike[0], len(alike))] if alike else []), *((n, 1) for n in own)]:
+            failed = len(region_states(server, lbs[name], now)[1])
+            regions += failed * count
+            lbs_failed += count if failed else 0
+    overrides = store.overrides
+    doc = {
+        "backends": backends,
+        "backends_down": down,  # by probes
+        "backends_overridden_down": overridden,
+        "backends_drained": drained,
+        "pools_down": sum(not view.pool_healthy(p) for p in snap.config.pools.values()),
+        "load_balancers": len(snap.config.load_balancers),
+        "load_balancers_failed_over": lbs_failed,
+        "regions_failed_over": regions,
+        "overrides_active": len(overrides.backends) + len(overrides.pools) + len(overrides.trickle),
+    }
+    _SUMMARY[:] = [(key, snap.config, doc)]
+    return dict(doc)
+
+
+_SUMMARY: list[tuple[tuple[int, int], Any, dict[str, Any]]] = []
 
 
 def lb_pools(lb: Any) -> tuple[str, ...]:
@@ -192,15 +277,24 @@ def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, s
 
 
 def region_states(server: ServerControl, lb: Any, now: float) -> tuple[dict[str, str], list[str]]:
+    """`region_details` without the first choices."""
+    active, failed, _ = region_details(server, lb, now)
+    return active, failed
+
+
+def region_details(
+    server: ServerControl, lb: Any, now: float
+) -> tuple[dict[str, str], list[str], dict[str, str]]:
     """Per client region, the chain of entries that answers now — overrides and a trickle
     of 1.0 (a manual failover) included; a trickle below 1 is a share, shown beside — and
-    the regions not on their first choice (the primary, at any level of the chain).
+    the regions not on their first choice (the primary, at any level of the chain), and
+    for each of those the first choice it left (the entry at the level where it left).
 
     Load balancers configured alike (one class, dnsd.xfr.lb_answers) share one answer per
     health view: a status page of 100 load balancers, or the failover check of 10,000,
     steers once per class."""
-    active, failed = shared_region_states(server, lb, now)
-    return dict(active), list(failed)
+    active, failed, first = shared_region_details(server, lb, now)
+    return dict(active), list(failed), dict(first)
 
 
 def shared_region_states(
@@ -208,11 +302,19 @@ def shared_region_states(
 ) -> tuple[Mapping[str, str], Sequence[str]]:
     """`region_states` without the copies: the objects every load balancer of the class
     shares, never to be changed (the metrics render each class's text once per view)."""
+    active, failed, _ = shared_region_details(server, lb, now)
+    return active, failed
+
+
+def shared_region_details(
+    server: ServerControl, lb: Any, now: float
+) -> tuple[Mapping[str, str], Sequence[str], Mapping[str, str]]:
+    """`region_details` without the copies (shared by the class; never to be changed)."""
     snap, view = server.holder.current, server.store.view
     index = lb_index(snap.config)
     kind = index.classes[lb.name]
     generation = view.generation if kind in index.by_rtt else view.states_generation
-    reached = _lbs_reached(snap.config, lb)
+    reached = lbs_reached(snap.config, lb)
     if len(reached) == 1:  # the common case: nothing nested
         manual: tuple[str, ...] = (
             (lb.name,) if view.trickle_ratio(lb.name, float(lb.trickle_ratio)) >= 1.0 else ()
@@ -222,12 +324,12 @@ def shared_region_states(
     key = (id(snap.config), kind, generation, manual)
     hit = _ACTIVE.get(key)
     if hit is not None and hit[0] is snap.config:
-        return hit[1], hit[2]
-    active, failed = _region_states(snap, view, lb, set(reached), manual, now)
+        return hit[1], hit[2], hit[3]
+    active, failed, first = _region_states(snap, view, lb, set(reached), manual, now)
     if len(_ACTIVE) >= MAX_ACTIVE:
         _ACTIVE.pop(next(iter(_ACTIVE)))
-    _ACTIVE[key] = (snap.config, active, failed)
-    return active, failed
+    _ACTIVE[key] = (snap.config, active, failed, first)
+    return active, failed, first
 
 
 FAIL_OPEN = " (fail open)"  # after the chain: nothing was healthy, a fallback answers
@@ -241,7 +343,10 @@ def answering_pool(active: str) -> tuple[str, bool]:
     return chain.rsplit(" -> ", 1)[-1], fail_open
 
 
-_ACTIVE: dict[tuple[int, int, int, tuple[str, ...]], tuple[Any, dict[str, str], list[str]]] = {}
+_ACTIVE: dict[
+    tuple[int, int, int, tuple[str, ...]],
+    tuple[Any, dict[str, str], list[str], dict[str, str]],
+] = {}
 MAX_ACTIVE = 4_096
 
 
@@ -251,11 +356,12 @@ def _ratio(snap: Any, lb_name: str) -> float:
 
 def _region_states(
     snap: Any, view: Any, lb: Any, reached: set[str], manual: tuple[str, ...], now: float
-) -> tuple[dict[str, str], list[str]]:
+) -> tuple[dict[str, str], list[str], dict[str, str]]:
     ratios = {name: (1.0 if name in manual else 0.0) for name in reached}
     view = replace(view, trickle_overrides=MappingProxyType(ratios))
     active: dict[str, str] = {}
     failed: list[str] = []
+    first: dict[str, str] = {}
     for region in (*REGIONS, None):
         location = Location(region=region, source="pop_region")
         client = ClientInfo(PROBE_CLIENT, location=location, pop=snap.node.name)
@@ -267,12 +373,13 @@ def _region_states(
         while level is not None:
             if level.primary is not None and level.pool != level.primary:
                 failed.append(name)
+                first[name] = level.primary
                 break
             level = level.nested
-    return active, failed
+    return active, failed, first
 
 
-def _lbs_reached(config: Any, lb: Any) -> frozenset[str]:
+def lbs_reached(config: Any, lb: Any) -> frozenset[str]:
     """`lb` and every load balancer it nests, however deep (kept per config: the metrics
     ask for every load balancer at each new health view)."""
     if _REACHED[0] is not config:

@@ -43,6 +43,9 @@ def test_status_pages_filters_and_stays_fast(tmp_path: Path) -> None:
             took
         )  # one page is built (speed: bench/monitored_scale.py)
         assert first["total"] == {"pools": 3, "load_balancers": NAMES}
+        summary = first["summary"]  # over the whole configuration, not the page
+        assert summary["load_balancers"] == NAMES and summary["regions_failed_over"] == 0
+        assert first["load_balancers"][0]["names"] == ["n0.many.test"]
         assert len(first["load_balancers"]) == 100 and first["limit"] == 100
         assert first["load_balancers"][0]["name"] == "web0"
         assert set(first["load_balancers"][0]["active"]) >= {"WEU", "ENAM", "unknown"}
@@ -51,6 +54,8 @@ def test_status_pages_filters_and_stays_fast(tmp_path: Path) -> None:
         assert len(last["load_balancers"]) == 30 and last["offset"] == NAMES - 30
         _, found = http(port, "GET", "/api/v1/status?lb=web19&limit=1000")
         assert found["total"]["load_balancers"] == 111  # web19, web190-199, web1900-1999
+        _, by_name = http(port, "GET", "/api/v1/status?lb=n1999.many")  # a DNS name
+        assert [lb["name"] for lb in by_name["load_balancers"]] == ["web1999"]
         _, by_pool = http(port, "GET", "/api/v1/status?pool=fra&limit=5")
         assert by_pool["total"] == {"pools": 1, "load_balancers": NAMES // 2}
         assert all(lb["default_pools"][0] == "fra" for lb in by_pool["load_balancers"])
@@ -65,7 +70,8 @@ def test_status_pages_filters_and_stays_fast(tmp_path: Path) -> None:
                 while "of 111" not in text:
                     assert time.monotonic() < deadline, text
                     await asyncio.sleep(0.1)
-                    text = await browser.evaluate(PAGE) or ""  # None: not loaded yet
+                    loaded = await browser.evaluate("document.readyState") == "complete"
+                    text = (await browser.evaluate(PAGE) or "") if loaded else ""
                 assert "1–50 of 111" in text and "next" in text
                 rows = await browser.evaluate("document.querySelectorAll('[data-lb]').length")
                 assert rows == 50
