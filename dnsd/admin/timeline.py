@@ -10,6 +10,7 @@ Pure: event dicts in the shape of the persisted events — `time` (ISO 8601, `Z`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,7 +173,7 @@ def timeline_svg(
 
 
 def for_lb(
-    events: Iterable[Mapping[str, Any]], lb: str, pools: set[str], lbs: set[str]
+    events: Iterable[Mapping[str, Any]], lb: str, pools: AbstractSet[str], lbs: AbstractSet[str]
 ) -> list[Mapping[str, Any]]:
     """The events that concern a load balancer: its own and its nested ones', those of the
     pools it can answer from, and config changes."""
