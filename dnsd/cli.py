@@ -407,7 +407,13 @@ def apply_server_file(
             for reason in reasons:
                 print(reason, file=sys.stderr)
             return None
-    return merge(args, explicit_flags(command, rest), values)
+    explicit = explicit_flags(command, rest)
+    sources = merge(args, explicit, values)
+    if args.config and args.command == "serve":  # SIGHUP and the reload API read it again
+        from dnsd.serverfile_reload import ServerFile
+
+        args.server_file = ServerFile(Path(args.config), command, explicit, values)
+    return sources
 
 
 def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
@@ -626,6 +632,7 @@ def run_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         worker_argv=tuple(worker_arguments(args)),
         follow_fd=args.follow_fd,
+        server_file=getattr(args, "server_file", None),
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:

@@ -21,6 +21,7 @@ from aiohttp import web
 from dnsd import __version__
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
+from dnsd.admin.context import GATE
 from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
@@ -52,6 +53,8 @@ from dnsd.ratelog import RateLimitedLog
 from dnsd.reaper import release_later
 from dnsd.reply import Client
 from dnsd.resolve import resolve
+from dnsd.serverfile_reload import ServerFile
+from dnsd.serverfile_reload import apply as apply_server_file
 from dnsd.snapshot import (
     NodeSettings,
     Snapshot,
@@ -102,6 +105,7 @@ class ServerOptions:
     create_keys: bool = True  # False in a worker: it reads the keys the main process made
     worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
     follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
+    server_file: ServerFile | None = None  # `--config FILE`: reloads read it again
 
 
 def load_snapshot(
@@ -235,6 +239,8 @@ class DnsServer:
         self.systemd = SystemdNotifier({} if options.follow_fd is not None else None)
         # Alerts come from the main process only (workers see no events): one per change.
         hooks = options.webhooks if options.follow_fd is None else ()
+        # With a server file, webhooks may come with a reload: always watch (main process).
+        watch = bool(hooks) or (options.server_file is not None and options.follow_fd is None)
         self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
         self._failovers = FailoverWatch(self._active_pools, self._pool_health, self.alerts)
         self._alerted_states = -1
@@ -242,7 +248,7 @@ class DnsServer:
             self.bus.connection_listeners.append(
                 lambda up: self.alerts.emit("redis", connected=up, url=self.bus_status_url())
             )
-        if hooks:
+        if watch:
             self.store.listeners.append(self._alert_event)
             self.store.view_listeners.append(self._alert_failovers)
             self.metrics.register(self.alerts)
@@ -459,7 +465,7 @@ class DnsServer:
             await self._start_admin(*self.options.admin)
         if self.options.key_dir is not None:
             self._key_watch = asyncio.create_task(self._follow_keys(self.options.key_dir))
-        if self.alerts.hooks:
+        if self.alerts.hooks or self.options.server_file is not None:
             self.alerts.start()
             self._failovers.check()  # the starting point failovers are measured from
         if self.systemd.enabled:
@@ -622,6 +628,9 @@ class DnsServer:
         extra = (Token.from_secret("DNSD_ADMIN_TOKEN", "admin", env),) if env else ()
         return (*self.options.tokens, *extra)
 
+    def admin_gate(self) -> TokenGate | None:
+        return self._admin_runner.app[GATE] if self._admin_runner is not None else None
+
     async def _start_admin(self, host: str, port: int) -> None:
         self._admin_runner = web.AppRunner(
             build_app(self, self.admin_tokens(), host, self.audit),
@@ -631,7 +640,7 @@ class DnsServer:
         await self._admin_runner.setup()
         factory = self._admin_runner.server
         assert factory is not None
-        gate = TokenGate(self.admin_tokens())
+        gate = self._admin_runner.app[GATE]  # the API's own: a reload changes both at once
         reserve = max(2, self.descriptors.admin // 8)  # places only a valid token gets
         general = max(self.descriptors.admin - reserve, 2)
         guard = ConnectionGuard(
@@ -721,7 +730,10 @@ class DnsServer:
     async def _reload_now(self) -> ReloadResult:
         current = self.holder.current
         generation = current.generation + 1
+        filed = None
         try:
+            if self.options.server_file is not None:  # a bad server file changes nothing
+                filed = self.options.server_file.read()
             # A daemon thread: a SIGTERM in the middle of a long load is not held by it.
             snapshot = await in_daemon_thread(self._load_again, generation, current.geo)
         except ConfigError as exc:
@@ -743,7 +755,10 @@ class DnsServer:
             log.info("reloaded %s: generation %d", self.options.config_dir, generation)
             if self.pool is not None:
                 self.pool.reloaded(generation)
-            return ReloadResult(True, generation, [str(w) for w in snapshot.warnings])
+            if filed is not None:
+                apply_server_file(self, filed)
+            restart = list(filed.restart_needed) if filed is not None else []
+            return ReloadResult(True, generation, [str(w) for w in snapshot.warnings], restart)
         self.metrics.reloads.labels("failed").inc()
         self.alerts.emit("reload_failed", generation=current.generation, errors=reasons[:20])
         log.error("reload failed, still serving generation %d:", current.generation)

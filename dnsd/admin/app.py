@@ -291,7 +291,8 @@ async def reload(request: web.Request) -> web.Response:
             status=400,
         )
     else:
-        response = web.json_response({"generation": result.generation, "warnings": result.errors})
+        response = web.json_response({"generation": result.generation, "warnings": result.errors,
+                                      "restart_needed": result.restart_needed})  # fmt: skip
     return await audited(request, token, {"generation": before},
                          {"generation": result.generation}, response)  # fmt: skip
 

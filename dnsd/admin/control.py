@@ -6,7 +6,7 @@ the admin app and passes itself in), so there is no import cycle, not even for t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dnsd.admin.metrics import Metrics
@@ -22,6 +22,8 @@ class ReloadResult:
     ok: bool
     generation: int
     errors: list[str]  # the reasons it failed, or the new config's warnings
+    # Server file settings that changed but keep their old value until a restart.
+    restart_needed: list[str] = field(default_factory=list)
 
 
 class ServerControl(Protocol):

@@ -66,12 +66,26 @@ class Alerts:
         self.sent = 0
         self.dropped = 0
         self.failed = 0
+        self._started = False
 
     def start(self) -> None:
+        self._started = True
         for hook, queue in zip(self.hooks, self._queues, strict=True):
             self._tasks.append(asyncio.get_running_loop().create_task(self._send_all(hook, queue)))
 
+    def replace(self, hooks: tuple[Webhook, ...]) -> None:
+        """Other webhooks (the server file reloaded): events still queued for the old
+        ones are dropped with them."""
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        self.hooks = hooks
+        self._queues = [asyncio.Queue[dict[str, Any]](QUEUE_SIZE) for _ in hooks]
+        if self._started:
+            self.start()
+
     async def stop(self) -> None:
+        self._started = False
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
