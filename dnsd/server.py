@@ -651,7 +651,10 @@ class DnsServer:
         )  # fmt: skip
         self.admin_guard = guard
         loop = asyncio.get_running_loop()
-        self._admin_server = await loop.create_server(guard, host, port, reuse_address=True)
+        # --reuse-port: a new dnsd binds the same admin port while the old one still runs.
+        self._admin_server = await loop.create_server(
+            guard, host, port, reuse_address=True, reuse_port=self.options.reuse_port or None
+        )
         bound = self._admin_server.sockets[0].getsockname()
         self.admin_bound = (host, bound[1])
         tokens = self.admin_tokens()
