@@ -129,6 +129,19 @@ def ecs_scope(reply: DNSRecord) -> int | None:
     return None
 
 
+def _pool_lines(pools: list[dict[str, Any]], fail_open: bool) -> list[str]:
+    lines = []
+    for p in pools:
+        rtt = f"  rtt {p['rtt_ms']:.1f} ms" if p["rtt_ms"] is not None else ""
+        rank = f"{p['rank']}." if p["rank"] else "- "
+        if p["answered"]:
+            what = "ANSWERS (fail open: nothing healthy)" if fail_open else "ANSWERS"
+        else:
+            what = f"{'not used' if p['rank'] else 'skipped'}: {p['why_not']}"
+        lines.append(f"  {rank} {p['pool']:<20} {what}{rtt}")
+    return lines
+
+
 def render_text(info: dict[str, Any]) -> str:
     lines = [
         f"query:    {info['name']} {info['type']} -> {info['rcode']}",
@@ -141,11 +154,8 @@ def render_text(info: dict[str, Any]) -> str:
             lines.append("located:  client_region pop: the node's region steers every client")
         if info["rtt_source"]:
             lines.append(f"rtt from: {info['rtt_source']} (the vantage point that decided)")
-        for c in info["candidates"]:
-            rtt = f"{c['rtt_ms']:.1f} ms" if c["rtt_ms"] is not None else "-"
-            lines.append(
-                f"  candidate {c['pool']:<24} {'healthy' if c['healthy'] else 'UNHEALTHY':<10} rtt {rtt}"
-            )
+        lines.append("pools:    in the order used; why each other one did not answer")
+        lines.extend(_pool_lines(info["pools"], info["fail_open"]))
         lines.append(
             f"trickle:  ratio {info['trickle_ratio']}  primary {info['primary'] or '-'}"
             f"  backup {info['backup'] or '-'}  draw {info['trickle_draw']}"

@@ -17,6 +17,7 @@ class Candidate:
     pool: str  # pool name or lb:NAME
     healthy: bool  # healthy and able to answer this client
     rtt_ms: float | None  # from the client's region, when current
+    why_not: str | None = None  # why it cannot answer this client (unhealthy, overridden …)
 
 
 @dataclass(slots=True)
@@ -40,6 +41,7 @@ class LbDecision:
     cname: str | None = None
     scope_prefixes: list[int] = field(default_factory=list)  # prefixes the answer depended on
     reasons: list[str] = field(default_factory=list)
+    not_chosen: dict[str, str] = field(default_factory=dict)  # pool → why it did not answer
 
     def innermost(self) -> LbDecision:
         return self.nested.innermost() if self.nested else self
@@ -60,6 +62,27 @@ class LbDecision:
             lines += [f"{self.lb}/{self.pool}: {r}" for r in self.affinity.reasons]
         return lines
 
+    def pools_used(self) -> list[dict[str, Any]]:
+        """Every pool the LB names in the order this query used them: the one that answered,
+        the others able to answer in policy order, then the skipped ones; each with why it
+        did not answer."""
+        by_name = {c.pool: c for c in self.candidates}
+        ordered = [p for p in ([self.pool] if self.pool else []) + self.ordered if p in by_name]
+        ordered = list(dict.fromkeys(ordered))
+        rest = [c.pool for c in self.candidates if c.pool not in ordered]
+        rest.sort(key=lambda name: not by_name[name].healthy)  # able ones first
+        return [
+            {
+                "pool": name,
+                "rank": ordered.index(name) + 1 if name in ordered else None,
+                "answered": name == self.pool,
+                "healthy": by_name[name].healthy,
+                "rtt_ms": by_name[name].rtt_ms,
+                "why_not": None if name == self.pool else self.not_chosen.get(name),
+            }
+            for name in [*ordered, *rest]
+        ]
+
     def to_json(self) -> dict[str, Any]:
         inner = self.innermost()
         aff = inner.affinity
@@ -69,6 +92,7 @@ class LbDecision:
             "candidates": [
                 {"pool": c.pool, "healthy": c.healthy, "rtt_ms": c.rtt_ms} for c in self.candidates
             ],
+            "pools": self.pools_used(),
             "ordered": self.ordered,
             "trickle_ratio": self.trickle_ratio,
             "trickle_draw": self.trickle_draw,

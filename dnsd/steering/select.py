@@ -25,6 +25,7 @@ from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
 from dnsd.steering.pick import Answer, answer_node, candidates_for
+from dnsd.steering.skips import unable_reason
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
 POLICIES: dict[str, Policy] = {
@@ -78,7 +79,10 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     ordering = POLICIES[lb.steering](lb, able, inp)
     rtt_source = ordering.rtt_source or inp.client.location.region
     candidates = [
-        Candidate(ref, able(ref), pool_rtt_ms(inp, lb, ref, rtt_source)) for ref in lb.pool_refs()
+        Candidate(
+            ref, ok, pool_rtt_ms(inp, lb, ref, rtt_source), None if ok else unable_reason(inp, ref)
+        )
+        for ref, ok in ((ref, able(ref)) for ref in lb.pool_refs())
     ]
     plan = LbPlan(
         lb=lb,
@@ -208,6 +212,7 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     else:
         decision.reasons.append(f"chosen {chosen}{_no_trickle(plan)}")
     decision.pool = chosen
+    decision.not_chosen = _not_chosen(plan, chosen, drawn)
     child = plan.children.get(chosen)
     if child is None:
         decision.reasons.append("nesting too deep: no answer")
@@ -218,6 +223,32 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.scope_prefixes.extend(child.scope_prefixes)
         decision.addresses, decision.cname = outcome.addresses, outcome.cname
     return decision
+
+
+def _not_chosen(plan: LbPlan, chosen: str, drawn: dict[str, float]) -> dict[str, str]:
+    """Why each pool the LB names did not answer this query (the chosen one is absent)."""
+    refs, why = plan.ordering.refs, {}
+    for c in plan.candidates:
+        if c.pool == chosen or c.pool in why:
+            continue
+        if c.why_not is not None:
+            why[c.pool] = c.why_not
+        elif c.pool not in refs and c.pool == plan.lb.fallback_pool:
+            why[c.pool] = "the fallback: it answers only when no default pool is healthy"
+        elif c.pool not in refs:
+            why[c.pool] = f"not in this client's order ({plan.ordering.reason})"
+        elif "trickle" in drawn and c.pool in (plan.backup, refs[0]):
+            draw, ratio = drawn["trickle"], plan.trickle_ratio
+            why[c.pool] = (
+                f"trickle backup: draw {draw:.3f} >= ratio {ratio}, the primary answers"
+                if c.pool == plan.backup
+                else f"trickle: draw {draw:.3f} < ratio {ratio} sent this answer to the backup"
+            )
+        elif "pool" in drawn:
+            why[c.pool] = f"weighted draw {drawn['pool']:.3f} picked {chosen}"
+        else:
+            why[c.pool] = f"standby: {chosen} comes first"
+    return why
 
 
 def _no_trickle(plan: LbPlan) -> str:
