@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from dnsd import __version__
+from dnsd.admin_url import admin_url
 from dnsd.config.loader import check_directory
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.rrl import RrlSettings
@@ -153,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--pop-region", metavar="CODE")
     explain.add_argument("--node", metavar="NAME")
     explain.add_argument(
-        "--server", metavar="URL", help="ask a running dnsd's admin API (live health)"
-    )
+        "--server", metavar="URL", type=admin_url,
+        help="ask a running dnsd's admin API (live health): http://HOST:PORT, or HOST:PORT",
+    )  # fmt: skip
     explain.add_argument("--seed", type=int, help="seed the random source (trickle, random)")
     explain.add_argument("--json", action="store_true", help="print JSON")
 
@@ -487,6 +489,7 @@ def explain_remote(args: argparse.Namespace) -> int:
     import urllib.parse
     import urllib.request
 
+    from dnsd.admin_url import unreachable
     from dnsd.explain import render_text
 
     params = {"name": args.name, "type": args.type.upper(), "client": args.client}
@@ -500,7 +503,7 @@ def explain_remote(args: argparse.Namespace) -> int:
         print(f"dnsd explain: {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
-        print(f"dnsd explain: cannot reach {args.server}: {exc}", file=sys.stderr)
+        print(f"dnsd explain: {unreachable(args.server, exc)}", file=sys.stderr)
         return 2
     print(json.dumps(info, indent=2) if args.json else render_text(info))
     return 0

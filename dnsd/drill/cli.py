@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from dnsd.admin_url import admin_url
 from dnsd.drill.backend import DemoBackend
 from dnsd.drill.config import DEFAULT_TIMING, ZONE, Timing, demo_config
 from dnsd.drill.control import DemoBackends
@@ -26,7 +27,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     drill.add_argument("scenario", choices=[*SCENARIOS, "all", "run"])
     drill.add_argument("plan", nargs="?", metavar="PLAN.yaml", help="with run: the drill plan")
-    drill.add_argument("--server", metavar="URL", help="drill a running dnsd through its admin API")
+    drill.add_argument(
+        "--server", metavar="URL", type=admin_url,
+        help="drill a running dnsd through its admin API: http://HOST:PORT, or HOST:PORT",
+    )  # fmt: skip
     drill.add_argument(
         "--dns",
         metavar="ADDR:PORT",

@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from dnsd.admin_url import admin_url
 from dnsd.drill.plan import PlanError, load_plan
 from dnsd.drill.plan_report import html_report, junit, plot_steps, table, write_json
 from dnsd.drill.run_plan import AdminClient, DrillRefused, PlanResult, PlanRunner, parse_addr
@@ -52,7 +53,11 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
 
     assert isinstance(plan, Plan)
     # The command line wins over the plan; the plan over the defaults.
-    server = args.server or plan.server or DEFAULT_SERVER
+    try:
+        server = args.server or admin_url(plan.server or DEFAULT_SERVER)
+    except argparse.ArgumentTypeError as exc:
+        print(f"dnsd drill run: the plan's server: {exc}", file=sys.stderr)
+        return 2
     dns_text = args.dns or plan.dns or DEFAULT_DNS
     resolvers = [parse_addr(r) for r in (args.resolver or plan.resolvers)]
     from dnsd.cli import admin_token_from_environment  # DNSD_ADMIN_TOKEN or _FILE
