@@ -185,10 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
 
     from dnsd.drill.cli import add_parsers
+    from dnsd.geo.cli import add_parser as add_geoip
     from dnsd.lab.cli import add_parser as add_lab
 
     add_parsers(sub)
     add_lab(sub)
+    add_geoip(sub)
     return parser
 
 
@@ -249,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         from dnsd.drill.cli import run_demo
 
         return run_demo(args)
+    if args.command == "geoip":
+        from dnsd.geo.cli import run as run_geoip
+
+        return run_geoip(args)
     if args.command == "lab":
         from dnsd.lab.cli import run_lab
 

@@ -34,6 +34,7 @@ from dnsd.dnssec.keys import ZoneKeys, ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
+from dnsd.geo.age import log_database as log_geoip_database
 from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthEvent, HealthStore, PersistError
@@ -872,12 +873,8 @@ async def serve(options: ServerOptions) -> int:
     except (OSError, ValueError) as exc:
         log.error("cannot open GeoIP database %s: %s", options.geoip or "(embedded)", exc)
         return 1
-    log.info(
-        "GeoIP database %s (%s, built %s)",
-        geo.path,
-        geo.database_type,
-        time.strftime("%Y-%m-%d", time.gmtime(geo.build_epoch)),
-    )
+    if options.follow_fd is None:  # the main process speaks for its workers
+        log_geoip_database(geo, time.time(), log)  # a WARNING when it is stale
     cache = ParseCache()  # the reloads parse only the files that changed since
     try:
         snapshot = await asyncio.to_thread(

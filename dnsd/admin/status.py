@@ -16,6 +16,7 @@ from dnsd import __version__
 from dnsd.admin.control import ServerControl
 from dnsd.admin.override_meta import active_overrides
 from dnsd.config.model import LB_PREFIX
+from dnsd.geo.age import geoip_status
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import SourceHealth
@@ -163,6 +164,7 @@ def status_document(
             "source": snap.source,
             "loaded_at": snap.loaded_at,
         },
+        "geoip": geoip_status(snap.geo, now),  # build date and age: a stale one misplaces
         "health_generation": view.generation,
         "ready": server.ready,
         "bus": server.bus_status(),
