@@ -14,6 +14,7 @@ from dnsd.drill.backend import DemoBackend
 from dnsd.drill.config import DEFAULT_TIMING, ZONE, Timing, demo_config
 from dnsd.drill.control import DemoBackends
 from dnsd.drill.environment import BoxEnvironment, Environment, RemoteEnvironment
+from dnsd.drill.plots import can_plot
 from dnsd.drill.report import plot, table, write_json
 from dnsd.drill.runner import SCENARIOS, Drill, DrillResult
 
@@ -105,7 +106,7 @@ async def _drill(args: argparse.Namespace) -> int:
     print(table(results))
     if args.json:
         write_json(results, Path(args.json))
-    if args.plot:
+    if args.plot and can_plot("--plot"):
         for result, path in zip(results, plot_paths(Path(args.plot), results), strict=True):
             plot(result, path)
     return 0 if all(r.passed for r in results) else 1

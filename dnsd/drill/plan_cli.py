@@ -16,6 +16,7 @@ from pathlib import Path
 from dnsd.admin_url import admin_url
 from dnsd.drill.plan import PlanError, load_plan
 from dnsd.drill.plan_report import html_report, junit, plot_steps, table, write_json
+from dnsd.drill.plots import can_plot
 from dnsd.drill.run_plan import AdminClient, DrillRefused, PlanResult, PlanRunner, parse_addr
 
 DEFAULT_SERVER = "http://127.0.0.1:8053"
@@ -115,6 +116,6 @@ def _write_outputs(args: argparse.Namespace, result: PlanResult) -> None:
         Path(args.junit).write_text(junit(result))
     if args.report:
         Path(args.report).write_text(html_report(result))
-    if args.plot:
+    if args.plot and can_plot("--plot"):
         for path in plot_steps(result, Path(args.plot)):
             print(f"wrote {path}", file=sys.stderr)

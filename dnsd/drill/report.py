@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dnsd.drill.plots import pyplot
 from dnsd.drill.runner import DrillResult, label
 
 
@@ -33,10 +34,7 @@ def write_json(results: list[DrillResult], path: Path) -> None:
 
 
 def plot(result: DrillResult, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lanes = [
         lane for lane in ("dnsd", "resolver") if any(name == lane for name, _ in result.timeline)

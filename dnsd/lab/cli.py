@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from dnsd.drill.plots import can_plot
+
 SCENARIO_NAMES = ("partial-outage", "dynamic-rtt", "node-down", "redis-partition",
                   "region-isolated", "region-down")  # fmt: skip
 
@@ -69,7 +71,7 @@ def run_lab(args: argparse.Namespace) -> int:
     print(table(results))
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=2) + "\n")
-    if args.plot:
+    if args.plot and can_plot("--plot"):
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         for result in results:
             plot(result, Path(args.plot) / f"{result.scenario}.png")
