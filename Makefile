@@ -1,12 +1,21 @@
 # dnsd developer commands. `make test` is what CI runs (.ci/run).
 PYTHON ?= python3
 
-.PHONY: serve test test-latest check lint deps bench
+VENV ?= .venv
 
-## serve: install dnsd and serve the bundled zones/ on 127.0.0.1:5353
-serve:
-	$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore .
-	dnsd serve zones/
+.PHONY: run serve install test test-latest check lint deps bench
+
+## run: install dnsd into a virtual environment (VENV, default .venv/) and serve the bundled
+## zones/ on 127.0.0.1:5353. A venv, because Debian 12 (PEP 668) refuses `pip install`
+## into the system Python.
+run: install
+	$(VENV)/bin/dnsd serve zones/
+
+serve: run
+
+## install: create VENV if needed and install this checkout into it (EXTRAS=plots: pictures)
+install:
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/install-venv.sh
 
 ## deps: install what the tests need (Debian dnsutils + unbound, Python test extra)
 deps:
