@@ -42,7 +42,7 @@ def lookup(args: argparse.Namespace) -> dict[str, Any]:
     geo = GeoDatabase(args.geoip)
     node = NodeSettings(name=args.node, pop_region=args.pop_region)
     directory: Path | None = Path(args.dir or DEFAULT_DIR)
-    if args.dir is None and not directory.is_dir():
+    if args.dir is None and not Path(DEFAULT_DIR).is_dir():
         directory = None  # no config here: the database alone places the address
     if directory is not None:
         client = client_info(load_snapshot(directory, 1, geo, node), address, None)

@@ -14,8 +14,9 @@ regardless of its health, and the decision says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
@@ -225,7 +226,7 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     return decision
 
 
-def _not_chosen(plan: LbPlan, chosen: str, drawn: dict[str, float]) -> dict[str, str]:
+def _not_chosen(plan: LbPlan, chosen: str, drawn: Mapping[Any, Any]) -> dict[str, str]:
     """Why each pool the LB names did not answer this query (the chosen one is absent)."""
     refs, why = plan.ordering.refs, {}
     for c in plan.candidates:
