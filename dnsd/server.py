@@ -26,18 +26,21 @@ from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
-from dnsd.admin.status import active_per_region, answering_pool, shared_region_states
-from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
+from dnsd.admin.status import answering_pool, region_states, shared_region_states
+from dnsd.admin.webhooks import Alerts, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
-from dnsd.config.model import Zone
+from dnsd.config.model import LB_PREFIX, Config, Zone
 from dnsd.dnssec.keys import ZoneKeys, ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
+from dnsd.events import EventLog, current_actor
+from dnsd.events.moves import ActivePoolWatch, RegionStates
+from dnsd.events.record import SYSTEM, current_cause, make
 from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.age import log_database as log_geoip_database
 from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.scheduler import ProbeScheduler
-from dnsd.health.store import HealthEvent, HealthStore, PersistError
+from dnsd.health.store import HealthStore, PersistError
 from dnsd.health.view import HealthView
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
@@ -182,7 +185,10 @@ class DnsServer:
     ) -> None:
         self.options = options
         self.holder = SnapshotHolder(snapshot)
-        self.store = HealthStore(options.state_dir)
+        # Events (dnsd.events): the main process keeps them in STATE_DIR/events.jsonl.
+        main = options.follow_fd is None
+        self.events = EventLog.open(options.state_dir if main else None)
+        self.store = HealthStore(options.state_dir, events=self.events)
         self.store.node_name = options.node.name or "dnsd"
         self.store.set_snapshot(snapshot)
         self.bus: RedisBus | None = None
@@ -212,7 +218,7 @@ class DnsServer:
         self.cache = self.caches.new() if options.answer_cache else None
         self._udp_threads: list[UdpThread] = []
         self.metrics = Metrics()
-        self.store.listeners.append(self.metrics.observe_event)
+        self.events.listeners.append(self.metrics.observe_event)
         self.store.on_published = self.metrics.observe_publish
         self.scheduler.on_probe = self.metrics.observe_probe
         self.admin_bound: tuple[str, int] | None = None
@@ -243,15 +249,18 @@ class DnsServer:
         # With a server file, webhooks may come with a reload: always watch (main process).
         watch = bool(hooks) or (options.server_file is not None and options.follow_fd is None)
         self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
-        self._failovers = FailoverWatch(self._active_pools, self._pool_health, self.alerts)
-        self._alerted_states = -1
-        if hooks and self.bus is not None:
-            self.bus.connection_listeners.append(
-                lambda up: self.alerts.emit("redis", connected=up, url=self.bus_status_url())
-            )
+        # Failover and failback events: the active pools compared after every change.
+        self.moves = ActivePoolWatch(
+            self._region_states, self._pool_health, self._nested_only, self.events
+        )
+        self._watched: tuple[int, int] = (-1, -1)
+        self._nested: tuple[Config | None, frozenset[str]] = (None, frozenset())
+        if main:
+            self.store.view_listeners.append(self._watch_moves)
+            if self.bus is not None:
+                self.bus.connection_listeners.append(self._redis_event)
         if watch:
-            self.store.listeners.append(self._alert_event)
-            self.store.view_listeners.append(self._alert_failovers)
+            self.events.listeners.append(self.alerts.send)
             self.metrics.register(self.alerts)
         self._systemd_tasks: list[asyncio.Task[None]] = []
         self.bound: list[tuple[str, int]] = []
@@ -379,19 +388,33 @@ class DnsServer:
             )  # fmt: skip
         return answer_batch, hits
 
-    def _alert_event(self, event: HealthEvent) -> None:
-        if event.kind == "backend":
-            self.alerts.emit("backend_health", backend=event.subject, old=event.old,
-                             new=event.new, reason=event.reason)  # fmt: skip
-        elif event.kind == "override":
-            self.alerts.emit("override", subject=event.subject, old=event.old, new=event.new)
+    def _watch_moves(self, view: HealthView) -> None:
+        """Failover and failback events when a region's active pool moved: looked at when
+        the health *states* or the config changed (RTT-only views cannot move a failover
+        order... except through `dynamic` steering, whose moves are not failovers)."""
+        key = (view.states_generation, self.holder.current.generation)
+        if key != self._watched:
+            self._watched = key
+            self.moves.check()
 
-    def _alert_failovers(self, view: HealthView) -> None:
-        """A `failover` alert when an LB's active pool changed for a region (only when the
-        health *states* changed: RTT-only views cannot move a failover order)."""
-        if view.states_generation != self._alerted_states:
-            self._alerted_states = view.states_generation
-            self._failovers.check()
+    def _redis_event(self, up: bool) -> None:
+        cause = "connected again" if up else "connection lost"
+        self.events.add(make(time.time(), "redis", cause, SYSTEM, connected=up,
+                             url=self.bus_status_url()))  # fmt: skip
+
+    def _nested_only(self) -> frozenset[str]:
+        """Load balancers that answer only through another one (named by no record)."""
+        config = self.holder.current.config
+        if self._nested[0] is not config:
+            nested = {
+                ref[len(LB_PREFIX) :]
+                for lb in config.load_balancers.values()
+                for ref in lb.pool_refs()
+                if ref.startswith(LB_PREFIX)
+            }
+            named = {name for zone in config.zones for name in zone.lb_names.values()}
+            self._nested = (config, frozenset(nested - named))
+        return self._nested[1]
 
     def bus_status_url(self) -> str:
         status = self.bus_status()
@@ -408,10 +431,10 @@ class DnsServer:
         view, pools = self.store.view, self.holder.current.config.pools
         return {name: view.pool_healthy(pool) for name, pool in pools.items()}
 
-    def _active_pools(self) -> dict[str, dict[str, str]]:
+    def _region_states(self) -> RegionStates:
         now = time.time()
         return {
-            name: active_per_region(self, lb, now)
+            name: region_states(self, lb, now)
             for name, lb in self.holder.current.config.load_balancers.items()
         }
 
@@ -468,7 +491,8 @@ class DnsServer:
             self._key_watch = asyncio.create_task(self._follow_keys(self.options.key_dir))
         if self.alerts.hooks or self.options.server_file is not None:
             self.alerts.start()
-            self._failovers.check()  # the starting point failovers are measured from
+        if self.options.follow_fd is None:
+            self.moves.arm()  # the starting point failovers are measured from
         if self.systemd.enabled:
             self._systemd_tasks.append(asyncio.create_task(self._tell_systemd_ready()))
             if self.systemd.watchdog_s:
@@ -531,7 +555,9 @@ class DnsServer:
 
     def _config_refused(self, errors: list[str]) -> None:
         generation = self.holder.current.generation
-        self.alerts.emit("reload_failed", generation=generation, errors=errors[:20])
+        self.events.add(make(time.time(), "reload_failed", (errors or ["refused"])[0][:300],
+                             current_actor(), generation=generation,
+                             errors=errors[:20]))  # fmt: skip
 
     async def _start_probing(self) -> None:
         if self.config_sync is not None:
@@ -752,6 +778,10 @@ class DnsServer:
             elif self.follower is not None:  # a worker: the main process's serials
                 snapshot = with_serials(snapshot, self.follower.serials)
             release_later(self.holder.swap(snapshot))  # freed off the loop, in slices
+            # Before the new health view: a failover the new config makes names it as cause.
+            self.events.add(make(time.time(), "config", current_cause("reload"), current_actor(),
+                                 generation=generation,
+                                 warnings=len(snapshot.warnings)))  # fmt: skip
             self.store.set_snapshot(snapshot)
             if self.follower is None:  # a worker probes nothing: its views come from the pipe
                 self.scheduler.reconcile()
@@ -764,7 +794,9 @@ class DnsServer:
             restart = list(filed.restart_needed) if filed is not None else []
             return ReloadResult(True, generation, [str(w) for w in snapshot.warnings], restart)
         self.metrics.reloads.labels("failed").inc()
-        self.alerts.emit("reload_failed", generation=current.generation, errors=reasons[:20])
+        self.events.add(make(time.time(), "reload_failed", reasons[0][:300] if reasons else
+                             "reload failed", current_actor(), generation=current.generation,
+                             errors=reasons[:20]))  # fmt: skip
         log.error("reload failed, still serving generation %d:", current.generation)
         for reason in reasons:
             log.error("  %s", reason)
@@ -793,6 +825,7 @@ class DnsServer:
             await asyncio.to_thread(self.versions.flush)
         await self.notifier.stop()
         await self.alerts.stop()
+        await asyncio.to_thread(self.events.close)  # every event written before exit
         if self.config_sync is not None:
             await self.config_sync.stop()
         if self.bus is not None:

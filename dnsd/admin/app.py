@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin import config_api, timeline
+from dnsd.admin import config_api
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audit_refusal, audited, authorize
 from dnsd.admin.control import ServerControl
@@ -45,7 +45,7 @@ from dnsd.admin.status import (
     status_document,
 )
 from dnsd.admin.status_page import PAGE_LIMIT, render_live, render_page
-from dnsd.admin.timeline import from_health_events
+from dnsd.events import KINDS, acting_as, events_for, parse_iso
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.overrides import OverrideMeta
 from dnsd.health.store import OverrideError, PersistError
@@ -104,6 +104,7 @@ def build_app(
     r.add_get("/api/v1/openapi.json", openapi)
     r.add_post("/api/v1/reload", reload)
     r.add_get("/api/v1/audit", audit_entries)
+    r.add_get("/api/v1/events", events)
     r.add_get("/api/v1/overrides", overrides)
     r.add_put("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
     r.add_delete("/api/v1/overrides/backends/{pool}/{backend}", backend_override)
@@ -169,7 +170,7 @@ def _status(request: web.Request, page: Page) -> tuple[dict[str, Any], float]:
     client polling it in a loop must not take the event loop from everyone else."""
     server, now = request.app[SERVER], time.time()
     key = (server.holder.current.generation, server.store.view.generation,
-           len(server.store.events), int(now * 2), page)  # fmt: skip
+           server.store.events.added, int(now * 2), page)  # fmt: skip
     cached = request.app[STATUS_CACHE]
     if cached[0] != key:
         cached[:] = [key, status_document(server, now, page=page), None, {}]
@@ -211,6 +212,47 @@ async def explain(request: web.Request) -> web.Response:
     return web.json_response(info)
 
 
+EVENT_PARAMS = frozenset({"since", "until", "kind", "lb", "limit"})
+DEFAULT_EVENTS = 1000
+DAY_S = 86_400.0  # what the status page's timelines show
+MAX_EVENTS = 10_000
+
+
+async def events(request: web.Request) -> web.Response:
+    """GET /api/v1/events?since=ISO8601&until=&kind=&lb=&limit= — the newest `limit`
+    matching events (default 1,000, at most 10,000), oldest first; `truncated` says
+    whether older ones matched too. `kind` takes several kinds separated by commas."""
+    q = request.query
+    unknown = sorted(set(q) - EVENT_PARAMS)
+    if unknown:
+        return error(400, f"unknown parameter {unknown[0]!r}: use since, until, kind, lb, limit")
+    times: dict[str, float | None] = {}
+    for name in ("since", "until"):
+        # A `+` in a query string arrives as a space (`+00:00` not percent-encoded).
+        value = q.get(name, "").strip().replace(" ", "+")
+        try:
+            times[name] = parse_iso(value) if value else None
+        except ValueError:
+            return error(400, f"{name}: an ISO 8601 time, e.g. 2026-12-01T10:00:00Z")
+    kinds = {k.strip() for k in q.get("kind", "").split(",") if k.strip()}
+    bad = sorted(kinds - set(KINDS))
+    if bad:
+        return error(400, f"kind: unknown kind {bad[0]!r}; kinds are {', '.join(KINDS)}")
+    lb = q.get("lb") or None
+    if lb is not None and len(lb) > 253:
+        return error(400, "lb: a load balancer name of at most 253 characters")
+    try:
+        limit = int(q.get("limit", DEFAULT_EVENTS))
+    except ValueError:
+        return error(400, "limit: a whole number")
+    if not 1 <= limit <= MAX_EVENTS:
+        return error(400, f"limit: 1 to {MAX_EVENTS}")
+    found, more = request.app[SERVER].store.events.select(
+        times["since"], times["until"], kinds, lb, limit
+    )
+    return web.json_response({"events": [e.to_json() for e in found], "truncated": more})
+
+
 async def openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())
 
@@ -246,11 +288,10 @@ async def status_page(request: web.Request) -> web.Response:
 
 
 def timeline_events(server: ServerControl, doc: dict[str, Any]) -> dict[str, list[Any]]:
-    """Per load balancer on the page, its events of the last day for the timeline — from
-    the in-memory event list (`from_health_events`)."""
-    config = server.holder.current.config
-    events = from_health_events(e.to_json() for e in server.store.events)
-    events = timeline.with_actors(events, doc.get("overrides_active", ()))
+    """Per load balancer on the page, its events of the last day for the timeline
+    (`dnsd.events.events_for` over the event journal)."""
+    config, now = server.holder.current.config, time.time()
+    day = server.store.events.select(since=now - DAY_S, until=now, limit=MAX_EVENTS)[0]
     out: dict[str, list[Any]] = {}
     for entry in doc["load_balancers"]:
         lb = config.load_balancers.get(entry["name"])
@@ -258,7 +299,7 @@ def timeline_events(server: ServerControl, doc: dict[str, Any]) -> dict[str, lis
             continue
         lbs = lbs_reached(config, lb)
         pools = {p for name in lbs for p in lb_pools(config.load_balancers[name])}
-        out[lb.name] = timeline.for_lb(events, lb.name, pools, lbs)
+        out[lb.name] = events_for(day, lb.name, now - DAY_S, now, pools, lbs)
     return out
 
 
@@ -284,7 +325,8 @@ async def reload(request: web.Request) -> web.Response:
     if isinstance(token, web.Response):
         return token
     before = request.app[SERVER].holder.current.generation
-    result = await request.app[SERVER].reload()
+    with acting_as(token.name, "reload"):
+        result = await request.app[SERVER].reload()
     if not result.ok:
         response = web.json_response(
             {"error": "reload failed: the old config keeps serving", "errors": result.errors},
@@ -361,7 +403,8 @@ async def _override(
     store = request.app[SERVER].store
     before = store.overrides_document()
     try:
-        apply(store, value, meta)
+        with acting_as(token.name):
+            apply(store, value, meta)
     except KeyError as exc:
         response = error(404, str(exc.args[0]))
     except OverrideError as exc:

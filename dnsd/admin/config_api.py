@@ -18,6 +18,7 @@ from aiohttp import web
 from dnsd.admin.context import SERVER, audited, authorize
 from dnsd.admin.gate import BadRequest, Token, error, json_object
 from dnsd.config import fields
+from dnsd.events import acting_as
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.reader import PAGE_MAX
 from dnsd.provision.targets import BadTarget, Change, etag, parse_route
@@ -139,8 +140,12 @@ async def _apply(
     changes: list[Change],
     single: bool = True,
 ) -> web.Response:
+    routes = ", ".join(f"{'DELETE' if c.body is None else 'PUT'} {c.target.route}"
+                       for c in changes[:5])  # fmt: skip
+    more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
     try:
-        applied = await writer.apply(changes)
+        with acting_as(token.name, f"config API: {routes}{more}"):
+            applied = await writer.apply(changes)
     except ChangeRefused as exc:
         response = web.json_response(
             {"error": str(exc), "errors": exc.errors[:200]}, status=exc.status

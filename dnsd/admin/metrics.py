@@ -20,10 +20,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from dnsd.events import Event
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.overrides import entry_key
 from dnsd.health.probes import ProbeTarget
-from dnsd.health.store import HealthEvent, HealthStore
+from dnsd.health.store import HealthStore
 from dnsd.snapshot import SnapshotHolder
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -66,6 +67,10 @@ class Metrics:
             "dnsd_override_changes_total", "Operator override changes", ["kind"], registry=r
         )
         self.reloads = Counter("dnsd_reloads", "Configuration reloads", ["result"], registry=r)
+        self.failovers = Counter(
+            "dnsd_failovers", "Failover events: regions of the LB left their first-choice pool",
+            ["lb"], registry=r,
+        )  # fmt: skip
         self.publish_seconds = Histogram(
             "dnsd_health_publish_seconds",
             "Event-loop time one health view publication took, listeners included "
@@ -152,11 +157,14 @@ class Metrics:
     def observe_publish(self, seconds: float, states_changed: bool) -> None:
         self.publish_seconds.labels("states" if states_changed else "rtt").observe(seconds)
 
-    def observe_event(self, event: HealthEvent) -> None:
+    def observe_event(self, event: Event) -> None:
         if event.kind == "override":
             self.overrides.labels(override_kind(event.subject)).inc()
-        else:
-            self.transitions.labels(event.kind, event.new).inc()
+        elif event.kind in ("probe", "backend_health"):
+            kind = "probe" if event.kind == "probe" else "backend"
+            self.transitions.labels(kind, str(event.details.get("new"))).inc()
+        elif event.kind == "failover" and event.lb is not None:
+            self.failovers.labels(event.lb).inc()
 
     def observe_probe(self, target: ProbeTarget, source: str, result: ProbeResult) -> None:
         outcome = "ok" if result.ok else ("local" if result.local else "failed")

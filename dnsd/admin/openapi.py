@@ -206,6 +206,23 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/api/v1/events": {
+                "get": {
+                    "summary": "Events (STATE_DIR/events.jsonl): time, kind, lb, pool, backend, "
+                    "regions, cause, actor; the newest `limit` matching, oldest first",
+                    "parameters": [
+                        query("since"),
+                        query("until"),
+                        query("kind"),
+                        query("lb"),
+                        query("limit"),
+                    ],
+                    "responses": {
+                        "200": {"description": "{events: [...], truncated}", "content": JSON},
+                        "400": ERR,
+                    },
+                }
+            },
             "/api/v1/explain": {
                 "get": {
                     "summary": "Explain one query with live health (as dnsd explain --json)",

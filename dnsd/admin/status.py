@@ -181,7 +181,7 @@ def status_document(
         "total": {"pools": pools_total, "load_balancers": lbs_total},
         "offset": page.offset,
         "limit": page.limit,
-        "events": [e.to_json() for e in reversed(list(store.events)[-events:])],
+        "events": [e.to_json() for e in store.events.recent(events)],
         "overrides": {
             "backends": {f"{p}/{b}": s for (p, b), s in store.backend_overrides.items()},
             "pools": dict(store.pool_overrides),

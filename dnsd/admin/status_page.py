@@ -399,11 +399,8 @@ def _source_cell(src: Mapping[str, Any] | None) -> str:
 
 def events_list(events: Any) -> str:
     items = "".join(
-        f'<li data-kind="{esc(e["kind"])}"><time>{esc(utc(e["at"]))}</time>'
-        f"{esc(e['kind'])} {esc(e['subject'])}"
-        f"{esc(' from ' + e['source']) if e.get('source') else ''}: {esc(e['old'])} → "
-        f'<span class="state {e["new"] if e["new"] in ("healthy", "unhealthy") else ""}">'
-        f'{esc(e["new"])}</span> <span class="meta">({esc(e["reason"])})</span></li>'
+        f'<li data-kind="{esc(e["kind"])}"><time>{esc(utc(parse_utc(e.get("time"))))}</time> '
+        f"{esc(describe(e))}</li>"
         for e in events
     )
     return f'<ul class="events" id="events">{items or "<li class=meta>no events yet</li>"}</ul>'

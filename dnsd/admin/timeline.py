@@ -5,7 +5,7 @@ region off its first choice, an override set), a tick for each event.
 Pure: event dicts in the shape of the persisted events — `time` (ISO 8601, `Z`), `kind`
 (health, failover, failback, override, config, ...), `lb`, `pool`, `backend`, `regions`,
 `cause`, `actor`, and where known `old`/`new` — and a time window in, SVG out.
-`from_health_events` turns today's in-memory events into that shape."""
+`dnsd.events.events_for` picks a load balancer's events from the journal."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dnsd.admin.html import esc, parse_utc, utc
 
 LANES = ("health", "failover", "override", "config")
 LANE_OF = {"health": "health", "backend": "health", "pool": "health",
+           "backend_health": "health", "pool_health": "health",
            "failover": "failover", "failback": "failover", "fail_open": "failover",
            "override": "override", "config": "config", "reload": "config"}  # fmt: skip
 COLOUR = {"health": "#cf222e", "failover": "#bf8700", "override": "#8250df", "config": "#57606a"}
@@ -185,59 +186,3 @@ def for_lb(
         or (e.get("kind") == "config" and not e.get("lb"))
         or lb in (e.get("lbs") or ())
     ]
-
-
-def from_health_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Today's in-memory events (`HealthEvent.to_json`) in the persisted events' shape:
-    backend verdicts become `health`, overrides `override`; single probe sources are left
-    out (their backend's verdict says what counts)."""
-    out: list[dict[str, Any]] = []
-    for e in events:
-        kind, subject = e.get("kind"), str(e.get("subject", ""))
-        event: dict[str, Any] = {"time": _iso(e.get("at")), "cause": e.get("reason") or None}
-        if kind == "backend":
-            if e.get("old") in ("None", "unknown") and e.get("new") == "healthy":
-                continue  # a first verdict after start is no news
-            pool, _, backend = subject.partition("/")
-            event.update(kind="health", pool=pool, backend=backend, actor="probe")
-        elif kind == "override":
-            what, _, rest = subject.partition(" ")
-            name = rest.split(" ")[0] if what != "load" else rest.split(" ")[1]
-            if what == "backend":
-                pool, _, backend = name.partition("/")
-                event.update(pool=pool, backend=backend)
-            elif what == "pool":
-                event.update(pool=name)
-            elif what == "load":
-                event.update(lb=name)
-            else:
-                continue  # overrides shared by another node: no subject of its own
-            event.update(kind="override")
-        else:
-            continue
-        event.update(old=e.get("old"), new=e.get("new"))
-        out.append(event)
-    return out
-
-
-def _iso(at: Any) -> str | None:
-    return None if at is None else utc(float(at)).replace(" ", "T")
-
-
-def with_actors(
-    events: list[dict[str, Any]], overrides: Iterable[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """The in-memory override events name no actor: the active override set at that very
-    second (its `since`) says who it was."""
-    who = {(o["kind"], o["target"], o.get("since")): o.get("actor") for o in overrides}
-    for e in events:
-        if e.get("kind") != "override" or e.get("actor"):
-            continue
-        if e.get("backend"):
-            key = ("backend", f"{e.get('pool')}/{e['backend']}")
-        elif e.get("pool"):
-            key = ("pool", str(e["pool"]))
-        else:
-            key = ("load_balancer", str(e.get("lb")))
-        e["actor"] = who.get((*key, e.get("time")))
-    return events

@@ -1,13 +1,16 @@
-"""Alerts (`webhooks:` in the server file, interfaces.md "Additions"): events are POSTed as
-JSON to each webhook that asked for them, with `X-Dnsd-Signature: sha256=HEX`, the
-HMAC-SHA256 of the body under the webhook's secret; `format: slack` sends `{"text": ...}`
-for Slack-compatible incoming webhooks.
+"""Alerts (`webhooks:` in the server file): events (dnsd.events, the same record the
+journal, the log and `GET /api/v1/events` carry) are POSTed as JSON to each webhook that
+asked for their kind, with `X-Dnsd-Signature: sha256=HEX`, the HMAC-SHA256 of the body
+under the webhook's secret; `format: slack` sends `{"text": ...}` for Slack-compatible
+incoming webhooks. A body is the event's JSON with `event` (its kind) and `node`.
 
-Events: `backend_health` (a backend's verdict changed), `override`, `failover` (a load
-balancer's active pool changed for one or more regions: one event listing them),
-`fail_open` (regions of a load balancer now answered with nothing healthy: the fallback,
-or every backend), `pool_health` (a pool became healthy or unhealthy), `reload_failed`,
-`redis` (the health bus lost or regained Redis). Each webhook has its own bounded queue and one sender task: a receiver
+Events: `backend_health` (a backend's verdict changed), `override`, `failover` (regions of
+a load balancer left their first-choice pool: one event listing them), `failback`
+(regions back on their first choice), `fail_open` (regions of a load balancer now
+answered with nothing healthy: the fallback, or every backend), `pool_health` (a pool
+became healthy or unhealthy), `config` (a reload or a config API change),
+`reload_failed`, `redis` (the health bus lost or regained Redis). Each webhook has its
+own bounded queue and one sender task: a receiver
 that fails is retried after 0.5, 1, 2, 4 s (5 tries), then the event is dropped and
 counted; a full queue drops the newest event and counts it. Nothing here waits on a
 receiver but the sender task, so a dead receiver never slows answers or probes.
@@ -23,19 +26,21 @@ import json
 import logging
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
 from prometheus_client.core import CounterMetricFamily
 
+from dnsd.events import Event
 from dnsd.ratelog import RateLimitedLog
 
 log = logging.getLogger("dnsd.webhooks")
 FAILURE_LOG = RateLimitedLog(log)
 EVENTS: Final = (
-    "backend_health", "pool_health", "failover", "fail_open", "override", "reload_failed", "redis",
+    "backend_health", "pool_health", "failover", "failback", "fail_open", "override", "config",
+    "reload_failed", "redis",
 )  # fmt: skip
 QUEUE_SIZE: Final = 256
 TRIES: Final = 5
@@ -92,12 +97,14 @@ class Alerts:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def emit(self, event: str, **fields: Any) -> None:
-        """Queue an event for every webhook that wants it (never waits)."""
-        body = {"event": event, "node": self.node, "time": time.time(), **fields}
-        for hook, queue in zip(self.hooks, self._queues, strict=True):
-            if event not in hook.events:
-                continue
+    def send(self, event: Event) -> None:
+        """Queue an event for every webhook that wants its kind (never waits)."""
+        wanted = [(h, q) for h, q in zip(self.hooks, self._queues, strict=True)
+                  if event.kind in h.events]  # fmt: skip
+        if not wanted:
+            return
+        body = {**event.to_json(), "event": event.kind, "node": self.node}
+        for _hook, queue in wanted:
             try:
                 queue.put_nowait(body)
             except asyncio.QueueFull:
@@ -158,50 +165,15 @@ def redacted_url(url: str) -> str:
 
 def describe(event: dict[str, Any]) -> str:
     """One line for people (the Slack format)."""
-    kind = event["event"]
-    if kind == "failover":
+    kind, node = event["event"], event["node"]
+    why = f" — {event.get('cause')} (by {event.get('actor')})"
+    if kind in ("failover", "failback", "fail_open"):
         moves = ", ".join(
             f"{region}: {c['from']} -> {c['to']}" for region, c in event["changes"].items()
         )
-        return f"dnsd {event['node']}: failover of {event['lb']} ({moves})"
-    rest = {k: v for k, v in event.items() if k not in ("event", "node", "time")}
-    return f"dnsd {event['node']}: {kind} {json.dumps(rest, sort_keys=True)}"
-
-
-ActiveRegions = Callable[[], dict[str, dict[str, str]]]
-FAIL_OPEN: Final = "(fail open)"  # how active_per_region marks it
-
-
-class FailoverWatch:
-    """Turns health views into `pool_health`, `failover` and `fail_open` events: each
-    pool's health and the active pool of every load balancer per region (as the status
-    page computes it), compared with the last ones seen."""
-
-    def __init__(
-        self, active: ActiveRegions, pools: Callable[[], dict[str, bool]], alerts: Alerts
-    ) -> None:
-        self._active = active
-        self._pools = pools
-        self._alerts = alerts
-        self._last: dict[str, dict[str, str]] | None = None
-        self._last_pools: dict[str, bool] | None = None
-
-    def check(self) -> None:
-        pools = self._pools()
-        last_pools, self._last_pools = self._last_pools, pools
-        for pool, healthy in pools.items():
-            if last_pools is not None and last_pools.get(pool, healthy) != healthy:
-                self._alerts.emit("pool_health", pool=pool, healthy=healthy)
-        now = self._active()
-        last, self._last = self._last, now
-        if last is None:
-            return
-        for lb, regions in now.items():
-            before = last.get(lb, {})
-            changes = {r: {"from": before[r], "to": pool} for r, pool in regions.items()
-                       if r in before and before[r] != pool}  # fmt: skip
-            if changes:
-                self._alerts.emit("failover", lb=lb, changes=changes)
-            opened = sorted(r for r, c in changes.items() if c["to"].endswith(FAIL_OPEN))
-            if opened:
-                self._alerts.emit("fail_open", lb=lb, regions=opened)
+        return f"dnsd {node}: {kind} of {event['lb']} ({moves}){why}"
+    about = next((f"{k} {event[k]}" for k in ("backend", "pool", "lb") if event.get(k)), "")
+    if event.get("backend"):
+        about = f"backend {event['pool']}/{event['backend']}"
+    change = f": {event['old']} -> {event['new']}" if "old" in event and "new" in event else ""
+    return f"dnsd {node}: {kind} {about}{change}{why}".replace("  ", " ")

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from dnsd.config.model import Backend, Monitor, Pool
+from dnsd.events import EventLog, current_actor
+from dnsd.events.record import PROBE, SYSTEM, Event, iso_z, make
 from dnsd.health import ewma
 from dnsd.health.fsm import ProbeResult, SourceState, State, on_result
 from dnsd.health.overrides import (
@@ -44,30 +45,7 @@ from dnsd.snapshot import NodeSettings, Snapshot
 
 log = logging.getLogger("dnsd.health")
 
-EventKind = Literal["probe", "backend", "override"]
-__all__ = ["HealthEvent", "HealthStore", "OverrideError", "PersistError", "SourceHealth"]
-
-
-@dataclass(frozen=True, slots=True)
-class HealthEvent:
-    at: float
-    kind: EventKind  # "probe": one source changed; "backend": the verdict; "override"
-    subject: str
-    old: str
-    new: str
-    reason: str
-    source: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "kind": self.kind,
-            "subject": self.subject,
-            "source": self.source,
-            "old": self.old,
-            "new": self.new,
-            "reason": self.reason,
-        }
+__all__ = ["HealthStore", "OverrideError", "PersistError", "SourceHealth"]
 
 
 @dataclass(slots=True)
@@ -92,6 +70,7 @@ class HealthStore:
         clock: Callable[[], float] = time.time,
         rtt_publish_interval_s: float = 1.0,
         history: int = 500,
+        events: EventLog | None = None,
     ) -> None:
         self.state_dir = state_dir
         self._clock = clock
@@ -102,10 +81,10 @@ class HealthStore:
         self._last_publish = 0.0
         self.overrides = Overrides.load(state_dir, clock()) if state_dir else Overrides()
         self.node_name = "dnsd"  # who made an override, for ordering them across nodes
-        self.events: deque[HealthEvent] = deque(maxlen=history)
+        # Health and override events (dnsd.events): the server's journal persists them.
+        self.events = events if events is not None else EventLog(None, history)
         self.transitions_total = 0
         self.override_changes_total = 0
-        self.listeners: list[Callable[[HealthEvent], None]] = []
         # Several nodes (dnsd.health.bus): observations from the others, and hooks to share ours.
         self.only_source: str | None = None  # probe only this source region (this node's)
         self.remote = RemoteObservations()
@@ -190,18 +169,13 @@ class HealthStore:
             listener(target, source, entry)
         if transition is not None:
             self.transitions_total += 1
-            subject = f"{target.host}:{target.port}"
-            self._event(
-                HealthEvent(
-                    transition.at,
-                    "probe",
-                    subject,
-                    transition.old,
-                    transition.new,
-                    transition.reason,
-                    source,
-                )
-            )
+            if transition.old != "unknown":  # a first result after a start is no news
+                why = "probe ok" if result.ok else (result.error or "probe failed")
+                self.events.add(make(
+                    transition.at, "probe", f"{why} from {source}", PROBE,
+                    subject=f"{target.host}:{target.port}", source=source,
+                    old=transition.old, new=transition.new, reason=transition.reason,
+                ))  # fmt: skip
             self.publish()
         elif self._clock() - self._last_publish >= self._rtt_interval:
             self.publish()
@@ -248,12 +222,12 @@ class HealthStore:
         previous = self.remote.previous_state(key)
         rtt = RttSample(ewma_ms, samples, last_at) if ewma_ms is not None else None
         if self.remote.add(key, RemoteObservation(state, rtt, published_at), self._clock()):
-            if previous is not None and previous != state:
-                subject = f"{target.host}:{target.port}"
-                reason = "observed by another node"
-                self._event(
-                    HealthEvent(published_at, "probe", subject, previous, state, reason, source)
-                )
+            if previous is not None and previous not in (state, "unknown"):
+                self.events.add(make(
+                    published_at, "probe", f"{state} from {source} (another node)", PROBE,
+                    subject=f"{target.host}:{target.port}", source=source, old=previous,
+                    new=state, reason="observed by another node",
+                ))  # fmt: skip
             self.publish()
         elif self._clock() - self._last_publish >= self._rtt_interval:
             self.publish()
@@ -283,8 +257,11 @@ class HealthStore:
                 log.log(
                     level, "backend %s/%s is %s (was %s)", pool.name, backend.name, probed, previous
                 )
-                subject, reason = f"{pool.name}/{backend.name}", "quorum of probe sources"
-                self._event(HealthEvent(now, "backend", subject, str(previous), probed, reason))
+                if previous != "unknown":  # a first verdict after a start is not an event
+                    self.events.add(make(
+                        now, "backend_health", probe_cause(sources, probed), PROBE,
+                        pool=pool.name, backend=backend.name, old=previous, new=probed,
+                    ))  # fmt: skip
             self._verdicts[key] = probed
             override = overrides.backends.get(key)
             backends[key] = BackendHealth(
@@ -376,8 +353,7 @@ class HealthStore:
         log.warning(
             "override %s: %s -> %s%s", subject, old, value, f" ({cause})" * (cause != "admin")
         )
-        why = cause if meta is None or not meta.reason else f"{cause}: {meta.reason}"
-        self._event(HealthEvent(self._clock(), "override", subject, str(old), str(value), why))
+        self.events.add(override_event(table_name, key, old, value, meta, cause, self._clock()))
         self.publish()
 
     def _require_snapshot(self) -> Snapshot:
@@ -399,11 +375,8 @@ class HealthStore:
         self.override_changes_total += 1
         origin = document.get("node", "?")
         log.warning("overrides from node %s applied", origin)
-        self._event(
-            HealthEvent(
-                self._clock(), "override", "all overrides", "-", "shared", f"from node {origin}"
-            )
-        )
+        self.events.add(make(self._clock(), "override", f"overrides from node {origin}", SYSTEM,
+                             subject="all overrides", old="-", new="shared"))  # fmt: skip
         self.publish()
         return True
 
@@ -418,7 +391,48 @@ class HealthStore:
                 f"the override was not applied: cannot write the state file ({exc.strerror})"
             ) from None
 
-    def _event(self, event: HealthEvent) -> None:
-        self.events.append(event)
-        for listener in self.listeners:
-            listener(event)
+
+def probe_cause(sources: dict[str, SourceHealth], verdict: str) -> str:
+    """Why a backend's verdict is what it is, from its sources: `HTTP 503 from WEU` (each
+    failing source's last error), or `probe ok from WEU, NAM`."""
+    if verdict == "unhealthy":
+        failing: dict[str, list[str]] = {}
+        for source, h in sources.items():
+            if h.state.state != "unhealthy":
+                continue
+            last = h.state.last
+            why = (last.error if last and not last.ok and last.error else None) or (
+                "unhealthy (another node)" if h.node else "probe failed"
+            )
+            failing.setdefault(why, []).append(source)
+        parts = [f"{why} from {', '.join(names)}" for why, names in failing.items()]
+        return "; ".join(parts) or "unhealthy"
+    ok = [source for source, h in sources.items() if h.state.state == "healthy"]
+    return f"probe ok from {', '.join(ok)}" if ok else f"{verdict}"
+
+
+def override_event(
+    table: str, key: Any, old: Any, value: Any, meta: OverrideMeta | None, cause: str, at: float
+) -> Event:
+    """The `override` event of one change: its cause (`override`, `override removed`,
+    `override expired`, `trickle 1.0`, `trickle removed`) and who made it."""
+    actor = meta.actor if meta is not None and meta.actor else current_actor()
+    if cause == "expired":
+        why, actor = "override expired", SYSTEM
+    elif table == "trickle":
+        why = "trickle removed" if value is None else f"trickle {float(value)}"
+    else:
+        why = "override removed" if value is None else "override"
+    where: dict[str, Any]
+    if table == "backends":
+        where = {"pool": key[0], "backend": key[1]}
+    elif table == "pools":
+        where = {"pool": key}
+    else:
+        where = {"lb": key}
+    details: dict[str, Any] = {"old": old, "new": value}
+    if meta is not None and meta.reason:
+        details["reason"] = meta.reason
+    if meta is not None and meta.expires:
+        details["expires"] = iso_z(meta.expires)
+    return make(at, "override", why, actor, **where, **details)

@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from dnsd.atomic_files import write_file
+from dnsd.events.record import SYSTEM, acting_as
 from dnsd.health.bus import RedisBus
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.targets import Change, parse_route
@@ -130,8 +131,10 @@ class ConfigSync:
             return
         ordered = sorted(newest.values(), key=lambda e: e["seq"])
         changes = [Change(parse_route(e["route"]), e.get("body"), missing_ok=True) for e in ordered]
+        nodes = ", ".join(sorted({str(e.get("node", "?")) for e in ordered}))[:200]
         try:
-            applied = await self.writer.apply(changes, local=False)
+            with acting_as(SYSTEM, f"config change from node {nodes}"):
+                applied = await self.writer.apply(changes, local=False)
         except ChangeRefused as exc:
             self.last_error = f"{exc}: {'; '.join(exc.errors[:5])}"[:2000]
             await self._audit(ordered, exc.status, None, None, self.last_error)

@@ -46,8 +46,11 @@ def test_an_override_with_for_is_listed_and_expires_by_itself(tmp_path: Path) ->
         status, listed = http(dnsd.admin_port, "GET", "/api/v1/overrides", token=TOKEN)
         assert listed["overrides"] == []
         status, doc = http(dnsd.admin_port, "GET", "/api/v1/status")
-        expired = [e for e in doc["events"] if e["kind"] == "override" and "expired" in e["reason"]]
-        assert expired and expired[0]["subject"] == "pool first"
+        overrides = [e for e in doc["events"] if e["kind"] == "override"]
+        expired = [e for e in overrides if e["cause"] == "override expired"]
+        assert expired and expired[0]["pool"] == "first" and expired[0]["actor"] == "system"
+        [made] = [e for e in overrides if e["cause"] == "override"]  # who set it, and why
+        assert made["actor"] == "DNSD_ADMIN_TOKEN" and made["reason"] == "drill: eu outage"
 
 
 def test_an_override_expires_on_a_node_that_was_down_when_it_should_have(tmp_path: Path) -> None:

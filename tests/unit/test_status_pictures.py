@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from dnsd.admin.html import parse_utc
 from dnsd.admin.region_map import PLACES, pool_colours, region_facts, region_map_svg
-from dnsd.admin.timeline import bars, for_lb, from_health_events, timeline_svg, with_actors
+from dnsd.admin.timeline import bars, for_lb, timeline_svg
 from dnsd.geo.regions import REGIONS
 
 NOW = datetime(2026, 12, 1, 18, 0, tzinfo=UTC).timestamp()
@@ -65,30 +65,6 @@ def test_events_of_a_load_balancer() -> None:
     mine = for_lb(EVENTS, "web", pools={"eu", "us"}, lbs={"web"})
     assert len(mine) == 5
     assert for_lb(EVENTS, "api", pools={"us"}, lbs={"api"}) == [EVENTS[4]]
-
-
-def test_in_memory_events_in_the_persisted_shape() -> None:
-    events = from_health_events([
-        {"at": NOW, "kind": "backend", "subject": "eu/eu-1", "old": "None", "new": "healthy",
-         "reason": "quorum of probe sources"},  # a first verdict: no news
-        {"at": NOW, "kind": "backend", "subject": "eu/eu-1", "old": "healthy",
-         "new": "unhealthy", "reason": "quorum of probe sources"},
-        {"at": NOW, "kind": "override", "subject": "load balancer web trickle_ratio",
-         "old": "None", "new": "1.0", "reason": "admin: drill"},
-        {"at": NOW, "kind": "override", "subject": "backend eu/eu-2", "old": "None",
-         "new": "drain", "reason": "admin"},
-        {"at": NOW, "kind": "probe", "subject": "127.0.0.1:80", "old": "healthy",
-         "new": "unhealthy", "reason": "HTTP 503", "source": "WEU"},
-    ])  # fmt: skip
-    assert [(e["kind"], e.get("pool"), e.get("backend"), e.get("lb")) for e in events] == [
-        ("health", "eu", "eu-1", None),
-        ("override", None, None, "web"),
-        ("override", "eu", "eu-2", None),
-    ]
-    assert events[0]["time"] == "2026-12-01T18:00:00Z"
-    active = [{"kind": "load_balancer", "target": "web", "since": "2026-12-01T18:00:00Z",
-               "actor": "oncall"}]  # fmt: skip
-    assert [e.get("actor") for e in with_actors(events, active)] == ["probe", "oncall", None]
 
 
 def lb_entry(active: dict[str, str], failed: list[str], first: dict[str, str]) -> dict:
