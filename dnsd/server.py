@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,10 +26,10 @@ from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
-from dnsd.admin.status import answering_pool, region_states, shared_region_states
+from dnsd.admin.status import answering_pool, shared_region_states
 from dnsd.admin.webhooks import Alerts, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
-from dnsd.config.model import LB_PREFIX, Config, Zone
+from dnsd.config.model import Zone
 from dnsd.dnssec.keys import ZoneKeys, ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
@@ -251,10 +251,11 @@ class DnsServer:
         self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
         # Failover and failback events: the active pools compared after every change.
         self.moves = ActivePoolWatch(
-            self._region_states, self._pool_health, self._nested_only, self.events
-        )
+            self._region_states, lambda: self.holder.current.config, lambda: self.store.view,
+            self.events,
+        )  # fmt: skip
         self._watched: tuple[int, int] = (-1, -1)
-        self._nested: tuple[Config | None, frozenset[str]] = (None, frozenset())
+        self._move_check: asyncio.TimerHandle | None = None
         if main:
             self.store.view_listeners.append(self._watch_moves)
             if self.bus is not None:
@@ -390,31 +391,30 @@ class DnsServer:
 
     def _watch_moves(self, view: HealthView) -> None:
         """Failover and failback events when a region's active pool moved: looked at when
-        the health *states* or the config changed (RTT-only views cannot move a failover
-        order... except through `dynamic` steering, whose moves are not failovers)."""
+        the health *states* or the config changed (RTT-only views move no failover order)."""
         key = (view.states_generation, self.holder.current.generation)
-        if key != self._watched:
-            self._watched = key
+        if key == self._watched or self._move_check is not None:
+            return
+        self._watched = key
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a test driving the store): at once
             self.moves.check()
+            return
+        # A little later, once for a burst of changes (a flapping pool, a script writing
+        # overrides): steering every load balancer again per change would be most of what
+        # a change costs the event loop.
+        self._move_check = loop.call_later(MOVE_CHECK_DELAY_S, self._check_moves)
+
+    def _check_moves(self) -> None:
+        self._move_check = None
+        self._watched = (self.store.view.states_generation, self.holder.current.generation)
+        self.moves.check()
 
     def _redis_event(self, up: bool) -> None:
         cause = "connected again" if up else "connection lost"
         self.events.add(make(time.time(), "redis", cause, SYSTEM, connected=up,
                              url=self.bus_status_url()))  # fmt: skip
-
-    def _nested_only(self) -> frozenset[str]:
-        """Load balancers that answer only through another one (named by no record)."""
-        config = self.holder.current.config
-        if self._nested[0] is not config:
-            nested = {
-                ref[len(LB_PREFIX) :]
-                for lb in config.load_balancers.values()
-                for ref in lb.pool_refs()
-                if ref.startswith(LB_PREFIX)
-            }
-            named = {name for zone in config.zones for name in zone.lb_names.values()}
-            self._nested = (config, frozenset(nested - named))
-        return self._nested[1]
 
     def bus_status_url(self) -> str:
         status = self.bus_status()
@@ -427,16 +427,11 @@ class DnsServer:
         threads = list(self._udp_threads)
         return threads[0].loop if threads else self.options.serving_loop
 
-    def _pool_health(self) -> dict[str, bool]:
-        view, pools = self.store.view, self.holder.current.config.pools
-        return {name: view.pool_healthy(pool) for name, pool in pools.items()}
-
-    def _region_states(self) -> RegionStates:
-        now = time.time()
-        return {
-            name: region_states(self, lb, now)
-            for name, lb in self.holder.current.config.load_balancers.items()
-        }
+    def _region_states(self, names: Iterable[str]) -> RegionStates:
+        """Per load balancer, the pool each client region gets now: the computation the
+        status document and the metrics share (dnsd.admin.status), read without copies."""
+        now, lbs = time.time(), self.holder.current.config.load_balancers
+        return {name: shared_region_states(self, lbs[name], now) for name in names}
 
     def _serve_serials(self, serials: dict[str, int]) -> None:
         """A worker: serve the SOA serials the main process decided."""
@@ -824,6 +819,8 @@ class DnsServer:
         if self.versions is not None:  # the last serials on disk before the process ends
             await asyncio.to_thread(self.versions.flush)
         await self.notifier.stop()
+        if self._move_check is not None:
+            self._move_check.cancel()
         await self.alerts.stop()
         await asyncio.to_thread(self.events.close)  # every event written before exit
         if self.config_sync is not None:
@@ -852,6 +849,7 @@ def _key_files(key_dir: Path, signing: Mapping[str, ZoneKeys]) -> dict[Path, flo
 
 
 OVERRIDE_EXPIRY_CHECK_S = 0.5
+MOVE_CHECK_DELAY_S = 0.05  # failover/failback events: one look per burst of changes
 KEY_CHECK_S = 1.0
 LOOP_WATCH_S = 0.5  # how soon systemd's STATUS names a listener that is down
 UDP_RECEIVE_BUFFER = 4 << 20

@@ -13,15 +13,17 @@ those regions, not every region it would steer on its own."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
+from dnsd.config.model import Config
 from dnsd.events.journal import EventLog
 from dnsd.events.record import PROBE, Event, make
+from dnsd.health.view import HealthView
 
 # Per load balancer: (the path that answers each client region, the regions off their
 # first choice) — what dnsd.admin.status.region_states returns.
-RegionStates = Mapping[str, tuple[Mapping[str, str], list[str]]]
+RegionStates = Mapping[str, tuple[Mapping[str, str], Sequence[str]]]
 FAIL_OPEN: Final = " (fail open)"  # how region_states marks a path
 LB_PREFIX: Final = "lb:"
 CAUSE_KINDS: Final = frozenset({"backend_health", "override", "config"})
@@ -99,26 +101,84 @@ def _event(
     return make(at, kind, cause, actor, lb=lb, pool=pool, regions=tuple(regions), changes=changes)
 
 
+class Reach:
+    """What each load balancer's answer depends on, from one config: the pools and the
+    load balancers (itself and those it nests) it can reach, and the load balancers that
+    answer only through another one."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        lbs = config.load_balancers
+        self.lbs: dict[str, frozenset[str]] = {}
+        self.pools: dict[str, frozenset[str]] = {}
+        for name in lbs:
+            seen, todo, pools = {name}, [name], set()
+            while todo:
+                lb = lbs[todo.pop()]
+                for ref in (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ())):
+                    inner = ref[len(LB_PREFIX) :] if ref.startswith(LB_PREFIX) else None
+                    if inner is None:
+                        pools.add(ref)
+                    elif inner not in seen and inner in lbs:
+                        seen.add(inner)
+                        todo.append(inner)
+            self.lbs[name], self.pools[name] = frozenset(seen), frozenset(pools)
+        nested = {n for name, reached in self.lbs.items() for n in reached if n != name}
+        named = {name for zone in config.zones for name in zone.lb_names.values()}
+        self.nested_only = frozenset(nested - named)
+
+    def affected(self, pools: set[str], trickles: set[str]) -> list[str]:
+        """The load balancers whose answer may have moved when these pools' health (or
+        overrides) and these load balancers' trickle ratios changed."""
+        return [
+            name
+            for name in self.lbs
+            if not self.pools[name].isdisjoint(pools) or not self.lbs[name].isdisjoint(trickles)
+        ]
+
+
+def changed_pools(old: HealthView, new: HealthView) -> set[str]:
+    """Pools with a backend verdict or override, or a pool override, that changed."""
+    pools = {p for p in old.pool_overrides.keys() | new.pool_overrides.keys()
+             if old.pool_overrides.get(p) != new.pool_overrides.get(p)}  # fmt: skip
+    for key, now in new.backends.items():
+        was = old.backends.get(key)
+        if was is None or (was.healthy, was.probed, was.override) != (
+            now.healthy, now.probed, now.override,
+        ):  # fmt: skip
+            pools.add(key[0])
+    pools.update(key[0] for key in old.backends.keys() - new.backends.keys())
+    return pools
+
+
+def changed_trickles(old: HealthView, new: HealthView) -> set[str]:
+    names = old.trickle_overrides.keys() | new.trickle_overrides.keys()
+    return {n for n in names if old.trickle_overrides.get(n) != new.trickle_overrides.get(n)}
+
+
 class ActivePoolWatch:
     """Compares the active pools after each change with the ones before and adds the
-    events to the journal. Armed once the server serves: the first verdicts after a start
-    move nothing (a restart is not a failover)."""
+    events to the journal: only the load balancers that reach what changed are steered
+    again (a pool's health moves the few that use it, not 10,000). Armed once the server
+    serves: the first verdicts after a start move nothing (a restart is not a failover)."""
 
     def __init__(
         self,
-        states: Callable[[], RegionStates],
-        pools: Callable[[], dict[str, bool]],
-        nested_only: Callable[[], frozenset[str]],
+        states: Callable[[Iterable[str]], RegionStates],
+        config: Callable[[], Config],
+        view: Callable[[], HealthView],
         journal: EventLog,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._states = states
-        self._pools = pools
-        self._nested_only = nested_only
+        self._config = config
+        self._view = view
         self._journal = journal
         self._clock = clock
-        self._last: RegionStates | None = None
-        self._last_pools: dict[str, bool] | None = None
+        self._reach: Reach | None = None
+        self._seen_view = HealthView()
+        self._last: dict[str, tuple[Mapping[str, str], Sequence[str]]] = {}
+        self._last_pools: dict[str, bool] = {}
         self._causes: list[tuple[str, str]] = []  # (cause, actor) since the last check
         self.armed = False
         journal.listeners.append(self.note)
@@ -130,26 +190,44 @@ class ActivePoolWatch:
             self._causes.append(why)
 
     def arm(self) -> None:
+        """The starting point failovers are measured from."""
         self.armed = True
-        self._last, self._last_pools = self._states(), self._pools()
+        config, view = self._config(), self._view()
+        self._reach, self._seen_view = Reach(config), view
+        self._last = dict(self._states(config.load_balancers))
+        self._last_pools = {n: view.pool_healthy(p) for n, p in config.pools.items()}
         self._causes.clear()
 
     def check(self) -> None:
-        if not self.armed:
+        if not self.armed or self._reach is None:
             self._causes.clear()
             return
         causes, self._causes = self._causes, []
         cause = "; ".join(dict.fromkeys(c for c, _ in causes)) or "health change"
         actor = ", ".join(dict.fromkeys(a for _, a in causes)) or PROBE
+        config, view = self._config(), self._view()
+        if config is not self._reach.config:  # a reload: everything may have moved
+            self._reach = Reach(config)
+            pools, lbs = set(config.pools), list(config.load_balancers)
+        else:
+            pools = changed_pools(self._seen_view, view)
+            lbs = self._reach.affected(pools, changed_trickles(self._seen_view, view))
+        self._seen_view = view
         at = self._clock()
-        pools = self._pools()
-        last_pools, self._last_pools = self._last_pools, pools
-        for pool, healthy in pools.items():
-            if last_pools is not None and last_pools.get(pool, healthy) != healthy:
-                self._journal.add(make(at, "pool_health", cause, actor, pool=pool, healthy=healthy))
-        now = self._states()
-        last, self._last = self._last, now
-        if last is None:
+        for name in sorted(pools):
+            pool = config.pools.get(name)
+            if pool is None:
+                continue
+            healthy, was = view.pool_healthy(pool), self._last_pools.get(name)
+            self._last_pools[name] = healthy
+            if was is not None and was != healthy:
+                self._journal.add(make(at, "pool_health", cause, actor, pool=name, healthy=healthy))
+        if not lbs:
             return
-        for event in moves(last, now, self._nested_only(), at, cause, actor):
+        last = self._last
+        fresh = self._states(lbs)
+        self._last = {n: s for n, s in last.items() if n in config.load_balancers}
+        self._last.update(fresh)
+        before = {n: last[n] for n in fresh if n in last}
+        for event in moves(before, fresh, self._reach.nested_only, at, cause, actor):
             self._journal.add(event)

@@ -180,3 +180,48 @@ def test_a_nested_lb_lists_only_the_regions_that_reach_it() -> None:
         ("outer", ("WEU",)),
         ("inner", tuple(sorted(REGIONS))),
     }
+
+
+REACH_CONFIG = """\
+zone: r.test
+soa: {mname: ns1.r.test., rname: h.r.test.}
+records:
+  "@": {NS: ns1.r.test.}
+  ns1: {A: 192.0.2.1}
+  www: {lb: web}
+  eu: {lb: outer}
+pools:
+  primary: {backends: [{name: p1, address: 192.0.2.10}]}
+  standby: {backends: [{name: s1, address: 192.0.2.20}]}
+  eu-a: {backends: [{name: a1, address: 192.0.2.31}]}
+  eu-b: {backends: [{name: b1, address: 192.0.2.32}]}
+load_balancers:
+  web: {default_pools: [primary, standby]}
+  outer: {steering: geo, region_pools: {WEU: ["lb:inner"]}, default_pools: [standby]}
+  inner: {default_pools: [eu-a, eu-b]}
+"""
+
+
+def test_only_the_load_balancers_that_reach_a_change_are_steered_again(tmp_path: Path) -> None:
+    from types import MappingProxyType
+
+    from dnsd.config.loader import load_config
+    from dnsd.events.moves import Reach, changed_pools, changed_trickles
+    from dnsd.health.view import BackendHealth, HealthView
+
+    (tmp_path / "r.yaml").write_text(REACH_CONFIG)
+    reach = Reach(load_config(tmp_path)[0])
+    assert reach.nested_only == frozenset({"inner"})
+    assert sorted(reach.affected({"eu-a"}, set())) == ["inner", "outer"]
+    assert sorted(reach.affected({"standby"}, set())) == ["outer", "web"]
+    assert reach.affected({"primary"}, set()) == ["web"]
+    assert sorted(reach.affected(set(), {"inner"})) == ["inner", "outer"]
+    assert reach.affected(set(), set()) == []
+    up = HealthView(backends=MappingProxyType({("eu-a", "a1"): BackendHealth(healthy=True)}))
+    down = HealthView(
+        backends=MappingProxyType({("eu-a", "a1"): BackendHealth(healthy=False)}),
+        pool_overrides=MappingProxyType({"standby": "down"}),
+        trickle_overrides=MappingProxyType({"web": 1.0}),
+    )
+    assert changed_pools(up, down) == {"eu-a", "standby"}
+    assert changed_trickles(up, down) == {"web"} and changed_pools(up, up) == set()
