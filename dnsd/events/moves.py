@@ -82,9 +82,9 @@ def moves(
         }
         back = sorted(r for r in changed if r not in now_off and r in was_off)
         away = sorted(r for r in changed if r in now_off)
-        for kind, regions in (("failover", away), ("failback", back)):
-            if regions:
-                events.append(_event(kind, lb, regions, changed, at, cause, actor))
+        for kind, moved in (("failover", away), ("failback", back)):
+            if moved:
+                events.append(_event(kind, lb, moved, changed, at, cause, actor))
         opened = sorted(r for r in away if changed[r][1].endswith(FAIL_OPEN))
         if opened:
             events.append(_event("fail_open", lb, opened, changed, at, cause, actor))
