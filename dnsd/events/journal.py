@@ -46,7 +46,7 @@ class EventLog:
         self._events: deque[Event] = deque(maxlen=memory)
         self.added = 0  # events added since start (a cache key: the deque's length stops)
         self.listeners: list[Callable[[Event], None]] = []
-        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._lines: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -62,7 +62,7 @@ class EventLog:
         """Read the rotated file, then the current one; the number of events loaded."""
         if self.path is None:
             return 0
-        skipped = loaded = 0
+        lines: deque[str] = deque(maxlen=self._events.maxlen)  # only the newest are parsed
         for path in (self.rotated, self.path):
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
@@ -71,14 +71,14 @@ class EventLog:
             except OSError as exc:
                 log.error("cannot read the events in %s: %s", path, exc.strerror)
                 continue
-            for line in text.splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    self._events.append(Event.from_json(json.loads(line)))
-                    loaded += 1
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    skipped += 1
+            lines.extend(line for line in text.splitlines() if line.strip())
+        skipped = loaded = 0
+        for line in lines:
+            try:
+                self._events.append(Event.from_json(json.loads(line)))
+                loaded += 1
+            except (ValueError, KeyError, TypeError, AttributeError):
+                skipped += 1
         if skipped:
             log.warning("%s: %d line(s) that are not events skipped", self.path, skipped)
         return loaded
@@ -93,14 +93,14 @@ class EventLog:
         """Keep, log, persist (queued for the writer thread) and tell the listeners."""
         self._events.append(event)
         self.added += 1
-        data = event.to_json()
         level = logging.WARNING if event.kind in WARN_KINDS else logging.INFO
-        regions = f" [{', '.join(event.regions)}]" if event.regions else ""
-        fields = {k: v for k, v in data.items() if k not in _RESERVED}
-        log.log(level, "event %s %s%s: %s (by %s)", event.kind, event.subject, regions,
-                event.cause, event.actor, extra={"event": event.kind, **fields})  # fmt: skip
+        if log.isEnabledFor(level):
+            regions = f" [{', '.join(event.regions)}]" if event.regions else ""
+            fields = {k: v for k, v in event.to_json().items() if k not in _RESERVED}
+            log.log(level, "event %s %s%s: %s (by %s)", event.kind, event.subject, regions,
+                    event.cause, event.actor, extra={"event": event.kind, **fields})  # fmt: skip
         if self.path is not None:
-            self._lines.put(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str))
+            self._lines.put(event)  # turned into JSON by the writer thread
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write_all, name="events", daemon=True)
                 self._writer.start()
@@ -141,7 +141,7 @@ class EventLog:
             if stop:
                 return
 
-    def _write(self, lines: list[str]) -> None:
+    def _write(self, events: list[Event]) -> None:
         """Append a batch, rotating whenever the next line would pass `max_bytes`."""
         assert self.path is not None
         with self._lock:
@@ -151,7 +151,9 @@ class EventLog:
             except FileNotFoundError:
                 size = 0
             chunk: list[bytes] = []
-            for line in lines:
+            for event in events:
+                line = json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"),
+                                  default=str)  # fmt: skip
                 data = (line + "\n").encode()
                 if size and size + len(data) > self.max_bytes:
                     self._append(chunk)
