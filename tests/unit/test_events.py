@@ -108,8 +108,11 @@ def test_events_for_one_lb_in_a_window_is_pure() -> None:
         iso_z(T0 + 30),
     ]
     with_pools = events_for(list(reversed(events)), "web", T0 + 5, T0 + 60, pools={"primary"})
-    assert [e["kind"] for e in with_pools] == ["backend_health", "failback"]  # oldest first
-    assert events_for(events, "web", T0 + 31, T0 + 60) == []
+    assert [e["kind"] for e in with_pools] == ["backend_health", "failback", "config"]
+    nested = events_for(events, "web", T0, T0 + 25, lbs={"api"})  # web nests api
+    assert [e["lb"] for e in nested] == ["web", "api"]
+    assert [e["kind"] for e in events_for(events, "web", T0 + 31, T0 + 60)] == ["config"]
+    assert events_for(events, "web", T0 + 41, T0 + 60) == []
 
 
 REGIONS = ("WEU", "ENAM", "unknown")
