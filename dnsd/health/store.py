@@ -106,7 +106,7 @@ class HealthStore:
         self.transitions_total = 0
         self.override_changes_total = 0
         self.listeners: list[Callable[[HealthEvent], None]] = []
-        # Several nodes (dnsd.health.bus): observations from the others, and hooks to share ours.
+        # Several nodes (dnsd.cluster): observations from the others, and hooks to share ours.
         self.only_source: str | None = None  # probe only this source region (this node's)
         self.remote = RemoteObservations()
         self._targets: set[ProbeTarget] = set()  # every target the config probes (any node)

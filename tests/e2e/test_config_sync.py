@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dnslib import DNSRecord
 
-from dnsd.provision.sync import CHANNEL
+from dnsd.cluster.config_channel import CHANNEL
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
 from tests.processes import DnsdProcess, Redis
