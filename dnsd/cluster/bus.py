@@ -44,7 +44,8 @@ MAX_MESSAGE = 4 * 1024 * 1024  # bytes; a larger message is refused before it is
 class Channel(Protocol):
     """One kind of shared state on the bus (health, config)."""
 
-    channels: tuple[str, ...]  # the pub/sub names it listens to
+    @property
+    def channels(self) -> tuple[str, ...]: ...  # the pub/sub names it listens to
 
     async def catch_up(self, client: aioredis.Redis) -> None: ...
 
@@ -132,8 +133,8 @@ class RedisBus:
                 await self._client.ping()
                 pubsub = self._pubsub = self._client.pubsub()
                 await pubsub.subscribe(*(name for c in self.channels for name in c.channels))
-                if self._sentinel is not None:
-                    connection = pubsub.connection
+                connection = pubsub.connection
+                if self._sentinel is not None and connection is not None:
                     self.primary = (str(connection.host), int(connection.port))
                 for channel in self.channels:
                     await channel.catch_up(self._client)

@@ -54,7 +54,7 @@ MAX_RECORD_BYTES = 60 * 1024  # one change set's sealed record (the seal's own l
 
 
 class ConfigSync:
-    channels = (CHANNEL,)
+    channels: tuple[str, ...] = (CHANNEL,)
 
     def __init__(
         self,
@@ -188,7 +188,7 @@ class ConfigSync:
     async def _read_chain(self, client: aioredis.Redis) -> list[Record]:
         """The stream's chain; whatever in it is not a sealed, linked record is refused,
         counted and removed."""
-        raw_entries = await client.xrange(LOG_KEY)
+        raw_entries: list[Any] = await client.xrange(LOG_KEY) or []
         records: list[tuple[Any, Record]] = []
         bad: list[Any] = []
         for entry_id, fields in raw_entries:
@@ -250,7 +250,7 @@ class ConfigSync:
         async with client.pipeline(transaction=True) as pipe:
             try:
                 await pipe.watch(LOG_KEY)
-                newest = await pipe.xrevrange(LOG_KEY, count=1)
+                newest: list[Any] = await pipe.xrevrange(LOG_KEY, count=1) or []
                 current = GENESIS
                 if newest:
                     raw = newest[0][1].get(b"record", newest[0][1].get("record", b""))

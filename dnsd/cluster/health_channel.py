@@ -91,7 +91,7 @@ def observation_of(
 
 
 class HealthChannel:
-    channels = (OBS_CHANNEL, OVERRIDES_CHANNEL)
+    channels: tuple[str, ...] = (OBS_CHANNEL, OVERRIDES_CHANNEL)
 
     def __init__(self, bus: RedisBus, store: HealthStore, max_age_s: float = 30.0) -> None:
         self.bus, self.store = bus, store
