@@ -347,3 +347,45 @@ def test_an_acl_user_with_the_minimal_commands_and_its_password_shown_nowhere(
         assert all(PASSWORD not in text for text in texts)
         assert "dnsd:***@" in json.dumps(status(proc))
     assert PASSWORD not in shown.stdout + shown.stderr
+
+
+def test_a_diverged_node_says_so_in_a_webhook_and_comes_back(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    from tests.integration.test_webhooks import Receiver, server_file
+    from tests.loop_thread import LoopThread
+
+    loop = LoopThread()
+    cleanup.append(type("Closer", (), {"kill": lambda self: loop.close()})())
+    receiver = Receiver(loop)
+    hooks = server_file(tmp_path, loop.call(receiver.start()), "config_sync")
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    b = node(tmp_path, "b", url, "--config", str(hooks))
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    # b's directory no longer matches: a shared change that needs pool p1 is refused there
+    zone = tmp_path / "b" / "zones" / "c.yaml"
+    zone.write_text(CONFIG.replace("p1", "p9"))
+    assert http(b.admin_port, "POST", "/api/v1/reload", token=TOKEN)[0] == 200
+    lb = {"default_pools": ["p1"], "ttl": 2}
+    assert http(a.admin_port, "PUT", "/api/v1/config/load_balancers/www", lb, TOKEN)[0] == 200
+    until(lambda: sync_of(b)["state"] == "diverged", 5, "b diverged")
+    until(lambda: receiver.received, 5, "the config_sync webhook")
+    event = json.loads(receiver.received[0][1])
+    assert event["event"] == "config_sync" and event["state"] == "diverged", event
+    assert "refused" in event["reason"]
+    assert "dnsd_config_sync_diverged 1.0" in http(b.admin_port, "GET", "/metrics")[1]
+    assert dig(b.port, "www.c.test")  # still serving its last good config
+    # fixed: the next change in the history brings b back in step
+    zone.write_text(CONFIG)
+    assert http(b.admin_port, "POST", "/api/v1/reload", token=TOKEN)[0] == 200
+    put_record(a, "again", "192.0.2.50")
+    until(lambda: converged(a, b), 10, "b back in step")
+    assert dig(b.port, "again.c.test") == ["192.0.2.50"]
+    until(lambda: len(receiver.received) >= 2, 5, "the in_sync webhook")
+    assert json.loads(receiver.received[-1][1])["state"] == "in_sync"
