@@ -335,14 +335,14 @@ class ConfigSync:
         except ChangeRefused as exc:
             self._refused_at = (time.monotonic(), tail)
             self.last_error = f"{exc}: {'; '.join(exc.errors[:5])}"[:2000]
-            await self._audit(records, origins, exc.status, None, None, self.last_error)
             log.error("config change from Redis (seq %d..%d) refused here, still serving "
                       "the current config: %s", records[0].seq, records[-1].seq,
                       self.last_error)  # fmt: skip
-            self.on_refused(exc.errors)
             self._diverge(
                 f"a shared change (seq {records[0].seq}..{records[-1].seq}) was refused here"
             )
+            self.on_refused(exc.errors)
+            await self._audit(records, origins, exc.status, None, None, self.last_error)
             return False
         self._refused_at = None
         self.last_error = None
