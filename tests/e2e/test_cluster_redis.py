@@ -381,6 +381,8 @@ def test_a_diverged_node_says_so_in_a_webhook_and_comes_back(
     assert "refused" in event["reason"]
     assert "dnsd_config_sync_diverged 1.0" in http(b.admin_port, "GET", "/metrics")[1]
     assert dig(b.port, "www.c.test")  # still serving its last good config
+    page = http(b.admin_port, "GET", "/")[1]
+    assert "CONFIG DIVERGED: a shared change" in page, page[:2000]
     # fixed: the next change in the history brings b back in step
     zone.write_text(CONFIG)
     assert http(b.admin_port, "POST", "/api/v1/reload", token=TOKEN)[0] == 200
