@@ -62,8 +62,15 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help=f"send every N-th rate-limited reply truncated (TC=1); 0 never (default {RRL_DEFAULTS.slip})",
     )  # fmt: skip
     serve.add_argument(
-        "--redis", metavar="URL", help="share health with other nodes (redis://HOST:PORT/DB)"
-    )
+        "--redis", metavar="URL",
+        help="share health and config with other nodes: redis://[USER:PASS@]HOST:PORT/DB, rediss://"
+        " (TLS), redis+sentinel://[USER:PASS@]H1:P1,H2:P2/SERVICE[/DB]",
+    )  # fmt: skip
+    serve.add_argument(
+        "--redis-ca-file", metavar="FILE",
+        help="rediss://: the CA certificate(s) the Redis server's certificate must chain to"
+        " (default: the system's CA store)",
+    )  # fmt: skip
     serve.add_argument(
         "--redis-key-file", metavar="FILE",
         help="the cluster key (at least 16 bytes) that seals every health bus message",
@@ -427,7 +434,7 @@ def apply_server_file(
 def show_config(args: argparse.Namespace, sources: dict[str, str]) -> int:
     """`dnsd config show`: every serve setting, its effective value and where it came from."""
     from dnsd.admin.webhooks import redacted_url
-    from dnsd.health.bus import redacted as redacted_redis
+    from dnsd.cluster.connection import redacted as redacted_redis
 
     for key in sorted(sources):
         if key in ("command", "action", "config", "follow_fd"):
@@ -569,10 +576,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if not 0.0 <= args.query_log_sample <= 1.0:
         print("--query-log-sample: a share from 0 to 1", file=sys.stderr)
         return 2
+    from dnsd.cluster.seal import read_key
     from dnsd.cookie_key import load_cookie_key
     from dnsd.cookies import ServerCookies
     from dnsd.geo.regions import REGIONS
-    from dnsd.health.seal import read_key
     from dnsd.net.rrl import RrlSettings
     from dnsd.snapshot import NodeSettings
 
@@ -602,6 +609,17 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.redis:
+        from dnsd.cluster.connection import RedisTarget
+
+        try:
+            RedisTarget(args.redis, args.redis_ca_file)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if args.redis_ca_file and not Path(args.redis_ca_file).is_file():
+            print(f"--redis-ca-file: {args.redis_ca_file}: no such file", file=sys.stderr)
+            return 2
     if not 1 <= args.workers <= 64:
         print("--workers: from 1 to 64", file=sys.stderr)
         return 2
@@ -632,6 +650,7 @@ def run_serve(args: argparse.Namespace) -> int:
         redis_url=args.redis,
         redis_max_age_s=args.redis_max_age,
         redis_key=redis_key,
+        redis_ca_file=args.redis_ca_file,
         cluster_nodes=frozenset(n.strip() for n in args.cluster_nodes.split(",") if n.strip())
         if args.cluster_nodes
         else None,

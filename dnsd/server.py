@@ -74,8 +74,8 @@ from dnsd.xfr.service import TransferService
 from dnsd.xfr.versions import ZoneVersions
 
 if TYPE_CHECKING:
-    from dnsd.health.bus import RedisBus
-    from dnsd.provision.sync import ConfigSync
+    from dnsd.cluster.bus import RedisBus
+    from dnsd.cluster.config_channel import ConfigSync
 
 log = logging.getLogger("dnsd.server")
 ERROR_LOG = RateLimitedLog(log)  # per-query errors: a bounded amount of log
@@ -99,6 +99,7 @@ class ServerOptions:
     redis_url: str | None = None  # share health with other nodes through Redis
     redis_max_age_s: float = 30.0  # another node's observation counts this long
     redis_key: bytes | None = None  # the cluster key; None shares unsealed (--redis-insecure)
+    redis_ca_file: str | None = None  # rediss://: the CA the server's certificate must chain to
     cluster_nodes: frozenset[str] | None = None  # who may speak on the bus; None: anyone
     answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
     udp_loop: str = UDP_LOOPS[0]  # "thread": a blocking socket loop per listener
@@ -194,23 +195,24 @@ class DnsServer:
         self.bus: RedisBus | None = None
         if options.redis_url:
             # Several nodes: this one probes as its own region; the others' observations
-            # arrive through Redis (dnsd.health.bus).
+            # arrive through Redis (dnsd.cluster).
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
-            from dnsd.health.bus import RedisBus  # the redis client only with --redis (16 MiB)
-            from dnsd.health.bus import redacted as redacted_url
+            # The redis client only with --redis (16 MiB).
+            from dnsd.cluster.bus import RedisBus
+            from dnsd.cluster.connection import RedisTarget
+            from dnsd.cluster.health_channel import HealthChannel
 
             node = options.node.name or options.node.pop_region or "dnsd"
-            self.bus = RedisBus(
-                options.redis_url, node, self.store, options.redis_max_age_s,
-                key=options.redis_key, nodes=options.cluster_nodes,
-            )  # fmt: skip
+            target = RedisTarget(options.redis_url, options.redis_ca_file)
+            self.bus = RedisBus(target, node, key=options.redis_key, nodes=options.cluster_nodes)
+            HealthChannel(self.bus, self.store, options.redis_max_age_s)
             if options.redis_key is None:
                 log.warning(
                     "health bus WITHOUT a cluster key (--redis-insecure): whoever can write "
                     "to %s can change this node's health and overrides and, through the config "
                     "sync, rewrite its configuration files",
-                    redacted_url(options.redis_url),
+                    target,
                 )
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
@@ -285,11 +287,12 @@ class DnsServer:
         self.config_sync: ConfigSync | None = None
         self.audit = AuditLog(options.state_dir)
         if self.bus is not None and self._config_writer is not None:
-            from dnsd.provision.sync import ConfigSync
+            from dnsd.cluster.config_channel import ConfigSync
 
             self.config_sync = ConfigSync(
                 self.bus, self._config_writer, options.state_dir, self._config_refused,
                 on_synced=self._audit_synced,
+                on_state=self._config_sync_event,
             )  # fmt: skip
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
@@ -410,6 +413,10 @@ class DnsServer:
         self._move_check = None
         self._watched = (self.store.view.states_generation, self.holder.current.generation)
         self.moves.check()
+
+    def _config_sync_event(self, state: str, reason: str | None) -> None:
+        self.events.add(make(time.time(), "config_sync", reason or state, SYSTEM, state=state,
+                             reason=reason))  # fmt: skip
 
     def _redis_event(self, up: bool) -> None:
         cause = "connected again" if up else "connection lost"

@@ -168,6 +168,9 @@ def meta_line(doc: Mapping[str, Any], now: float) -> str:
         parts.append("redis " + ("connected" if bus.get("connected") else "DISCONNECTED"))
         if not bus.get("authenticated", True):
             parts.append("INSECURE BUS (no cluster key)")
+        sync = bus.get("config_sync") or {}
+        if sync.get("state") == "diverged":  # serving a config the cluster does not
+            parts.append(f"CONFIG DIVERGED: {sync.get('diverged')}")
     for zone, keys in (doc.get("dnssec") or {}).items():
         keys_text = ", ".join(f"{k['role']} {k['tag']} {k['state']}" for k in keys)
         parts.append(f"DNSSEC {zone} {keys_text}")

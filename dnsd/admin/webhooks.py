@@ -9,8 +9,9 @@ a load balancer left their first-choice pool: one event listing them), `failback
 (regions back on their first choice), `fail_open` (regions of a load balancer now
 answered with nothing healthy: the fallback, or every backend), `pool_health` (a pool
 became healthy or unhealthy), `config` (a reload or a config API change),
-`reload_failed`, `redis` (the health bus lost or regained Redis). Each webhook has its
-own bounded queue and one sender task: a receiver
+`reload_failed`, `redis` (the health bus lost or regained Redis), `config_sync` (this
+node's config diverged from the cluster's shared history, or is back in step). Each
+webhook has its own bounded queue and one sender task: a receiver
 that fails is retried after 0.5, 1, 2, 4 s (5 tries), then the event is dropped and
 counted; a full queue drops the newest event and counts it. Nothing here waits on a
 receiver but the sender task, so a dead receiver never slows answers or probes.
@@ -40,7 +41,7 @@ log = logging.getLogger("dnsd.webhooks")
 FAILURE_LOG = RateLimitedLog(log)
 EVENTS: Final = (
     "backend_health", "pool_health", "failover", "failback", "fail_open", "override", "config",
-    "reload_failed", "redis",
+    "reload_failed", "redis", "config_sync",
 )  # fmt: skip
 QUEUE_SIZE: Final = 256
 TRIES: Final = 5

@@ -26,6 +26,7 @@ KINDS: Final = (
     "config",  # a reload or a config API change
     "reload_failed",
     "redis",
+    "config_sync",  # this node's config left the cluster's shared history, or is back in it
 )
 CORE: Final = ("time", "kind", "lb", "pool", "backend", "regions", "cause", "actor")
 SYSTEM: Final = "system"

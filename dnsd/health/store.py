@@ -85,7 +85,7 @@ class HealthStore:
         self.events = events if events is not None else EventLog(None, history)
         self.transitions_total = 0
         self.override_changes_total = 0
-        # Several nodes (dnsd.health.bus): observations from the others, and hooks to share ours.
+        # Several nodes (dnsd.cluster): observations from the others, and hooks to share ours.
         self.only_source: str | None = None  # probe only this source region (this node's)
         self.remote = RemoteObservations()
         self._targets: set[ProbeTarget] = set()  # every target the config probes (any node)

@@ -10,7 +10,7 @@ from pathlib import Path
 from dnsd.drill.plots import can_plot
 
 SCENARIO_NAMES = ("partial-outage", "dynamic-rtt", "node-down", "redis-partition",
-                  "region-isolated", "region-down")  # fmt: skip
+                  "region-isolated", "region-down", "redis-failover")  # fmt: skip
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,6 +1,7 @@
 """Build, inspect and remove the lab (topology.py), and talk to it from this process.
 
-`Lab.up()` makes the namespaces and links, then starts redis-server, each region's demo
+`Lab.up()` makes the namespaces and links, then starts Redis (a primary, a replica and
+three sentinels), each region's demo
 backends, its dnsd node (`--node`, `--pop-region`, sharing health through Redis) and its
 unbound (a stub zone listing all three nodes). `Lab.down()` stops every process in a lab
 namespace and removes the namespaces, whatever state a run left them in. The working
@@ -31,11 +32,16 @@ from dnsd.lab.topology import (
     MASK,
     REDIS,
     REDIS_NS,
+    REDIS_REPLICA,
+    REDIS_URL,
     REGIONS,
+    SENTINELS,
     TOKEN,
     ZONE,
     Region,
     config,
+    redis_config,
+    sentinel_config,
     unbound_config,
 )  # fmt: skip
 
@@ -97,7 +103,7 @@ class Lab:
         ip("link", "set", "lo", "up", ns=HUB)
         ip("link", "add", BRIDGE, "type", "bridge", ns=HUB)
         ip("link", "set", BRIDGE, "up", ns=HUB)
-        spokes = [(REDIS_NS, [REDIS])] + [
+        spokes = [(REDIS_NS, [REDIS, REDIS_REPLICA, *SENTINELS])] + [
             (r.ns, [r.node, r.resolver, r.control, *r.backends.values()]) for r in REGIONS
         ]
         for ns, addresses in spokes:
@@ -112,9 +118,14 @@ class Lab:
 
     def _processes(self) -> None:
         logs = self.dir / "logs"
-        redis = shutil.which("redis-server") or "/usr/bin/redis-server"
-        spawn(REDIS_NS, [redis, "--bind", REDIS, "--port", "6379", "--save", "", "--appendonly", "no",
-                         "--protected-mode", "no"], logs / "redis.log")  # fmt: skip
+        self.start_redis(REDIS)
+        self.start_redis(REDIS_REPLICA, primary=REDIS)
+        for address in SENTINELS:
+            directory = self.dir / f"sentinel-{address}"
+            directory.mkdir()
+            (directory / "sentinel.conf").write_text(sentinel_config(address, str(directory)))
+            spawn(REDIS_NS, [self.redis_binary, str(directory / "sentinel.conf"), "--sentinel"],
+                  logs / f"sentinel-{address}.log")  # fmt: skip
         for region in REGIONS:
             self.start_backends(region)
             self.start_node(region)
@@ -123,6 +134,47 @@ class Lab:
             (unbound_dir / "unbound.conf").write_text(unbound_config(region, str(unbound_dir)))
             binary = shutil.which("unbound") or "/usr/sbin/unbound"
             spawn(region.ns, [binary, "-d", "-c", str(unbound_dir / "unbound.conf")], logs / f"unbound-{region.pool}.log")  # fmt: skip
+
+    @property
+    def redis_binary(self) -> str:
+        return shutil.which("redis-server") or "/usr/bin/redis-server"
+
+    def start_redis(self, address: str, primary: str | None = None) -> None:
+        """A Redis server at `address` (again, after a kill: the sentinels then make it a
+        replica of whichever is primary now)."""
+        directory = self.dir / f"redis-{address}"
+        directory.mkdir(exist_ok=True)
+        conf = directory / "redis.conf"
+        if not conf.exists():
+            conf.write_text(redis_config(address, str(directory), primary))
+        spawn(REDIS_NS, [self.redis_binary, str(conf)], self.dir / "logs" / f"redis-{address}.log")
+
+    def redis_pids(self, address: str) -> list[int]:
+        """The Redis server of `address` (Redis names its process `redis-server ADDR:PORT`)."""
+        title = f"{address}:6379".encode()
+        found = []
+        for pid in netns.pids(REDIS_NS):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
+            except OSError:
+                continue
+            if title in cmdline:
+                found.append(pid)
+        return found
+
+    def primary(self) -> str | None:
+        """Where the sentinels say the primary is (asked from inside the lab)."""
+        with entered(REDIS_NS):
+            sock = socket.create_connection((SENTINELS[0], 26379), timeout=2)
+        try:
+            sock.sendall(b"SENTINEL get-master-addr-by-name lab\r\n")
+            reply = sock.recv(4096).decode(errors="replace").split("\r\n")
+        except OSError:
+            return None
+        finally:
+            sock.close()
+        # *2 $len ADDRESS $len PORT
+        return reply[2] if len(reply) > 2 and reply[0] == "*2" else None
 
     def start_backends(self, region: Region) -> None:
         specs = [f"{n}={a}:{BACKEND_PORT}" for n, a in region.backends.items()]
@@ -134,7 +186,7 @@ class Lab:
             sys.executable, "-m", "dnsd", "serve", str(self.dir / "zones"),
             "--listen", f"{region.node}:53", "--admin", f"{region.node}:8053",
             "--node", region.pool, "--pop-region", region.code,
-            "--redis", f"redis://{REDIS}:6379/0", "--redis-key-file", str(self.dir / "cluster.key"),
+            "--redis", REDIS_URL, "--redis-key-file", str(self.dir / "cluster.key"),
             "--cluster-nodes", ",".join(r.pool for r in REGIONS),
             "--state-dir", str(self.dir / f"state-{region.pool}"), "--rrl-rate", "0",
         ]  # fmt: skip

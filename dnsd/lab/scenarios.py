@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from dnsd.drill.dnsclient import Answer
 from dnsd.drill.runner import DrillResult
-from dnsd.lab.lab import Lab, ask
+from dnsd.lab.lab import Lab, ask, http
 from dnsd.lab.netns import ip
 from dnsd.lab.topology import DELAY_MS, INTERVAL_S, REDIS, REGIONS, THRESHOLD, TTL_S, ZONE, Region
 
@@ -214,7 +214,8 @@ def redis_partition(lab: Lab) -> DrillResult:
     result.checks["served before the fault"] = before is not None
     steady = tuple(ask(WNAM.ns, WNAM.node) or ())
     result.fault_at = watch.now()
-    blackhole(WNAM, REDIS, True)
+    primary = lab.primary() or REDIS
+    blackhole(WNAM, primary, True)
     try:
         cut = wait_for(lambda: not bus_connected(lab, WNAM), 10)
         result.detect_s = cut  # None: the idle connection did not notice within 10 s
@@ -225,7 +226,7 @@ def redis_partition(lab: Lab) -> DrillResult:
         time.sleep(INTERVAL_S * THRESHOLD * 3)
     finally:
         result.recovered_at = watch.now()
-        blackhole(WNAM, REDIS, False)
+        blackhole(WNAM, primary, False)
     same = lambda: source_states(lab, WNAM, "enam1") == source_states(lab, ENAM, "enam1")  # noqa: E731
     converged = wait_for(lambda: bus_connected(lab, WNAM) and same(), 20)
     result.failback_s = converged
@@ -292,6 +293,92 @@ def region_down(lab: Lab) -> DrillResult:
         for name in WNAM.backends:
             lab.set_backend(WNAM, name, "ok")
     result.failback_s = watch.until("resolver", lambda a: bool(set(a) & own), BOUND_S + 10)
+    result.checks["answers came back"] = result.failback_s is not None
+    return finish(result)
+
+
+FAILOVER_BOUND_S = 10.0  # down after 1 s, the sentinels' vote, the promotion
+
+
+def on_primary(lab: Lab, primary: str) -> bool:
+    """Every node connected, to `primary`."""
+    try:
+        return all(
+            (bus := lab.node_status(r)["bus"])["connected"] and bus["primary"] == f"{primary}:6379"
+            for r in REGIONS
+        )
+    except OSError:
+        return False
+
+
+def config_served(lab: Lab, name: str, address: str) -> Callable[[], bool]:
+    return lambda: ask(WEU.ns, WEU.node, f"{name}.{ZONE}", timeout=0.3) == [address]
+
+
+def redis_failover(lab: Lab) -> DrillResult:
+    """The Redis primary killed while ENAM's enam1 fails: the sentinels promote the replica,
+    every node follows it; ENAM's node alone cannot outvote the other sources, so enam1
+    leaves ENAM's answers once health sharing resumes through the new primary (within the
+    promotion plus the bound), no query is lost, and a config change made on WNAM after the
+    promotion is served by WEU (times reported). The old primary comes back as a replica."""
+    import os
+    import signal
+
+    result = new_result("redis-failover")
+    result.bound_s = FAILOVER_BOUND_S + BOUND_S
+    watch = Watch(result, ENAM)
+    failed = ENAM.backends["enam1"]
+    has_failed = lambda a: failed in a  # noqa: E731
+    result.checks["served before the fault"] = watch.until("resolver", has_failed, 10) is not None
+    old = lab.primary() or REDIS
+    result.checks["every node on the primary before the fault"] = wait_for(lambda: on_primary(lab, old), 10) is not None  # fmt: skip
+    result.fault_at = watch.now()
+    try:
+        lab.set_backend(ENAM, "enam1", "503")
+        for pid in lab.redis_pids(old):
+            os.kill(pid, signal.SIGKILL)
+        new: str | None = None
+        never_empty = True
+        while watch.now() - result.fault_at < FAILOVER_BOUND_S + 20:
+            got = watch.poll()
+            never_empty = never_empty and bool(got["dnsd"]) and bool(got["resolver"])
+            new = lab.primary()
+            if new not in (None, old):
+                break
+            time.sleep(POLL_S)
+        promoted = watch.now() - result.fault_at
+        result.checks["the sentinels promoted the replica"] = new not in (None, old)
+        result.notes.append(f"replica {new} promoted {promoted:.2f} s after the primary was killed")
+        gone = lambda a: bool(a) and failed not in a  # noqa: E731
+        left = watch.until("dnsd", gone, result.bound_s + 5)
+        result.detect_s = None if left is None else watch.now() - result.fault_at
+        client = watch.until("resolver", gone, result.bound_s + 5)
+        result.client_s = None if client is None else watch.now() - result.fault_at
+        result.checks["answers never empty during the failover"] = never_empty
+        result.checks["enam1 left ENAM's answers within the promotion and the bound"] = (
+            result.client_s is not None and result.client_s <= result.bound_s
+        )
+        followed = wait_for(lambda: new is not None and on_primary(lab, new), 15)
+        result.checks["every node follows the new primary"] = followed is not None
+        name, address = f"failover{int(time.time())}", "192.0.2.99"
+        route = f"http://{WNAM.node}:8053/api/v1/config/zones/{ZONE}/records/{name}"
+        made = time.monotonic()
+        http(WNAM.ns, route, {"A": [address], "ttl": 1}, "PUT")
+        synced = wait_for(config_served(lab, name, address), 15)
+        result.checks["a config change on WNAM served by WEU after the promotion"] = synced is not None  # fmt: skip
+        result.notes.append(
+            f"after the promotion: a config change on WNAM served by WEU in "
+            f"{time.monotonic() - made:.2f} s; enam1 out of ENAM's node answers "
+            f"{result.detect_s if result.detect_s is None else round(result.detect_s, 2)} s after the kill"
+        )
+        http(WNAM.ns, route, method="DELETE")
+        in_step = wait_for(lambda: len({lab.node_status(r)["bus"]["config_sync"]["digest"] for r in REGIONS}) == 1, 10)  # fmt: skip
+        result.checks["every node has the same config digest"] = in_step is not None
+    finally:
+        result.recovered_at = watch.now()
+        lab.set_backend(ENAM, "enam1", "ok")
+        lab.start_redis(old)  # back as a replica of the new primary (the sentinels see to it)
+    result.failback_s = watch.until("resolver", has_failed, BOUND_S + 10)
     result.checks["answers came back"] = result.failback_s is not None
     return finish(result)
 
@@ -375,4 +462,5 @@ SCENARIOS: dict[str, Callable[[Lab], DrillResult]] = {
     "region-down": region_down,
     "redis-partition": redis_partition,
     "region-isolated": region_isolated,
+    "redis-failover": redis_failover,
 }

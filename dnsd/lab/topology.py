@@ -4,7 +4,12 @@
                               │                               backends .21 .22, control .20
                               ├─ veth ─ dnsdlab-enam  10.77.2.0/24  (the same layout)
                               ├─ veth ─ dnsdlab-weu   10.77.3.0/24
-                              └─ veth ─ dnsdlab-redis 10.77.0.2     redis-server :6379
+                              └─ veth ─ dnsdlab-redis 10.77.0.2     redis-server :6379 (primary)
+                                                      10.77.0.6     redis-server :6379 (replica)
+                                                      10.77.0.3-5   redis-sentinel :26379
+
+The nodes reach Redis through the sentinels (redis+sentinel://, service `lab`), as a
+production cluster would, so a failover of the primary is one more fault to drill.
 
 All addresses are in 10.77.0.0/16 and exist only inside these namespaces (one L2 segment,
 /16 on every interface). Each region's clients are its own namespace: client_networks
@@ -19,7 +24,16 @@ from dnsd.lab.netns import PREFIX
 
 HUB = f"{PREFIX}hub"
 REDIS_NS = f"{PREFIX}redis"
-REDIS = "10.77.0.2"
+REDIS = "10.77.0.2"  # the first primary
+REDIS_REPLICA = "10.77.0.6"
+SENTINELS = ("10.77.0.3", "10.77.0.4", "10.77.0.5")
+SENTINEL_PORT = 26379
+REDIS_SERVICE = "lab"
+REDIS_URL = (
+    "redis+sentinel://"
+    + ",".join(f"{a}:{SENTINEL_PORT}" for a in SENTINELS)
+    + f"/{REDIS_SERVICE}/0"
+)
 BRIDGE = "lab0"
 MASK = 16
 TTL_S = 2
@@ -101,6 +115,27 @@ def config() -> str:
         f"  dyn: {{ttl: {TTL_S}, steering: dynamic, default_pools: [wnam, enam, weu], min_samples: 3}}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def redis_config(address: str, directory: str, primary: str | None = None) -> str:
+    """A Redis server of the lab: the primary, or (with `primary`) its replica."""
+    lines = [f"bind {address}", "port 6379", 'save ""', "appendonly no", "protected-mode no",
+             f'dir "{directory}"', f"replica-announce-ip {address}",
+             f"bind-source-addr {address}"]  # fmt: skip
+    if primary is not None:
+        lines.append(f"replicaof {primary} 6379")
+    return "\n".join(lines) + "\n"
+
+
+def sentinel_config(address: str, directory: str) -> str:
+    """One of three sentinels: the primary is down after 1 s, two of three agree."""
+    return "\n".join([
+        f"bind {address}", f"port {SENTINEL_PORT}", f'dir "{directory}"', "protected-mode no",
+        f"sentinel announce-ip {address}", f"bind-source-addr {address}",
+        f"sentinel monitor {REDIS_SERVICE} {REDIS} 6379 2",
+        f"sentinel down-after-milliseconds {REDIS_SERVICE} 1000",
+        f"sentinel failover-timeout {REDIS_SERVICE} 5000",
+    ]) + "\n"  # fmt: skip
 
 
 def unbound_config(region: Region, directory: str) -> str:

@@ -1,6 +1,6 @@
 """A node whose Redis connection dies without closing — a route dropped, a peer frozen: the
 client only ever reads "no message" — notices the silence, reconnects and agrees with the
-others again (the health bus's watchdog, dnsd.health.bus.SILENT_S)."""
+others again (the health bus's watchdog, dnsd.cluster.bus.SILENT_S)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dnsd.health.bus import SILENT_S
+from dnsd.cluster.bus import SILENT_S
 from tests.e2e.test_multinode import all_nodes, running_cluster
 from tests.loop_thread import LoopThread
 from tests.processes import Redis

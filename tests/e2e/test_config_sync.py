@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dnslib import DNSRecord
 
-from dnsd.provision.sync import CHANNEL
+from dnsd.cluster.config_channel import CHANNEL
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
 from tests.processes import DnsdProcess, Redis
@@ -108,11 +108,24 @@ def test_a_write_on_one_node_is_served_by_every_node(tmp_path: Path, redis: Redi
             time.sleep(0.05)
         assert "undefined pool 'p1'" in error
         assert answers(nodes["c"].port, "www.sync.test") == ["192.0.2.1"]
+        # ... and says so loudly: diverged in the status and the metric, the others in step
+        sync = http(nodes["c"].admin_port, "GET", "/api/v1/status")[1]["bus"]["config_sync"]
+        assert sync["state"] == "diverged" and "refused here" in sync["diverged"]
+        assert "dnsd_config_sync_diverged 1.0" in http(nodes["c"].admin_port, "GET", "/metrics")[1]
+        assert "config sync DIVERGED" in nodes["c"].output
+        deadline = time.monotonic() + 3
+        while True:
+            good = [http(nodes[n].admin_port, "GET", "/api/v1/status")[1]["bus"]["config_sync"] for n in "ab"]  # fmt: skip
+            if {g["state"] for g in good} == {"in_sync"} and good[0]["digest"] == good[1]["digest"]:
+                break
+            assert time.monotonic() < deadline, good
+            time.sleep(0.05)
         # a message without the cluster's seal is refused and counted
         redis.cli("publish", CHANNEL, '{"node": "a", "entries": []}')
-        time.sleep(0.3)
-        rejected = http(nodes["b"].admin_port, "GET", "/api/v1/status")[1]["bus"]["rejected"]
-        assert sum(rejected.values()) >= 1
+        deadline = time.monotonic() + 2
+        while not http(nodes["b"].admin_port, "GET", "/api/v1/status")[1]["bus"]["rejected"]:
+            assert time.monotonic() < deadline, nodes["b"].output[-3000:]
+            time.sleep(0.05)
     finally:
         for proc in nodes.values():
             proc.stop()

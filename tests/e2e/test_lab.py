@@ -18,7 +18,7 @@ from dnsd.lab.netns import available
 from dnsd.lab.topology import TOKEN
 
 BUILT = ["partial-outage", "dynamic-rtt", "node-down", "redis-partition", "region-isolated",
-         "region-down"]  # fmt: skip
+         "region-down", "redis-failover"]  # fmt: skip
 KEYS = {"scenario", "ttl_s", "interval_s", "unhealthy_threshold", "bound_s", "detect_s",
         "client_s", "failback_s", "queries", "lost", "passed"}  # fmt: skip
 

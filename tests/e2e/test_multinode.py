@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from dnslib import EDNS0, DNSRecord
 
+from dnsd.cluster.health_channel import OBS_CHANNEL, OBS_HASH, OVERRIDES_CHANNEL, OVERRIDES_KEY
+from dnsd.cluster.seal import Sealer
 from dnsd.drill.backend import DemoBackend
 from dnsd.explain import ecs_option
-from dnsd.health.bus import OBS_CHANNEL, OBS_HASH, OVERRIDES_CHANNEL, OVERRIDES_KEY
-from dnsd.health.seal import Sealer
 from tests.admin_client import http
 from tests.dnsclient import udp_raw
 from tests.loop_thread import LoopThread

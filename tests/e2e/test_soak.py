@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from dnslib import EDNS0, DNSRecord
 
+from dnsd.cluster.health_channel import OBS_CHANNEL, OVERRIDES_CHANNEL
 from dnsd.drill.backend import DemoBackend
-from dnsd.health.bus import OBS_CHANNEL, OVERRIDES_CHANNEL
 from tests.admin_client import http
 from tests.attackers import PipeliningJammer
 from tests.dnsclient import udp_raw

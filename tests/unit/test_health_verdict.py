@@ -8,9 +8,9 @@ from types import MappingProxyType
 
 import pytest
 
+from dnsd.cluster.seal import Rejected, Sealer
 from dnsd.health.overrides import Overrides
 from dnsd.health.probes import is_local_failure
-from dnsd.health.seal import Rejected, Sealer
 from dnsd.health.verdict import effective, news_level, next_view, quorum_degraded, verdict
 from dnsd.health.view import BackendHealth, HealthView, RttSample
 
