@@ -75,6 +75,10 @@ class Sample:
         key = tuple(chosen)
         if path is not None:
             path.append((self, key))
+        return self.outcome(key)
+
+    def outcome(self, key: tuple[int, ...]) -> Outcome:
+        """The leaf of the order `key` (the same object each time it is drawn)."""
         outcome = self.leaves.get(key)
         if outcome is None:
             outcome = self.leaf(key)
