@@ -53,6 +53,9 @@ LEAF = struct.Struct("<BBHIIIiii")
 DRAW = struct.Struct("<BBHId")
 SAMPLE = struct.Struct("<BBHIII")
 U32 = struct.Struct("<I")
+_PREFIX = MAGIC + struct.pack("<H", VERSION)
+_ROOT = struct.Struct("<12xI")  # the header's root offset
+_LEAF_TAIL = struct.Struct("<IIiii")  # a leaf after its id: reply offset, length, counters
 KIND_LEAF, KIND_DRAW, KIND_SAMPLE = 0, 1, 2
 HAS_REPLY = 1
 HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT, FALLBACK = 0, 1, 2, 3, 4
@@ -185,26 +188,28 @@ def _finite(*values: float) -> bool:
 
 def walk(table: bytes, address: bytes, rng: random.Random) -> Walked:
     """Where the next draws of `rng` lead in `table` for a client at `address` (packed)."""
-    magic, version, address_len, _, _, at, only = HEADER.unpack_from(table)
-    if magic != MAGIC or version != VERSION:
+    if table[:6] != _PREFIX:
         raise ValueError("not an answer table of this version")
-    if address_len and address != only[:address_len]:
+    address_len = table[6]
+    if address_len and address != table[16 : 16 + address_len]:
         return OTHER_CLIENT, 0, None
+    at = _ROOT.unpack_from(table)[0]
     while True:
         kind = table[at]
         if kind == KIND_LEAF:
-            _, flags, _, leaf_id, _, _, _, _, _ = LEAF.unpack_from(table, at)
-            return (HIT, at, None) if flags & HAS_REPLY else (NOT_CACHED, leaf_id, None)
+            if table[at + 1] & HAS_REPLY:
+                return HIT, at, None
+            return NOT_CACHED, U32.unpack_from(table, at + 4)[0], None
         if kind == KIND_DRAW:
             _, _, _, n, scale = DRAW.unpack_from(table, at)
             start = at + DRAW.size
-            thresholds = struct.unpack_from(f"<{n}d", table, start)
+            thresholds = _doubles(n).unpack_from(table, start)
             i = bisect_right(thresholds, rng.random() * scale)
             at = U32.unpack_from(table, start + 8 * n + 4 * i)[0]
         elif kind == KIND_SAMPLE:
             _, _, take, n, m, sample_id = SAMPLE.unpack_from(table, at)
             start = at + SAMPLE.size
-            weights = struct.unpack_from(f"<{n}d", table, start)
+            weights = _doubles(n).unpack_from(table, start)
             order = draw_order(weights, take, rng)
             entry, size = start + 8 * n, 2 * take + 4
             packed = struct.pack(f"<{take}H", *order)
@@ -219,6 +224,16 @@ def walk(table: bytes, address: bytes, rng: random.Random) -> Walked:
             raise ValueError(f"an answer table node of unknown kind {kind}")
 
 
+_DOUBLES: dict[int, struct.Struct] = {}
+
+
+def _doubles(n: int) -> struct.Struct:
+    found = _DOUBLES.get(n)
+    if found is None:
+        found = _DOUBLES[n] = struct.Struct(f"<{n}d")
+    return found
+
+
 def draw_order(weights: tuple[float, ...], take: int, rng: random.Random) -> tuple[int, ...]:
     """The first `take` of a weighted random order, as Sample.pick draws it."""
     remaining = list(range(len(weights)))
@@ -231,5 +246,5 @@ def draw_order(weights: tuple[float, ...], take: int, rng: random.Random) -> tup
 
 def leaf_at(table: bytes, at: int) -> tuple[bytes, int, int, int]:
     """A HIT's leaf: (reply after the ID, reply counter, lb counter, fallback counter)."""
-    _, _, _, _, offset, length, reply_counter, lb, fallback = LEAF.unpack_from(table, at)
+    offset, length, reply_counter, lb, fallback = _LEAF_TAIL.unpack_from(table, at + 8)
     return table[offset : offset + length], reply_counter, lb, fallback
