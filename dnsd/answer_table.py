@@ -123,7 +123,7 @@ class _Writer:
     def node(self, node: Node) -> int:
         at = len(self.out)
         if node.__class__ is Draw:
-            draw: Draw = node  # type: ignore[assignment]
+            draw: Draw = node
             n = len(draw.thresholds)
             if len(draw.branches) != n + 1 or not _finite(draw.scale, *draw.thresholds):
                 raise Unfit("a draw with other than one branch per threshold, plus one")
@@ -137,7 +137,7 @@ class _Writer:
                     written[id(branch)] = self.node(branch)
                 U32.pack_into(self.out, children + 4 * i, written[id(branch)])
         elif node.__class__ is Sample:
-            sample: Sample = node  # type: ignore[assignment]
+            sample: Sample = node
             n, take = len(sample.weights), sample.take
             if not 0 < take <= n <= MAX_SAMPLE_ITEMS or not _finite(*sample.weights):
                 raise Unfit("a sample the compiled walk cannot draw")

@@ -360,6 +360,8 @@ class AnswerCache:
     def count_replies_into(self, tally: Any) -> None:
         """The compiled loop's answers are counted in `tally` (dnsd.admin.metrics.Tally:
         `count_also`, `absorb`) under their reply's bytes 2..60, as its Python path counts."""
+        if self._tally is tally:  # a restarted loop asks again: counted once
+            return
         self._tally = tally
         tally.count_also(self._reply_counts)
 
@@ -790,7 +792,7 @@ def _drawn(memo: _LbMemo, code: int, value: int, order: Any) -> Outcome:
     """The outcome a walk of the memo's table reached without a finished reply."""
     if code == NOT_CACHED:
         return memo.outcomes[value]
-    return memo.samples[value].outcome(order)  # type: ignore[no-any-return]
+    return memo.samples[value].outcome(order)
 
 
 class _Counts(Mapping[Any, int]):

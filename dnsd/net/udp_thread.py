@@ -188,8 +188,7 @@ class UdpThread:
         answer, rrl, cache, rng = self._answer, self._rrl, hits.cache, hits.rng
         tables, outcome_of = cache.tables("udp"), cache.outcome_of
         prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
-        if not getattr(cache, "_tally", None):
-            cache.count_replies_into(hits.tally)
+        cache.count_replies_into(hits.tally)
 
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}

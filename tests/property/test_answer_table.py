@@ -81,10 +81,10 @@ class Shape:
             scale, thresholds, items = weighted_draw(weights)
             children = {i: self.node(depth + 1) for i in sorted(set(items))}
             return Draw(scale, thresholds, tuple(children[i] for i in items), "pool")
-        weights = tuple(self.weight() for _ in range(1 + self.next(7)))
-        take = 1 + self.next(len(weights))
+        sampled = tuple(self.weight() for _ in range(1 + self.next(7)))
+        take = 1 + self.next(len(sampled))
         tree = self.tree
-        sample = Sample(weights, take, lambda order: tree.outcome(f"s{order}"))
+        sample = Sample(sampled, take, lambda order: tree.outcome(f"s{order}"))
         for _ in range(self.next(5)):  # orders drawn before the table was built
             sample.pick(self.rng, None)
         return sample
