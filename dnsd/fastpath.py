@@ -290,7 +290,9 @@ class AnswerCache:
             self.hits += 1
             code, value, order = HIT, 0, None
             if drawn is None:  # the table walked here, as the compiled loop walks it
-                code, value, order = answer_table.walk(table, client.address.packed, rng)  # type: ignore[arg-type]
+                # the address only for a table bound to one (load-balanced): static ones are not
+                address = client.address.packed if table[6] else b""  # type: ignore[index]
+                code, value, order = answer_table.walk(table, address, rng)  # type: ignore[arg-type]
                 if code == HIT:
                     reply, _, lb, fallback = answer_table.leaf_at(table, value)  # type: ignore[arg-type]
                     counters = self.counters
