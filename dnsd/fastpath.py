@@ -8,8 +8,8 @@ goes through `resolve` unchanged.
 * Static answers are cached as finished wire bytes; per query only the ID, RD/CD, the
   question's case, the ECS echo and the COOKIE option (the client's cookie and a fresh
   server cookie for this client: what `dig` sends by default) are written in. A query
-  with a cookie is never remembered by its bytes (the memo tables the compiled loop
-  answers from), since every reply must carry a fresh server cookie.
+  with a cookie is never remembered by its bytes (the answer tables both serving loops
+  walk), since every reply must carry a fresh server cookie.
 * Load-balanced answers cache the steering *plan* per client location (region, country,
   zone, …), the plan compiled into its draws (`select.compile_plan`), and the finished
   bytes per *outcome* reached, so trickle and random selection stay statistically exact
