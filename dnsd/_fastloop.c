@@ -1,46 +1,44 @@
-/* dnsd._fastloop: the UDP serving loop's hot part in C (issue 21).
+/* dnsd._fastloop: the UDP serving loop's hot part in C.
  *
  * One Batch per UDP socket: recvmmsg into buffers allocated once (the GIL released while
- * it blocks), then `answer_hits` answers every datagram the answer cache already holds —
- * the same tables dnsd.fastpath.AnswerCache fills, read here instead of from Python:
- *
- *   query bytes after the ID → the reply after the ID (static answers), or an _LbMemo
- *   whose compiled draws (dnsd.steering.draws) are walked with the loop's own random
- *   source, one rng.random() per Draw exactly as draws.walk makes them, and whose
- *   finished reply for the outcome reached is copied out.
- *
- * The ID is written in, the reply queued, the metrics tables updated (the same dicts the
- * Python loop writes), and sendmmsg sends the batch. Everything else — a first query, a
- * stale plan, an outcome without a finished reply yet, a new client — is handed back to
- * the Python path as a miss (with the outcome already drawn, so no draw is made twice).
- * Nothing is decided here: this file only reads what Python decided and cached.
+ * it blocks), then `answer_hits` answers every datagram the answer cache holds a table
+ * for — dnsd.fastpath.AnswerCache keeps them in a dict, query bytes after the ID → answer
+ * table (bytes, dnsd/answer_table.py, where the layout is documented). Nothing is decided
+ * here: the walk draws rng.random() where the table says, compares it against the
+ * cumulative weights stored there, follows the stored offsets, copies the stored reply
+ * (its ID written in) and bumps the counters the table names. Every other case — no
+ * table, a leaf without a finished reply, a sample order not in the table, another
+ * client — goes back to the Python path with what was drawn, so nothing is drawn twice.
+ * A table this code cannot read is FALLBACK: counted, and the Python path answers it.
+ * Python errors (the random source, the rate limiter, memory) are propagated, never
+ * cleared. The pure loop walks the same tables with dnsd.answer_table.walk.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #define SLOT 4096      /* bytes per received datagram (a longer one is cut: MSG_TRUNC) */
 #define SEND_SLOT 4096 /* bytes per queued reply; a longer one goes out with sendto */
-#define MAX_WALK 64    /* draw nodes on one path (plans nest at most a few levels) */
-#define COUNT_KEY 58   /* the metrics key: reply bytes 2..60 */
 
-static PyTypeObject *DrawType, *SampleType, *MemoType, *PlanType;
-static PyObject *s_pick, *s_random;
-/* Where the __slots__ of those classes sit in their objects: read directly (borrowed), as
- * the member descriptors would, without a call and a reference count per attribute. */
-static Py_ssize_t at_scale, at_thresholds, at_branches, at_client, at_plan, at_valid, at_tree,
-    at_tails;
-#define SLOT_OF(obj, at) (*(PyObject **)((char *)(obj) + (at)))
-/* reply → its metrics key, remembered until this many entries or reply bytes (the table
- * keeps those replies alive), then started afresh */
-#define MAX_COUNT_KEYS 65536
-#define MAX_COUNT_KEY_BYTES (8 << 20)
+/* The table layout: dnsd/answer_table.py (MAGIC, VERSION, HEADER, LEAF, DRAW, SAMPLE). */
+#define TABLE_MAGIC "dnsT"
+#define TABLE_VERSION 1
+#define HEADER_SIZE 32
+#define LEAF_SIZE 28
+#define DRAW_SIZE 16
+#define SAMPLE_SIZE 16
+#define KIND_LEAF 0
+#define KIND_DRAW 1
+#define KIND_SAMPLE 2
+#define HAS_REPLY 1
+#define MAX_SAMPLE_ITEMS 1024
+enum { HIT = 0, NOT_CACHED = 1, NEW_ORDER = 2, OTHER_CLIENT = 3, FALLBACK = 4, NO_TABLE = 5 };
 
 typedef struct {
     PyObject_HEAD
@@ -54,12 +52,9 @@ typedef struct {
     struct sockaddr_in6 *names;
     struct iovec *riov, *siov;
     struct mmsghdr *rmsg, *smsg;
-    PyObject *count_keys; /* reply (after the ID) → its metrics key */
-    Py_ssize_t count_key_bytes; /* the replies' sizes in count_keys */
 } Batch;
 
 static void Batch_dealloc(Batch *self) {
-    Py_XDECREF(self->count_keys);
     PyMem_Free(self->rbuf);
     PyMem_Free(self->sbuf);
     PyMem_Free(self->names);
@@ -85,10 +80,6 @@ static int Batch_init(Batch *self, PyObject *args, PyObject *kwargs) {
     self->count = 0;
     self->queued = 0;
     self->namelen = ipv4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-    self->count_key_bytes = 0;
-    Py_XSETREF(self->count_keys, PyDict_New());
-    if (self->count_keys == NULL)
-        return -1;
     self->rbuf = PyMem_Calloc((size_t)size, SLOT);
     self->sbuf = PyMem_Calloc((size_t)size, SEND_SLOT);
     self->names = PyMem_Calloc((size_t)size, sizeof(struct sockaddr_in6));
@@ -190,20 +181,23 @@ static PyObject *Batch_source(Batch *self, PyObject *arg) {
 }
 
 /* Queue the reply id + body to the sender of datagram i; a reply larger than a slot goes
- * out at once with sendto. */
-static void queue_reply(Batch *self, Py_ssize_t i, const unsigned char *id, const char *body,
-                        Py_ssize_t body_len) {
+ * out at once with sendto (a failed send is a lost datagram, as with sendmmsg). 0, or -1
+ * with MemoryError set. */
+static int queue_reply(Batch *self, Py_ssize_t i, const unsigned char *id, const char *body,
+                       Py_ssize_t body_len) {
     Py_ssize_t length = 2 + body_len;
     if (length > SEND_SLOT) {
         unsigned char *big = PyMem_Malloc((size_t)length);
-        if (big != NULL) {
-            memcpy(big, id, 2);
-            memcpy(big + 2, body, (size_t)body_len);
-            (void)sendto(self->fd, big, (size_t)length, 0, (struct sockaddr *)&self->names[i],
-                         self->namelen);
-            PyMem_Free(big);
+        if (big == NULL) {
+            PyErr_NoMemory();
+            return -1;
         }
-        return;
+        memcpy(big, id, 2);
+        memcpy(big + 2, body, (size_t)body_len);
+        (void)sendto(self->fd, big, (size_t)length, 0, (struct sockaddr *)&self->names[i],
+                     self->namelen);
+        PyMem_Free(big);
+        return 0;
     }
     int j = self->queued++;
     unsigned char *out = self->sbuf + (size_t)j * SEND_SLOT;
@@ -212,6 +206,7 @@ static void queue_reply(Batch *self, Py_ssize_t i, const unsigned char *id, cons
     self->siov[j].iov_len = (size_t)length;
     self->smsg[j].msg_hdr.msg_name = &self->names[i];
     self->smsg[j].msg_hdr.msg_namelen = self->namelen;
+    return 0;
 }
 
 /* queue(i, reply): queue a reply the Python path made. */
@@ -226,8 +221,10 @@ static PyObject *Batch_queue(Batch *self, PyObject *args) {
         PyBuffer_Release(&reply);
         return NULL;
     }
-    queue_reply(self, i, reply.buf, (const char *)reply.buf + 2, reply.len - 2);
+    int rc = queue_reply(self, i, reply.buf, (const char *)reply.buf + 2, reply.len - 2);
     PyBuffer_Release(&reply);
+    if (rc < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -255,245 +252,372 @@ static PyObject *Batch_queued(Batch *self, void *Py_UNUSED(closure)) {
     return PyLong_FromLong(self->queued);
 }
 
-/* draws.walk over a compiled plan: one rng.random() per Draw, Sample.pick for a Sample
- * (its own Python code), the Outcome returned (a new reference), or NULL with an error. */
-static PyObject *walk(PyObject *node, PyObject *rng, PyObject *random) {
-    Py_INCREF(node);
-    for (int step = 0; step < MAX_WALK; step++) {
-        PyTypeObject *type = Py_TYPE(node);
-        PyObject *next;
-        if (type == DrawType) {
-            PyObject *scale = SLOT_OF(node, at_scale);
-            PyObject *thresholds = SLOT_OF(node, at_thresholds);
-            PyObject *branches = SLOT_OF(node, at_branches);
-            next = NULL;
-            if (scale == NULL || thresholds == NULL || branches == NULL ||
-                !PyTuple_Check(thresholds) || !PyTuple_Check(branches)) {
-                PyErr_SetString(PyExc_TypeError, "a draw without scale, thresholds or branches");
-            } else {
-                PyObject *r = PyObject_CallNoArgs(random);
-                if (r != NULL) {
-                    double point = PyFloat_AsDouble(r) * PyFloat_AsDouble(scale);
-                    Py_DECREF(r);
-                    Py_ssize_t lo = 0, hi = PyTuple_GET_SIZE(thresholds); /* bisect_right */
-                    while (lo < hi) {
-                        Py_ssize_t mid = (lo + hi) / 2;
-                        if (point < PyFloat_AsDouble(PyTuple_GET_ITEM(thresholds, mid)))
-                            hi = mid;
-                        else
-                            lo = mid + 1;
-                    }
-                    if (!PyErr_Occurred() && lo < PyTuple_GET_SIZE(branches)) {
-                        next = PyTuple_GET_ITEM(branches, lo);
-                        Py_INCREF(next);
-                    } else if (!PyErr_Occurred()) {
-                        PyErr_SetString(PyExc_IndexError, "a draw without its branch");
-                    }
-                }
-            }
-        } else if (type == SampleType) {
-            next = PyObject_CallMethodObjArgs(node, s_pick, rng, Py_None, NULL);
-        } else {
-            return node; /* an Outcome */
-        }
-        Py_DECREF(node);
-        if (next == NULL)
-            return NULL;
-        node = next;
-    }
-    Py_DECREF(node);
-    PyErr_SetString(PyExc_RecursionError, "draws nested too deep");
-    return NULL;
+/* -- answer tables ------------------------------------------------------------------- */
+
+typedef struct {
+    int code;
+    uint32_t value; /* HIT: the leaf's offset; NOT_CACHED: leaf id; NEW_ORDER: sample id */
+    uint32_t take;  /* NEW_ORDER: the order drawn */
+    uint16_t order[MAX_SAMPLE_ITEMS];
+} Walked;
+
+typedef struct {
+    const unsigned char *at;
+    Py_ssize_t len;
+} Table;
+
+static int has(const Table *t, Py_ssize_t at, Py_ssize_t size) {
+    return at >= 0 && size >= 0 && at <= t->len && size <= t->len - at;
 }
 
-static int add_count(PyObject *table, PyObject *key) {
-    PyObject *old = PyDict_GetItemWithError(table, key);
-    if (old == NULL && PyErr_Occurred())
+static uint32_t u32(const Table *t, Py_ssize_t at) {
+    const unsigned char *p = t->at + at;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int32_t i32(const Table *t, Py_ssize_t at) {
+    uint32_t v = u32(t, at);
+    int32_t out;
+    memcpy(&out, &v, 4);
+    return out;
+}
+
+static double f64(const Table *t, Py_ssize_t at) {
+    uint64_t v = (uint64_t)u32(t, at) | (uint64_t)u32(t, at + 4) << 32;
+    double out;
+    memcpy(&out, &v, 8);
+    return out;
+}
+
+/* One rng.random(): 0 with *out set, or -1 with the Python error set. */
+static int draw_random(PyObject *random, double *out) {
+    PyObject *r = PyObject_CallNoArgs(random);
+    if (r == NULL)
         return -1;
-    long now = old == NULL ? 1 : PyLong_AsLong(old) + 1;
-    if (now == 0 && PyErr_Occurred())
+    *out = PyFloat_AsDouble(r);
+    Py_DECREF(r);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Where the draws lead in table `t` for a client at `source` (4 or 16 bytes): 0 with *w
+ * filled (FALLBACK when the table cannot be read), or -1 with the Python error set. */
+static int walk_table(const Table *t, const unsigned char *source, Py_ssize_t source_len,
+                      PyObject *random, Walked *w) {
+    w->code = FALLBACK;
+    w->value = 0;
+    w->take = 0;
+    if (!has(t, 0, HEADER_SIZE) || memcmp(t->at, TABLE_MAGIC, 4) != 0 ||
+        (t->at[4] | t->at[5] << 8) != TABLE_VERSION)
+        return 0;
+    Py_ssize_t address_len = t->at[6];
+    if (address_len != 0 && address_len != 4 && address_len != 16)
+        return 0;
+    if (address_len && (address_len != source_len || memcmp(t->at + 16, source, address_len))) {
+        w->code = OTHER_CLIENT;
+        return 0;
+    }
+    Py_ssize_t at = u32(t, 12), parent = HEADER_SIZE - 1;
+    double weights[MAX_SAMPLE_ITEMS], running[MAX_SAMPLE_ITEMS];
+    uint16_t remaining[MAX_SAMPLE_ITEMS], items[MAX_SAMPLE_ITEMS];
+    for (;;) {
+        if (at <= parent || !has(t, at, 1)) /* children follow their parent: walks end */
+            return 0;
+        parent = at;
+        int kind = t->at[at];
+        if (kind == KIND_LEAF) {
+            if (!has(t, at, LEAF_SIZE))
+                return 0;
+            if (t->at[at + 1] & HAS_REPLY) {
+                if (!has(t, u32(t, at + 8), u32(t, at + 12)))
+                    return 0;
+                w->code = HIT;
+                w->value = (uint32_t)at;
+            } else {
+                w->code = NOT_CACHED;
+                w->value = u32(t, at + 4);
+            }
+            return 0;
+        }
+        if (kind == KIND_DRAW) {
+            if (!has(t, at, DRAW_SIZE))
+                return 0;
+            Py_ssize_t n = u32(t, at + 4), start = at + DRAW_SIZE;
+            if (n > (t->len / 12) || !has(t, start, 8 * n + 4 * (n + 1)))
+                return 0;
+            double r;
+            if (draw_random(random, &r) < 0)
+                return -1;
+            double point = r * f64(t, at + 8);
+            Py_ssize_t lo = 0, hi = n; /* the first threshold above the point */
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (point < f64(t, start + 8 * mid))
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            at = u32(t, start + 8 * n + 4 * lo);
+            continue;
+        }
+        if (kind != KIND_SAMPLE || !has(t, at, SAMPLE_SIZE))
+            return 0;
+        Py_ssize_t take = t->at[at + 2] | t->at[at + 3] << 8, n = u32(t, at + 4);
+        Py_ssize_t m = u32(t, at + 8), start = at + SAMPLE_SIZE, entry_size = 2 * take + 4;
+        if (take < 1 || take > n || n > MAX_SAMPLE_ITEMS || m > t->len / entry_size ||
+            !has(t, start, 8 * n + m * entry_size))
+            return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            weights[i] = f64(t, start + 8 * i);
+            remaining[i] = (uint16_t)i;
+        }
+        Py_ssize_t left = n;
+        for (Py_ssize_t k = 0; k < take; k++) { /* draws.weighted_draw over what is left */
+            Py_ssize_t count = 0;
+            double scale = 0.0;
+            for (Py_ssize_t i = 0; i < left; i++) {
+                if (weights[remaining[i]] > 0) {
+                    scale += weights[remaining[i]];
+                    running[count] = scale;
+                    items[count++] = (uint16_t)i;
+                }
+            }
+            int uniform = count == 0; /* only zero weights: thresholds 1 .. left-1 */
+            if (uniform) {
+                scale = (double)left;
+                count = left - 1;
+            }
+            double r;
+            if (draw_random(random, &r) < 0)
+                return -1;
+            double point = r * scale;
+            Py_ssize_t lo = 0, hi = count;
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (point < (uniform ? (double)(mid + 1) : running[mid]))
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            Py_ssize_t pick = uniform ? lo : items[lo < count ? lo : count - 1];
+            w->order[k] = remaining[pick];
+            memmove(remaining + pick, remaining + pick + 1, (size_t)(left - pick - 1) * 2);
+            left--;
+        }
+        Py_ssize_t entry = start + 8 * n, found = -1;
+        for (Py_ssize_t j = 0; j < m && found < 0; j++, entry += entry_size) {
+            Py_ssize_t k = 0;
+            while (k < take && (t->at[entry + 2 * k] | t->at[entry + 2 * k + 1] << 8) == w->order[k])
+                k++;
+            if (k == take)
+                found = u32(t, entry + 2 * take);
+        }
+        if (found < 0) {
+            w->code = NEW_ORDER;
+            w->value = u32(t, at + 12);
+            w->take = (uint32_t)take;
+            return 0;
+        }
+        at = found;
+    }
+}
+
+/* (code, value, order or None): what the walk returns to Python. */
+static PyObject *walked_tuple(const Walked *w) {
+    if (w->code != NEW_ORDER)
+        return Py_BuildValue("(ikO)", w->code, (unsigned long)w->value, Py_None);
+    PyObject *order = PyTuple_New(w->take);
+    if (order == NULL)
+        return NULL;
+    for (uint32_t k = 0; k < w->take; k++) {
+        PyObject *item = PyLong_FromLong(w->order[k]);
+        if (item == NULL) {
+            Py_DECREF(order);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(order, k, item);
+    }
+    return Py_BuildValue("(ikN)", w->code, (unsigned long)w->value, order);
+}
+
+/* walk(table, address, rng) -> (code, value, order): the compiled walk on its own (the
+ * property tests compare it with dnsd.answer_table.walk). */
+static PyObject *fastloop_walk(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer table, source;
+    PyObject *rng, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*O", &table, &source, &rng))
+        return NULL;
+    PyObject *random = PyObject_GetAttrString(rng, "random");
+    Walked *w = PyMem_Malloc(sizeof(Walked));
+    if (random != NULL && w == NULL)
+        PyErr_NoMemory();
+    if (random != NULL && w != NULL) {
+        Table t = {table.buf, table.len};
+        if (walk_table(&t, source.buf, source.len, random, w) == 0)
+            out = walked_tuple(w);
+    }
+    PyMem_Free(w);
+    Py_XDECREF(random);
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&source);
+    return out;
+}
+
+/* The datagram's source address as the tables hold it: 4 bytes for IPv4 (also mapped into
+ * IPv6, as dnsd.net.udp.client_address reads it), else 16. */
+static Py_ssize_t source_address(Batch *self, Py_ssize_t i, const unsigned char **out) {
+    if (self->ipv4) {
+        *out = (const unsigned char *)&((struct sockaddr_in *)&self->names[i])->sin_addr;
+        return 4;
+    }
+    const unsigned char *a = (const unsigned char *)&self->names[i].sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&self->names[i].sin6_addr)) {
+        *out = a + 12;
+        return 4;
+    }
+    *out = a;
+    return 16;
+}
+
+/* Bump the counters a leaf names (-1: none); 0, or -1 when one is out of range. */
+static int bump(const Table *t, Py_ssize_t leaf, long long *counters, Py_ssize_t n) {
+    int32_t which[3] = {i32(t, leaf + 16), i32(t, leaf + 20), i32(t, leaf + 24)};
+    for (int k = 0; k < 3; k++)
+        if (which[k] < -1 || which[k] >= n)
+            return -1;
+    for (int k = 0; k < 3; k++)
+        if (which[k] >= 0)
+            counters[which[k]]++;
+    return 0;
+}
+
+/* Answer datagram i from its table (a new reference to bytes): 1 answered, 0 not (w->code
+ * says why), -1 a Python error. */
+static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *random,
+                      Py_buffer *counters, PyObject *limit, PyObject *clients, Walked *w) {
+    const unsigned char *wire = self->rbuf + i * SLOT, *source;
+    Py_ssize_t length = self->rmsg[i].msg_len;
+    Py_ssize_t source_len = source_address(self, i, &source);
+    PyObject *client = NULL;
+    w->code = FALLBACK;
+    w->value = 0;
+    if (!PyBytes_CheckExact(table))
+        return 0;
+    if (limit != Py_None) { /* the rate limiter needs the Client: a new one is Python's */
+        PyObject *key = source_key(self, i);
+        if (key == NULL)
+            return -1;
+        client = PyDict_GetItemWithError(clients, key);
+        Py_DECREF(key);
+        if (client == NULL) {
+            w->code = NO_TABLE;
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        Py_INCREF(client);
+    }
+    Table t = {(const unsigned char *)PyBytes_AS_STRING(table), PyBytes_GET_SIZE(table)};
+    int rc = walk_table(&t, source, source_len, random, w);
+    if (rc < 0 || w->code != HIT) {
+        Py_XDECREF(client);
+        return rc;
+    }
+    Py_ssize_t leaf = w->value, reply_at = u32(&t, leaf + 8), reply_len = u32(&t, leaf + 12);
+    if (bump(&t, leaf, counters->buf, counters->len / (Py_ssize_t)sizeof(long long)) < 0) {
+        w->code = FALLBACK;
+        Py_XDECREF(client);
+        return 0;
+    }
+    if (limit == Py_None) {
+        rc = queue_reply(self, i, wire, (const char *)t.at + reply_at, reply_len);
+        return rc < 0 ? -1 : 1;
+    }
+    /* the rate limiter sees the finished reply: limit(reply, client, query) -> reply | None */
+    PyObject *full = PyBytes_FromStringAndSize(NULL, 2 + reply_len), *sent = NULL;
+    PyObject *query = full ? PyBytes_FromStringAndSize((const char *)wire, length) : NULL;
+    if (query != NULL) {
+        memcpy(PyBytes_AS_STRING(full), wire, 2);
+        memcpy(PyBytes_AS_STRING(full) + 2, t.at + reply_at, (size_t)reply_len);
+        sent = PyObject_CallFunctionObjArgs(limit, full, client, query, NULL);
+    }
+    Py_XDECREF(full);
+    Py_XDECREF(query);
+    Py_DECREF(client);
+    if (sent == NULL)
         return -1;
-    PyObject *value = PyLong_FromLong(now);
-    if (value == NULL)
-        return -1;
-    int rc = PyDict_SetItem(table, key, value);
-    Py_DECREF(value);
+    rc = 1;
+    if (PyBytes_Check(sent) && PyBytes_GET_SIZE(sent) >= 2) /* None: dropped (and counted) */
+        rc = queue_reply(self, i, (const unsigned char *)PyBytes_AS_STRING(sent),
+                         PyBytes_AS_STRING(sent) + 2, PyBytes_GET_SIZE(sent) - 2) < 0 ? -1 : 1;
+    Py_DECREF(sent);
     return rc;
 }
 
-/* The load-balanced memo's finished reply for the next draws, or NULL. *drawn receives the
- * outcome when one was drawn (a new reference) and no finished reply exists for it yet. */
-static PyObject *memo_reply(PyObject *memo, PyObject *client, PyObject *rng, PyObject *random,
-                            PyObject *lb_counts, PyObject *on_fallback, PyObject **drawn) {
-    if (SLOT_OF(memo, at_client) != client)
-        return NULL; /* made for another client: the Python path */
-    PyObject *plan = SLOT_OF(memo, at_plan);
-    if (plan == NULL || Py_TYPE(plan) != PlanType || SLOT_OF(plan, at_valid) != Py_True)
-        return NULL;
-    PyObject *tree = SLOT_OF(memo, at_tree), *tails = SLOT_OF(memo, at_tails);
-    if (tree == NULL || tree == Py_None || tails == NULL || !PyDict_Check(tails))
-        return NULL;
-    Py_INCREF(tails); /* a Sample's pick runs Python code: hold what is read after it */
-    PyObject *reply = NULL, *outcome = walk(tree, rng, random);
-    PyObject *found = outcome ? PyDict_GetItemWithError(tails, outcome) : NULL;
-    if (found == NULL) {
-        if (outcome != NULL && !PyErr_Occurred()) {
-            *drawn = outcome; /* the Python path finishes it with this outcome */
-            outcome = NULL;
-        }
-        goto done;
-    }
-    /* (finished reply after the ID, (lb, pool, region), the fallback answered) */
-    if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 3 ||
-        !PyBytes_Check(PyTuple_GET_ITEM(found, 0)))
-        goto done;
-    if (add_count(lb_counts, PyTuple_GET_ITEM(found, 1)) < 0)
-        goto done;
-    if (PyTuple_GET_ITEM(found, 2) == Py_True) {
-        PyObject *counted = PyTuple_GET_ITEM(found, 1);
-        PyObject *lb = PyTuple_Check(counted) && PyTuple_GET_SIZE(counted) > 0
-                           ? PyTuple_GET_ITEM(counted, 0)
-                           : Py_None;
-        PyObject *r = PyObject_CallOneArg(on_fallback, lb);
-        if (r == NULL)
-            goto done;
-        Py_DECREF(r);
-    }
-    reply = PyTuple_GET_ITEM(found, 0);
-    Py_INCREF(reply);
-done:
-    Py_XDECREF(outcome);
-    Py_DECREF(tails);
-    return reply;
-}
-
-/* The metrics key of a reply (its bytes 2..60: flags, rcode, counts, question), made once
- * per cached reply object: both are long-lived, so their hashes are computed once too. */
-static PyObject *count_key(Batch *self, PyObject *reply) {
-    PyObject *keys = self->count_keys;
-    PyObject *key = PyDict_GetItemWithError(keys, reply);
-    if (key != NULL) {
-        Py_INCREF(key);
-        return key;
-    }
-    if (PyErr_Occurred())
-        return NULL;
-    Py_ssize_t body = PyBytes_GET_SIZE(reply);
-    key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(reply), body < COUNT_KEY ? body : COUNT_KEY);
-    if (key == NULL)
-        return NULL;
-    if (PyDict_GET_SIZE(keys) >= MAX_COUNT_KEYS || self->count_key_bytes > MAX_COUNT_KEY_BYTES) {
-        PyDict_Clear(keys);
-        self->count_key_bytes = 0;
-    }
-    if (PyDict_SetItem(keys, reply, key) < 0) {
-        Py_DECREF(key);
-        return NULL;
-    }
-    self->count_key_bytes += body;
-    return key;
-}
-
-/* answer_hits(clients, memos, rng, lb_counts, counts, limit, on_fallback)
- *   -> (misses, answered)
- * Answers and queues every datagram of the batch whose reply the cache holds; `misses`
- * lists (i, drawn) for the others, drawn being the outcome already drawn or None.
- * `limit`: None, or the response rate limiter as limit(reply, client, query) -> reply|None. */
+/* answer_hits(tables, rng, counters, limit, clients) -> (misses, answered, fallbacks)
+ * Answers and queues every datagram of the batch whose table leads to a finished reply.
+ * `misses` lists (i, code, value, order) for the others (dnsd.answer_table's codes, and
+ * NO_TABLE); `counters`: the cache's int64 array the tables index; `limit`: None, or the
+ * response rate limiter as limit(reply, client, query) -> reply | None, with `clients`
+ * (source key → Client) to find the client. A Python error is raised, never cleared. */
 static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
-    PyObject *clients, *memos, *rng, *lb_counts, *counts, *limit, *on_fallback;
-    if (!PyArg_ParseTuple(args, "O!O!OO!O!OO", &PyDict_Type, &clients, &PyDict_Type, &memos,
-                          &rng, &PyDict_Type, &lb_counts, &PyDict_Type, &counts, &limit,
-                          &on_fallback))
+    PyObject *tables, *rng, *counters_obj, *limit, *clients;
+    Py_buffer counters;
+    if (!PyArg_ParseTuple(args, "O!OOOO!", &PyDict_Type, &tables, &rng, &counters_obj, &limit,
+                          &PyDict_Type, &clients))
         return NULL;
-    PyObject *random = PyObject_GetAttr(rng, s_random);
-    if (random == NULL)
+    if (PyObject_GetBuffer(counters_obj, &counters, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
         return NULL;
-    PyObject *misses = PyList_New(0);
-    if (misses == NULL) {
-        Py_DECREF(random);
+    if (counters.itemsize != sizeof(long long) || counters.format == NULL ||
+        strcmp(counters.format, "q") != 0) {
+        PyBuffer_Release(&counters);
+        PyErr_SetString(PyExc_TypeError, "counters must be an array('q')");
         return NULL;
     }
-    long answered = 0;
-    for (Py_ssize_t i = 0; i < self->count; i++) {
+    PyObject *random = PyObject_GetAttrString(rng, "random");
+    PyObject *misses = random ? PyList_New(0) : NULL;
+    Walked *w = misses ? PyMem_Malloc(sizeof(Walked)) : NULL;
+    if (misses != NULL && w == NULL)
+        PyErr_NoMemory();
+    long answered = 0, fallbacks = 0;
+    for (Py_ssize_t i = 0; w != NULL && i < self->count; i++) {
         const unsigned char *wire = self->rbuf + i * SLOT;
         Py_ssize_t length = self->rmsg[i].msg_len;
-        PyObject *key = NULL, *tail = NULL, *reply = NULL, *drawn = NULL, *full = NULL;
-        int hit = 0;
+        int rc = 0;
+        w->code = NO_TABLE;
+        w->value = 0;
         if (!(self->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) && length >= 12) {
-            key = source_key(self, i);
-            PyObject *client = key ? PyDict_GetItemWithError(clients, key) : NULL;
-            tail = client ? PyBytes_FromStringAndSize((const char *)wire + 2, length - 2) : NULL;
-            PyObject *memo = tail ? PyDict_GetItemWithError(memos, tail) : NULL;
-            Py_XINCREF(client); /* held: the walk and the limiter may run Python code */
-            if (memo != NULL && PyBytes_CheckExact(memo)) {
-                reply = memo;
-                Py_INCREF(reply);
-            } else if (memo != NULL && Py_TYPE(memo) == MemoType) {
-                Py_INCREF(memo);
-                reply = memo_reply(memo, client, rng, random, lb_counts, on_fallback, &drawn);
-                Py_DECREF(memo);
+            PyObject *tail = PyBytes_FromStringAndSize((const char *)wire + 2, length - 2);
+            PyObject *table = tail ? PyDict_GetItemWithError(tables, tail) : NULL;
+            Py_XDECREF(tail);
+            if (table != NULL) {
+                Py_INCREF(table); /* held: the random source and the limiter run Python */
+                rc = answer_one(self, i, table, random, &counters, limit, clients, w);
+                Py_DECREF(table);
+            } else if (tail == NULL || PyErr_Occurred()) {
+                rc = -1;
             }
-            if (reply != NULL) {
-                Py_ssize_t body = PyBytes_GET_SIZE(reply);
-                PyObject *key_of_reply = count_key(self, reply);
-                hit = key_of_reply != NULL && add_count(counts, key_of_reply) == 0;
-                Py_XDECREF(key_of_reply);
-                if (hit && limit != Py_None) { /* RRL sees the finished reply */
-                    full = PyBytes_FromStringAndSize(NULL, 2 + body);
-                    PyObject *query = full ? PyBytes_FromStringAndSize((const char *)wire, length)
-                                           : NULL;
-                    PyObject *sent = NULL;
-                    if (query != NULL) {
-                        memcpy(PyBytes_AS_STRING(full), wire, 2);
-                        memcpy(PyBytes_AS_STRING(full) + 2, PyBytes_AS_STRING(reply), body);
-                        sent = PyObject_CallFunctionObjArgs(limit, full, client, query, NULL);
-                    }
-                    Py_XDECREF(query);
-                    if (sent == NULL) {
-                        hit = 0;
-                    } else {
-                        if (PyBytes_Check(sent) && PyBytes_GET_SIZE(sent) >= 2)
-                            queue_reply(self, i, (const unsigned char *)PyBytes_AS_STRING(sent),
-                                        PyBytes_AS_STRING(sent) + 2, PyBytes_GET_SIZE(sent) - 2);
-                        Py_DECREF(sent); /* None: dropped by the limiter (it counted it) */
-                    }
-                } else if (hit) {
-                    queue_reply(self, i, wire, PyBytes_AS_STRING(reply), body);
-                }
-            }
-            Py_XDECREF(client);
         }
-        if (PyErr_Occurred()) {
-            /* A fault here costs nothing: the Python path answers (and logs) the query. */
-            PyErr_Clear();
-            hit = 0;
-        }
-        if (hit) {
+        if (rc < 0)
+            break;
+        if (rc == 1) {
             answered++;
-        } else {
-            PyObject *miss = Py_BuildValue("(nO)", i, drawn ? drawn : Py_None);
-            if (miss == NULL || PyList_Append(misses, miss) < 0) {
-                Py_XDECREF(miss);
-                Py_XDECREF(key);
-                Py_XDECREF(tail);
-                Py_XDECREF(reply);
-                Py_XDECREF(drawn);
-                Py_XDECREF(full);
-                Py_DECREF(misses);
-                Py_DECREF(random);
-                return NULL;
-            }
-            Py_DECREF(miss);
+            continue;
         }
-        Py_XDECREF(key);
-        Py_XDECREF(tail);
-        Py_XDECREF(reply);
-        Py_XDECREF(drawn);
-        Py_XDECREF(full);
+        fallbacks += w->code == FALLBACK;
+        PyObject *walked = walked_tuple(w);
+        PyObject *miss = walked ? Py_BuildValue("(nN)", i, walked) : NULL;
+        if (miss == NULL || PyList_Append(misses, miss) < 0) {
+            Py_XDECREF(miss);
+            break;
+        }
+        Py_DECREF(miss);
     }
-    Py_DECREF(random);
-    PyObject *out = Py_BuildValue("(Nl)", misses, answered);
-    return out;
+    PyMem_Free(w);
+    PyBuffer_Release(&counters);
+    Py_XDECREF(random);
+    if (PyErr_Occurred()) { /* propagated: the supervisor logs, counts and restarts */
+        Py_XDECREF(misses);
+        return NULL;
+    }
+    return Py_BuildValue("(Nll)", misses, answered, fallbacks);
 }
 
 static PyMethodDef Batch_methods[] = {
@@ -504,7 +628,7 @@ static PyMethodDef Batch_methods[] = {
     {"queue", (PyCFunction)Batch_queue, METH_VARARGS, "queue a reply to the sender of i"},
     {"flush", (PyCFunction)Batch_flush, METH_NOARGS, "sendmmsg the queued replies"},
     {"answer_hits", (PyCFunction)Batch_answer_hits, METH_VARARGS,
-     "answer the batch's cache hits: (misses, answered)"},
+     "answer the batch's table hits: (misses, answered, fallbacks)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -525,46 +649,8 @@ static PyTypeObject BatchType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* The offset of slot `name` of `type` (a member descriptor from __slots__), or -1. */
-static Py_ssize_t slot_offset(PyObject *type, const char *name) {
-    PyObject *descr = PyObject_GetAttrString(type, name);
-    if (descr == NULL)
-        return -1;
-    Py_ssize_t at = -1;
-    if (Py_TYPE(descr) == &PyMemberDescr_Type) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type == T_OBJECT_EX || member->type == T_OBJECT)
-            at = member->offset;
-    }
-    Py_DECREF(descr);
-    if (at < 0)
-        PyErr_Format(PyExc_TypeError, "%s is not a __slots__ attribute", name);
-    return at;
-}
-
-/* setup(Draw, Sample, LbMemo, PlanEntry): the classes the walk and the memo look-up read. */
-static PyObject *fastloop_setup(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *draw, *sample, *memo, *plan;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyType_Type, &draw, &PyType_Type, &sample,
-                          &PyType_Type, &memo, &PyType_Type, &plan))
-        return NULL;
-    if ((at_scale = slot_offset(draw, "scale")) < 0 ||
-        (at_thresholds = slot_offset(draw, "thresholds")) < 0 ||
-        (at_branches = slot_offset(draw, "branches")) < 0 ||
-        (at_client = slot_offset(memo, "client")) < 0 ||
-        (at_plan = slot_offset(memo, "plan")) < 0 || (at_tree = slot_offset(memo, "tree")) < 0 ||
-        (at_tails = slot_offset(memo, "tails")) < 0 ||
-        (at_valid = slot_offset(plan, "valid")) < 0)
-        return NULL;
-    Py_XSETREF(DrawType, (PyTypeObject *)Py_NewRef(draw));
-    Py_XSETREF(SampleType, (PyTypeObject *)Py_NewRef(sample));
-    Py_XSETREF(MemoType, (PyTypeObject *)Py_NewRef(memo));
-    Py_XSETREF(PlanType, (PyTypeObject *)Py_NewRef(plan));
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef module_methods[] = {
-    {"setup", fastloop_setup, METH_VARARGS, "setup(Draw, Sample, LbMemo, PlanEntry)"},
+    {"walk", fastloop_walk, METH_VARARGS, "walk(table, address, rng) -> (code, value, order)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -578,10 +664,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fastloop(void) {
     if (PyType_Ready(&BatchType) < 0)
-        return NULL;
-    s_pick = PyUnicode_InternFromString("pick");
-    s_random = PyUnicode_InternFromString("random");
-    if (!s_pick || !s_random)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -3,7 +3,10 @@
 from collections.abc import Callable
 from typing import Any
 
-def setup(draw: type, sample: type, memo: type, plan: type) -> None: ...
+# (code, value, order): dnsd.answer_table's walk result
+Walked = tuple[int, int, tuple[int, ...] | None]
+
+def walk(table: bytes, address: bytes, rng: Any) -> Walked: ...
 
 class Batch:
     queued: int
@@ -16,11 +19,9 @@ class Batch:
     def flush(self) -> int: ...
     def answer_hits(
         self,
-        clients: dict[Any, Any],
-        memos: dict[bytes, Any],
+        tables: dict[bytes, bytes],
         rng: Any,
-        lb_counts: dict[Any, int],
-        counts: dict[bytes, int],
+        counters: Any,
         limit: Callable[[bytes, Any, bytes], bytes | None] | None,
-        on_fallback: Callable[[str], None],
-    ) -> tuple[list[tuple[int, Any]], int]: ...
+        clients: dict[Any, Any],
+    ) -> tuple[list[tuple[int, Walked]], int, int]: ...

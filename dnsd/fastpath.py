@@ -8,14 +8,19 @@ goes through `resolve` unchanged.
 * Static answers are cached as finished wire bytes; per query only the ID, RD/CD, the
   question's case, the ECS echo and the COOKIE option (the client's cookie and a fresh
   server cookie for this client: what `dig` sends by default) are written in. A query
-  with a cookie is never remembered by its bytes (the memo tables the compiled loop
-  answers from), since every reply must carry a fresh server cookie.
+  with a cookie is never remembered by its bytes (the answer tables both serving loops
+  walk), since every reply must carry a fresh server cookie.
 * Load-balanced answers cache the steering *plan* per client location (region, country,
   zone, …), the plan compiled into its draws (`select.compile_plan`), and the finished
-  bytes per *outcome* reached. Per query, `draws.walk` makes the draws — the one
-  implementation the full path and `explain` walk too — so trickle and random selection
-  stay statistically exact and the bytes equal the full path's for the same random source
+  bytes per *outcome* reached, so trickle and random selection stay statistically exact
+  and the bytes equal the full path's for the same random source
   (tests/property/test_fastpath_identity.py and test_draws_explain.py check that).
+
+What a repeated query needs is compiled into an *answer table* (dnsd.answer_table): the
+draws with their cumulative weights, the finished replies, the counters each answer bumps.
+Both serving loops walk that table — the pure one with `answer_table.walk`, the compiled
+one in C — and every decision was made here when it was built; what a walk cannot finish
+(an outcome without a reply yet, another client) comes back here with what it drew.
 
 Caches are invalidated by generation — a new snapshot (config, served SOA serials), and health *states* (verdicts, overrides,
 trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
@@ -29,13 +34,17 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Iterator
+import threading
+from array import array
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dnslib import QTYPE, RCODE, DNSRecord
 from prometheus_client.core import CounterMetricFamily
 
+from dnsd import answer_table
+from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
 from dnsd.dnssec.denial import compact_nxdomain
@@ -59,12 +68,13 @@ from dnsd.resolve import DecisionObserver, resolve, signer_for
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info
-from dnsd.steering.draws import Draw, Node, Outcome, Sample, walk
+from dnsd.steering.draws import Node, Outcome, walk
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
 from dnsd.zone_lookup import Lookup, lookup
 
 MAX_ENTRIES = 100_000
 MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
+MAX_COUNTERS = 65536  # distinct counters the tables index (then counted and started again)
 _MISSING: Any = object()
 _NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
 OPT_TYPE = 41
@@ -97,35 +107,51 @@ class Balanced:
 
 
 class _PlanEntry:
-    """A plan and whether it still holds; memos compiled from it check `valid`."""
+    """A plan and whether it still holds; memos compiled from it check `valid`, and the
+    answer tables built from it (`users`: their table and key) go when it expires."""
 
-    __slots__ = ("plan", "valid")
+    __slots__ = ("plan", "users", "valid")
 
     def __init__(self, plan: LbPlan) -> None:
         self.plan = plan
         self.valid = True
+        self.users: list[tuple[dict[bytes, bytes], bytes]] = []
+
+    def expire(self) -> None:
+        self.valid = False
+        for tables, key in self.users:
+            tables.pop(key, None)
+        self.users.clear()
 
 
 _STALE = _PlanEntry.__new__(_PlanEntry)
 _STALE.valid = False
+_STALE.users = []
 
 
 class _LbMemo:
     """What one exact query from one client needs for a load-balanced answer: the entry,
     the parsed query, the client's location and plan bucket, and — while its plan holds —
     the plan compiled into draws and, per outcome reached so far, the finished reply
-    (after the ID) with its metrics labels and whether the fallback answered."""
+    (after the ID) with the counters it bumps. `outcomes` and `samples`: what the leaf and
+    sample ids of its current answer table stand for."""
 
-    __slots__ = ("bucket", "client", "entry", "info", "parsed", "plan", "tails", "tree")
+    __slots__ = ("bucket", "client", "entry", "info", "key", "outcomes", "parsed", "plan",
+                 "samples", "serial", "tables", "tails", "tree")  # fmt: skip
 
     def __init__(
-        self, entry: Balanced, parsed: Parsed, info: ClientInfo, bucket: int, client: Client
-    ) -> None:
+        self, entry: Balanced, parsed: Parsed, info: ClientInfo, bucket: int, client: Client,
+        key: bytes, tables: dict[bytes, bytes],
+    ) -> None:  # fmt: skip
         self.entry, self.parsed, self.info, self.bucket = entry, parsed, info, bucket
         self.client = client
+        self.key, self.tables = key, tables  # its answer table: tables[key]
         self.plan = _STALE  # the plan entry the draws were compiled from
         self.tree: Node | None = None
-        self.tails: dict[Outcome, tuple[bytes, tuple[str, str, str], bool]] = {}
+        self.tails: dict[Outcome, Finished] = {}
+        self.outcomes: list[Outcome] = []
+        self.samples: list[Any] = []
+        self.serial = 0
 
 
 @dataclass(slots=True)
@@ -220,16 +246,27 @@ class AnswerCache:
         self._bucket_ids: dict[tuple[Any, ...], int] = {}
         self._clients: dict[tuple[Any, ...], ClientInfo] = {}
         self._outcomes: dict[tuple[Any, ...], bytes] = {}
-        # Query bytes after the ID → the reply after the ID (static answers), or an _LbMemo;
-        # one table per transport, since the same bytes get other limits over TCP.
-        self._memo_udp: dict[bytes, bytes | _LbMemo] = {}
-        self._memo_tcp: dict[bytes, bytes | _LbMemo] = {}
+        # Query bytes after the ID → its answer table (dnsd.answer_table), which both
+        # serving loops walk; and → the load-balanced memo the table was built from. One
+        # of each per transport, since the same bytes get other limits over TCP.
+        self._tables_udp: dict[bytes, bytes] = {}
+        self._tables_tcp: dict[bytes, bytes] = {}
+        self._memo_udp: dict[bytes, _LbMemo] = {}
+        self._memo_tcp: dict[bytes, _LbMemo] = {}
         self.hits = 0
         self.misses = 0
-        # Answers per (lb, pool, region) and fallback answers per lb, counted here on the
-        # hot path (no call per query); the metrics collector adds them to its own counts.
-        self.lb_counts: dict[tuple[str, str, str], int] = {}
-        self.fallback_counts: dict[str, int] = {}
+        self.fallbacks = 0  # tables the compiled loop could not read (the Python path answered)
+        # The counters the tables index: answers per reply (bytes 2..60, the tally's key; the
+        # compiled loop bumps them), per (lb, pool, region) and fallback answers per lb. A
+        # scrape reads them under the lock; they are folded when the index starts again.
+        self.counters = array("q")
+        self._counter_ids: dict[tuple[str, Any], int] = {}
+        self._counter_keys: list[tuple[str, Any]] = []
+        self._count_lock = threading.Lock()
+        self._folded: dict[str, dict[Any, int]] = {"lb": {}, "fallback": {}}
+        self._tally: Any = None  # where reply counts go (DnsServer's tally of this loop)
+        self.lb_counts = _Counts(self, "lb")
+        self.fallback_counts = _Counts(self, "fallback")
 
     def answer(
         self,
@@ -243,35 +280,40 @@ class AnswerCache:
         drawn: Outcome | None = None,
     ) -> bytes | None:
         """The reply to `wire`. `drawn`: the outcome the compiled loop already drew from
-        this query's memo (dnsd/_fastloop.c) when it had no finished reply for it."""
+        this query's answer table (`outcome_of`) when it had no finished reply for it."""
         self.prepare(snap, health, now)
         # Identical queries differ only in their ID: the bytes after it are the memo key.
         tail = bytes(wire[2:])  # a no-op for the bytes sockets deliver
-        memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
-        memo = memos.get(tail)
-        if memo is not None:
+        udp = client.transport == "udp"
+        table = (self._tables_udp if udp else self._tables_tcp).get(tail)
+        if table is not None or drawn is not None:
             self.hits += 1
-            if memo.__class__ is bytes:
-                return wire[:2] + memo
-            lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
-            if drawn is not None:
+            code, value, order = HIT, 0, None
+            if drawn is None:  # the table walked here, as the compiled loop walks it
+                # the address only for a table bound to one (load-balanced): static ones are not
+                address = client.address.packed if table[6] else b""  # type: ignore[index]
+                code, value, order = answer_table.walk(table, address, rng)  # type: ignore[arg-type]
+                if code == HIT:
+                    reply, _, lb, fallback = answer_table.leaf_at(table, value)  # type: ignore[arg-type]
+                    counters = self.counters
+                    if lb >= 0:  # the reply itself: counted by the caller's tally
+                        counters[lb] += 1
+                    if fallback >= 0:
+                        counters[fallback] += 1
+                    return wire[:2] + reply
+            memo = (self._memo_udp if udp else self._memo_tcp).get(tail)
+            if memo is not None:
                 query = Query(wire, client, snap, health, rng, now, on_decision)
-                return self._balanced_memo(lb_memo, query, drawn)
-            # The hot load-balanced case: the compiled draws lead to a finished reply.
-            if lb_memo.client is client and lb_memo.plan.valid and lb_memo.tree is not None:
-                outcome = walk(lb_memo.tree, rng)
-                done = lb_memo.tails.get(outcome)
-                if done is not None:
-                    finished, counted, fell_back = done
-                    lb_counts = self.lb_counts
-                    lb_counts[counted] = lb_counts.get(counted, 0) + 1
-                    if fell_back:
-                        self.count_fallback(counted[0])
-                    return wire[:2] + finished
-                query = Query(wire, client, snap, health, rng, now, on_decision)
-                return self._balanced_memo(lb_memo, query, outcome)
-            query = Query(wire, client, snap, health, rng, now, on_decision)
-            return self._balanced_memo(lb_memo, query)
+                if drawn is None and code in (NOT_CACHED, NEW_ORDER):
+                    drawn = _drawn(memo, code, value, order)
+                return self._balanced_memo(memo, query, drawn)
+            self.hits -= 1  # drawn for a memo that is gone since: from the start
+        memo = (self._memo_udp if udp else self._memo_tcp).get(tail)
+        if memo is not None:  # no table (its plan expired, or it has none): the memo's path
+            self.hits += 1
+            return self._balanced_memo(
+                memo, Query(wire, client, snap, health, rng, now, on_decision)
+            )
         query = Query(wire, client, snap, health, rng, now, on_decision)
         parsed = query.parsed = parse(wire, client.transport)
         if parsed is None:
@@ -288,7 +330,9 @@ class AnswerCache:
         if isinstance(entry, Static):
             reply = _finish(entry.wire, wire, parsed, 0, _cookie_echo(query, parsed))
             if parsed.cookie is None:  # a cookie reply is fresh every time: never replayed
-                memos[tail] = reply[2:]
+                tables = self._tables_udp if udp else self._tables_tcp
+                counter = self._counter("reply", reply[2:60])
+                tables[tail] = answer_table.static_table(reply[2:], counter)
             return reply
         return self._balanced(entry, query, parsed)
 
@@ -302,13 +346,70 @@ class AnswerCache:
         ):
             self._refresh(snap, health, now)
 
-    def memos(self, transport: str) -> dict[bytes, bytes | _LbMemo]:
-        """The table of query bytes after the ID → reply after the ID, or a load-balanced
-        memo (dnsd/_fastloop.c reads the UDP one; it is cleared in place, never replaced)."""
-        return self._memo_udp if transport == "udp" else self._memo_tcp
+    def tables(self, transport: str) -> dict[bytes, bytes]:
+        """Query bytes after the ID → answer table (dnsd/_fastloop.c walks the UDP one; it
+        is changed in place, never replaced). The counters they index: `counters`."""
+        return self._tables_udp if transport == "udp" else self._tables_tcp
 
-    def count_fallback(self, lb: str) -> None:
-        self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
+    def outcome_of(self, wire: bytes, code: int, value: int, order: Any) -> Outcome | None:
+        """What the compiled loop's walk of `wire`'s UDP table drew, when it ended without
+        a finished reply (asked before any other query changes the table), else None."""
+        memo = self._memo_udp.get(bytes(wire[2:]))
+        if memo is None or code not in (NOT_CACHED, NEW_ORDER):
+            return None
+        return _drawn(memo, code, value, order)
+
+    def count_replies_into(self, tally: Any) -> None:
+        """The compiled loop's answers are counted in `tally` (dnsd.admin.metrics.Tally:
+        `count_also`, `absorb`) under their reply's bytes 2..60, as its Python path counts."""
+        if self._tally is tally:  # a restarted loop asks again: counted once
+            return
+        self._tally = tally
+        tally.count_also(self._reply_counts)
+
+    def _reply_counts(self) -> list[tuple[bytes, int]]:
+        with self._count_lock:
+            return [(key, n) for (kind, key), n in zip(self._counter_keys, self.counters, strict=True)
+                    if kind == "reply" and n]  # fmt: skip
+
+    def counted(self, kind: str) -> dict[Any, int]:
+        """The counts of one kind ("lb", "fallback"): folded and current."""
+        with self._count_lock:
+            out = dict(self._folded[kind])
+            for (counted_kind, key), n in zip(self._counter_keys, self.counters, strict=True):
+                if counted_kind == kind and n:
+                    out[key] = out.get(key, 0) + n
+        return out
+
+    def _counter(self, kind: str, key: Any) -> int:
+        """The index of a counter (registered on first use)."""
+        index = self._counter_ids.get((kind, key))
+        if index is None:
+            index = self._counter_ids[(kind, key)] = len(self._counter_keys)
+            with self._count_lock:
+                self._counter_keys.append((kind, key))
+                self.counters.append(0)
+        return index
+
+    def _restart_counters(self) -> None:
+        """Fold the counts and start the index again (every table is gone by now)."""
+
+        def take() -> list[tuple[bytes, int]]:
+            with self._count_lock:
+                replies = []
+                for (kind, key), n in zip(self._counter_keys, self.counters, strict=True):
+                    if kind == "reply":
+                        replies.append((key, n))
+                    elif n:
+                        self._folded[kind][key] = self._folded[kind].get(key, 0) + n
+                self._counter_ids, self._counter_keys = {}, []
+                self.counters = array("q")
+            return replies
+
+        if self._tally is not None:
+            self._tally.absorb(take)
+        else:
+            take()
 
     # -- generations ----------------------------------------------------------------------
     def _refresh(self, snap: Snapshot, health: HealthView, now: float) -> None:
@@ -325,24 +426,26 @@ class AnswerCache:
             self._entries.clear()
             self._clients.clear()
             self._outcomes.clear()
-            self._memo_udp.clear()
-            self._memo_tcp.clear()
-            self._bucket_ids.clear()
-            self._drop_plans()
+            self._clear_tables()
         if health.generation != self._health_generation or now >= self._next_expiry:
             # New RTTs, or a sample some plan used ages out: RTT-steered plans expire.
             self._health_generation = health.generation
             self._next_expiry = self._signatures_until if snap.signing else float("inf")
             for bucket, entry in self._timed_plans:
-                entry.valid = False
+                entry.expire()
                 self._plans.pop(bucket, None)
             self._timed_plans.clear()
 
-    def _drop_plans(self) -> None:
+    def _clear_tables(self) -> None:
+        for table in (self._tables_udp, self._tables_tcp, self._memo_udp, self._memo_tcp):
+            table.clear()
+        self._bucket_ids.clear()
         for entry in self._plans.values():
             entry.valid = False
         self._plans.clear()
         self._timed_plans.clear()
+        if len(self._counter_keys) > MAX_COUNTERS:
+            self._restart_counters()
 
     def _bound(self) -> None:
         """Memory stays bounded: a table over its size starts again (checked on misses,
@@ -351,11 +454,13 @@ class AnswerCache:
         if len(self._entries) > limit or len(self._outcomes) > limit:
             self._entries.clear()
             self._outcomes.clear()
-        if len(self._memo_udp) + len(self._memo_tcp) > limit or len(self._bucket_ids) > limit:
-            self._memo_udp.clear()
-            self._memo_tcp.clear()
-            self._bucket_ids.clear()
-            self._drop_plans()
+        if (
+            len(self._tables_udp) + len(self._tables_tcp) > limit
+            or len(self._memo_udp) + len(self._memo_tcp) > limit
+            or len(self._bucket_ids) > limit
+            or len(self._counter_keys) > MAX_COUNTERS
+        ):
+            self._clear_tables()
         if len(self._clients) > limit:
             self._clients.clear()
 
@@ -400,10 +505,12 @@ class AnswerCache:
         bucket_id = self._bucket_ids.get(bucket)
         if bucket_id is None:  # an int hashes for free; the 14-field tuple does not
             bucket_id = self._bucket_ids[bucket] = len(self._bucket_ids)
-        memo = _LbMemo(entry, parsed, info, bucket_id, client)
+        udp, key = client.transport == "udp", bytes(query.wire[2:])
+        tables = self._tables_udp if udp else self._tables_tcp
+        memo = _LbMemo(entry, parsed, info, bucket_id, client, key, tables)
         if parsed.cookie is None:  # a cookie reply is fresh every time: never replayed
-            memos = self._memo_udp if client.transport == "udp" else self._memo_tcp
-            memos[bytes(query.wire[2:])] = memo
+            (self._memo_udp if udp else self._memo_tcp)[key] = memo
+            tables.pop(key, None)  # another client's table, if any: this memo publishes its own
         return self._balanced_memo(memo, query)
 
     def _balanced_memo(
@@ -424,10 +531,12 @@ class AnswerCache:
             if entry.timed:
                 self._timed_plans.append((memo.bucket, held))
                 self._next_expiry = min(self._next_expiry, _rtt_expiry(snap, health, entry.lb, now))
-        if memo.plan is not held:
+        changed = memo.plan is not held
+        if changed:
             memo.plan = held
             memo.tree = compile_plan(held.plan, info.subnet_key())
             memo.tails = {}
+            held.users.append((memo.tables, memo.key))
         outcome = drawn or walk(memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
         if query.on_decision is not None:
             query.on_decision(entry.lb.name, outcome.pool, info.location.region, outcome.fail_open)
@@ -445,12 +554,30 @@ class AnswerCache:
                 return rendered  # too large to patch safely: not cached
             self._outcomes[okey] = template
         reply = _finish(template, query.wire, parsed, scope, cookie)
-        if (
-            parsed.cookie is None and len(memo.tails) < MAX_TAILS
-        ):  # bounded: a Sample over many backends has many
+        # bounded: a Sample over many backends has many outcomes
+        if parsed.cookie is None and outcome not in memo.tails and len(memo.tails) < MAX_TAILS:
             counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
-            memo.tails[outcome] = (reply[2:], counted, outcome.fail_open)
+            fallback = self._counter("fallback", entry.lb.name) if outcome.fail_open else -1
+            memo.tails[outcome] = Finished(reply[2:], self._counter("reply", reply[2:60]),
+                                           self._counter("lb", counted), fallback)  # fmt: skip
+            changed = True
+        if changed or memo.key not in memo.tables:
+            self._publish(memo)
         return reply
+
+    def _publish(self, memo: _LbMemo) -> None:
+        """Build the memo's answer table: every decision for its next queries, made here."""
+        if memo.tree is None or not memo.plan.valid or memo.parsed.cookie is not None:
+            return  # (a cookie reply is fresh every time: never replayed)
+        memo.serial += 1
+        try:
+            built = answer_table.build(memo.tree, memo.tails, memo.client.address.packed,
+                                       memo.serial)  # fmt: skip
+        except Unfit:  # weights no walk could compare: the memo's path answers
+            memo.tables.pop(memo.key, None)
+            return
+        memo.outcomes, memo.samples = built.outcomes, built.samples
+        memo.tables[memo.key] = built.table
 
 
 class AnswerCaches:
@@ -471,6 +598,11 @@ class AnswerCaches:
         family.add_metric(["hit"], sum(cache.hits for cache in caches))
         family.add_metric(["miss"], sum(cache.misses for cache in caches))
         yield family
+        yield CounterMetricFamily(
+            "dnsd_compiled_loop_fallbacks",
+            "Answer tables the compiled serving loop could not read (the Python path answered)",
+            value=sum(cache.fallbacks for cache in caches),
+        )
 
 
 def _name_text(qname: bytes) -> str | None:
@@ -658,9 +790,33 @@ def _finish(
 __all__ = ["AnswerCache", "AnswerCaches", "parse"]
 
 
-try:  # the compiled loop (dnsd/_fastloop.c) recognises these classes in the tables it reads
-    import dnsd._fastloop as _fastloop
-except ImportError:  # not built: the pure loop serves
-    pass
-else:
-    _fastloop.setup(Draw, Sample, _LbMemo, _PlanEntry)
+def _drawn(memo: _LbMemo, code: int, value: int, order: Any) -> Outcome:
+    """The outcome a walk of the memo's table reached without a finished reply."""
+    if code == NOT_CACHED:
+        return memo.outcomes[value]
+    return memo.samples[value].outcome(order)
+
+
+class _Counts(Mapping[Any, int]):
+    """An answer cache's counts of one kind as a mapping (what the metrics read)."""
+
+    def __init__(self, cache: AnswerCache, kind: str) -> None:
+        self._cache, self._kind = cache, kind
+
+    def _now(self) -> dict[Any, int]:
+        return self._cache.counted(self._kind)
+
+    def __getitem__(self, key: Any) -> int:
+        return self._now()[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def items(self) -> Any:
+        return self._now().items()
+
+    def values(self) -> Any:
+        return self._now().values()

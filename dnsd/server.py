@@ -387,7 +387,7 @@ class DnsServer:
         hits = None
         if cache is not None and not options.query_log_sample:  # sampling sees every reply
             hits = CacheHits(
-                cache, rng, counts,
+                cache, rng, tally,
                 lambda: cache.prepare(holder.current, self.view, wall_clock()), record,
             )  # fmt: skip
         return answer_batch, hits

@@ -225,6 +225,20 @@ class Tally:
         self.sums = [0.0]
         self.dropped = [0]
         self._lock = threading.Lock()
+        # Counts kept elsewhere under the same keys (the compiled loop's answer-table
+        # counters, dnsd.fastpath): read with these, under this lock.
+        self._sources: list[Callable[[], list[tuple[bytes, int]]]] = []
+
+    def count_also(self, source: Callable[[], list[tuple[bytes, int]]]) -> None:
+        self._sources.append(source)
+
+    def absorb(self, take: Callable[[], list[tuple[bytes, int]]]) -> None:
+        """Move what `take` returns (counts a source gives up) into this tally at once: a
+        scrape sees them there or in the source, never in both or neither."""
+        with self._lock:
+            counts = self.counts
+            for key, n in take():
+                counts[key] = counts.get(key, 0) + n
 
     def fold(self) -> None:
         with self._lock:
@@ -235,6 +249,8 @@ class Tally:
         with self._lock:
             totals = dict(self.folded)
             self._add(totals, list(self.counts.items()))  # list(): one step under the GIL
+            for source in self._sources:
+                self._add(totals, source())
         return totals
 
     def _add(self, into: dict[tuple[str, str, str], int], items: list[tuple[bytes, int]]) -> None:

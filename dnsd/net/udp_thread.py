@@ -9,8 +9,9 @@ synchronous and never awaits, so the thread needs no locks beyond the GIL; it ha
 own answer cache.
 
 Two loops, one behaviour: the *compiled* one (dnsd/_fastloop.c, built at install when a C
-compiler is present) answers the answer cache's hits in C — the same tables, the same
-random source, the same metrics — and hands everything else to the Python answerer; the
+compiler is present) walks the answer cache's answer tables in C — the tables the Python
+path builds and walks too (dnsd.answer_table), the same random source, the counters the
+tables name — and hands everything else to the Python answerer, with what it drew; the
 *pure* one (dnsd.net.mmsg through ctypes) hands every query to it. The log says which
 serves. tests/property/test_serving_loops.py checks they send the same bytes.
 """
@@ -110,7 +111,7 @@ class CacheHits:
 
     cache: AnswerCache
     rng: random.Random
-    counts: dict[bytes, int]  # the tally's per-reply counts
+    tally: Any  # dnsd.admin.metrics.Tally: the compiled loop's answers are counted there
     prepare: Callable[[], None]  # per batch: the cache checks snapshot, health and clock
     record: Callable[[int, int, float], None]  # (answered, queries, seconds) → the histogram
 
@@ -178,13 +179,16 @@ class UdpThread:
             self._run_plain(started)
 
     def _run_compiled(self, hits: CacheHits, started: Callable[[], None]) -> None:
-        """recvmmsg → the cache's hits answered in C → the rest in Python → sendmmsg."""
+        """recvmmsg → the cache's answer tables walked in C → the rest in Python →
+        sendmmsg. A table C cannot read is counted (cache.fallbacks) and goes to Python;
+        an error C meets is raised here (the supervisor logs it and restarts the loop)."""
         assert _fastloop is not None
         batch = _fastloop.Batch(self.sock.fileno(), self.sock.family == socket.AF_INET, 64)
         faults, count_answers = self._faults, self.state.count
         answer, rrl, cache, rng = self._answer, self._rrl, hits.cache, hits.rng
-        memos, counts, lb_counts = cache.memos("udp"), hits.counts, cache.lb_counts
+        tables, outcome_of = cache.tables("udp"), cache.outcome_of
         prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
+        cache.count_replies_into(hits.tally)
 
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
@@ -196,17 +200,20 @@ class UdpThread:
                     faults.check(self.loop)
                 began = perf_counter()
                 prepare()
-                misses, answered = batch.answer_hits(
-                    clients, memos, rng, lb_counts, counts, rate_limit, cache.count_fallback
+                misses, answered, fallbacks = batch.answer_hits(
+                    tables, rng, cache.counters, rate_limit, clients
                 )
                 cache.hits += answered
+                cache.fallbacks += fallbacks
                 count_answers("compiled", answered)
                 record(answered, count, perf_counter() - began)
                 self._flush(batch)  # the cache's answers leave before any miss is worked on
-                for i, drawn in misses:
+                for i, (code, value, order) in misses:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
-                    backlog.add((batch.datagram(i) or b"", self._client(clients, batch, i),
-                                 drawn, batch.source(i)))  # fmt: skip
+                    wire = batch.datagram(i) or b""
+                    drawn = outcome_of(wire, code, value, order)  # now: the table it walked
+                    backlog.add((wire, self._client(clients, batch, i), drawn,
+                                 batch.source(i)))  # fmt: skip
                 if shed := backlog.shed(MAX_BACKLOG):  # counted where the answerer counts
                     answer([b""] * len(shed), shed)  # its drops: as empty datagrams
             if backlog:

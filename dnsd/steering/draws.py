@@ -2,9 +2,11 @@
 
 `select.compile_plan` turns a plan into a tree whose inner nodes are draws and whose
 leaves are `Outcome`s. `walk` makes the draws with a random source and returns the leaf.
-Serving (the answer cache and the full path alike) walks it; `explain` walks the same tree
-with a `path` list and rebuilds its reasons from the draws taken. There is no other
-implementation of the per-query draws, so an explanation cannot disagree with an answer.
+The full path walks it; `explain` walks the same tree with a `path` list and rebuilds its
+reasons from the draws taken, so an explanation cannot disagree with an answer. For
+repeated queries the answer cache compiles the tree into an answer table
+(dnsd.answer_table): the same draws, flattened, walked by both serving loops;
+tests/property/test_answer_table.py holds the table walks to this one, draw for draw.
 
 * `Draw` — one `rng.random()`: the trickle (backup or primary), the `random` policy's pool,
   one address out of several (`max_answers: 1`).
@@ -75,6 +77,10 @@ class Sample:
         key = tuple(chosen)
         if path is not None:
             path.append((self, key))
+        return self.outcome(key)
+
+    def outcome(self, key: tuple[int, ...]) -> Outcome:
+        """The leaf of the order `key` (the same object each time it is drawn)."""
         outcome = self.leaves.get(key)
         if outcome is None:
             outcome = self.leaf(key)

@@ -132,11 +132,13 @@ def scenarios(draw: st.DrawFn) -> tuple:
 
 
 def served(cache: AnswerCache, snap, health, source: str, ecs: str | None, qtype: str, seed: int):
-    """The answer cache's reply, read as a resolver would, and what it told the metrics."""
+    """The answer cache's reply, read as a resolver would, and what it told the metrics
+    (through the observer, or the counters its answer table named)."""
     query = DNSRecord.question("l0.gen.test", qtype)
     if ecs:
         query.add_ar(EDNS0(udp_len=1232, opts=[ecs_option(ecs)]))
     told = []
+    lb_before, fallback_before = dict(cache.lb_counts), dict(cache.fallback_counts)
     wire = cache.answer(
         query.pack(),
         Client(ipaddress.ip_address(source), "udp"),
@@ -149,6 +151,13 @@ def served(cache: AnswerCache, snap, health, source: str, ecs: str | None, qtype
     assert wire is not None
     reply = DNSRecord.parse(wire)
     answer = [str(rr.rdata) for rr in reply.rr if rr.rtype in (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)]
+    if not told:  # answered from the answer table: its counters say what was decided
+        lb = {k: n - lb_before.get(k, 0) for k, n in cache.lb_counts.items()}
+        fallback = {k: n - fallback_before.get(k, 0) for k, n in cache.fallback_counts.items()}
+        counted = [key for key, n in lb.items() if n]
+        assert len(counted) == 1 and lb[counted[0]] == 1, lb
+        pool = counted[0][1]
+        told.append((None if pool == "-" else pool, fallback.get("l0", 0) == 1))
     assert len(told) == 1
     return answer, told[0][0], told[0][1], ecs_scope(reply)
 

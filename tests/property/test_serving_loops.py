@@ -2,7 +2,8 @@
 (issue 21): two in-process servers on one config, one per loop, their random sources seeded
 alike, asked the same random queries over real UDP sockets one at a time — static and
 load-balanced names (draws, samples, trickle, nesting), ECS, two client addresses, health
-overrides between rounds — and every reply compared byte for byte."""
+overrides between rounds — and every reply compared byte for byte. Both walk the same
+answer tables (dnsd.answer_table); the compiled one must have answered most repeats."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from dnslib import DNSRecord
+from prometheus_client.parser import text_string_to_metric_families
 
 from dnsd.net.udp_thread import compiled_available
 from tests.conftest import DATA, NO_RRL, ServerThread
@@ -59,6 +61,15 @@ def ask(sock: socket.socket, port: int, wire: bytes) -> bytes | None:
     return None
 
 
+def scraped(srv: ServerThread) -> dict[str, dict[str, float]]:
+    """The server's counters as its metrics render them: name → {loop label: value}."""
+    out: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(srv.server.metrics.render().decode()):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[sample.labels.get("loop", "")] = sample.value
+    return out
+
+
 def override(srv: ServerThread, changes: list[tuple[str, str, str | None]]) -> None:
     async def apply() -> None:
         for pool, backend, state in changes:
@@ -98,11 +109,15 @@ def test_compiled_and_pure_loops_send_the_same_bytes(servers) -> None:
     caches = {name: srv.server.caches for name, srv in servers.items()}
     hits = {name: sum(c.hits for c in cache.caches) for name, cache in caches.items()}
     assert hits["compiled"] == hits["pure"] > 1000, hits
-    # Which code built the replies: the compiled loop's C answered its hits itself (a C loop
-    # that answered nothing, leaving all to Python, would send the same bytes and fail here).
-    built = {name: srv.server.loops.counts()["answers"] for name, srv in servers.items()}
-    assert sum(built["compiled"].values()) == sum(built["pure"].values()) == compared, built
-    assert built["compiled"].get("compiled", 0) > 600, built  # 889 when written
-    assert built["pure"].get("compiled", 0) == 0, built
+    # Which code built the replies, as each server's own metrics say
+    # (dnsd_serving_loop_answers_total{loop}): the compiled loop's C walked the answer
+    # tables and answered itself (a C loop that answered nothing, leaving all to Python,
+    # would send the same bytes and fail here), and never had to fall back.
+    built = {name: scraped(srv) for name, srv in servers.items()}
+    answers = {name: b["dnsd_serving_loop_answers_total"] for name, b in built.items()}
+    assert sum(answers["compiled"].values()) == sum(answers["pure"].values()) == compared
+    assert answers["compiled"].get("compiled", 0) > 600, answers  # 889 when written
+    assert answers["pure"].get("compiled", 0) == 0, answers
+    assert built["compiled"]["dnsd_compiled_loop_fallbacks_total"] == {"": 0}, built
     for sock in socks.values():
         sock.close()

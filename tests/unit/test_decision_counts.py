@@ -9,6 +9,7 @@ import random
 
 from dnslib import DNSRecord
 
+from dnsd import answer_table
 from dnsd.admin.metrics import Metrics
 from dnsd.config.loader import load_config
 from dnsd.fastpath import AnswerCache
@@ -46,3 +47,30 @@ def test_every_answer_counted_once_on_either_path() -> None:
     lb, fallback = metrics.decision_totals()
     assert lb == {("geo", "a", "-"): 30, ("geo", "sorry", "-"): 30}
     assert fallback == {"geo": 10}
+
+
+def test_counts_survive_the_counter_index_starting_again(monkeypatch) -> None:
+    """Past MAX_COUNTERS the tables go and the index starts again: what was counted stays
+    counted — decisions in the cache's folded totals, replies (the compiled loop's) in the
+    tally — never twice, never lost."""
+    config, _ = load_config(DATA / "fast")
+    snap = compile_snapshot(config, 1, geo=GEO)
+    metrics = Metrics()
+    cache = AnswerCache()
+    tally = metrics.tally("udp")
+    cache.count_replies_into(tally)
+    client = Client(ipaddress.ip_address("127.0.0.1"), "udp")
+    rng, healthy = random.Random(5), view_of({}, generation=1)
+    wire = bytes(DNSRecord.question("geo.fast.test").pack())
+    for _ in range(10):
+        cache.answer(wire, client, snap, healthy, rng, 0.0, metrics.observe_decision)
+    table = cache.tables("udp")[wire[2:]]
+    reply_counter = answer_table.leaf_at(table, answer_table.walk(table, b"\x7f\0\0\1", rng)[1])[1]
+    cache.counters[reply_counter] += 3  # as the compiled loop counts its answers
+    lb_before, queries_before = dict(cache.lb_counts), tally.totals()
+    assert sum(queries_before.values()) == 3 and sum(lb_before.values()) > 0
+    monkeypatch.setattr("dnsd.fastpath.MAX_COUNTERS", 1)
+    cache.answer(bytes(DNSRecord.question("mail.fast.test").pack()), client, snap, healthy,
+                 rng, 0.0, metrics.observe_decision)  # fmt: skip
+    assert len(cache.counters) <= 3 and not cache.tables("udp").get(wire[2:])
+    assert dict(cache.lb_counts) == lb_before and tally.totals() == queries_before
