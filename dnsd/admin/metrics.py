@@ -47,7 +47,9 @@ class Metrics:
         self.lb_counts: dict[tuple[str, str, str], int] = {}  # (lb, pool, region)
         self.fallback_counts: dict[str, int] = {}
         # Answer caches count their hot path's decisions themselves (dnsd.fastpath).
-        self._decision_tables: list[tuple[dict[tuple[str, str, str], int], dict[str, int]]] = []
+        self._decision_tables: list[
+            tuple[Mapping[tuple[str, str, str], int], Mapping[str, int]]
+        ] = []
         # --workers: each worker's latest report, and what retired workers had counted.
         self._workers: dict[int, dict[str, Any]] = {}
         self._retired: dict[str, Any] = {}
@@ -98,7 +100,7 @@ class Metrics:
         return tally
 
     def count_decisions_of(
-        self, lb_counts: dict[tuple[str, str, str], int], fallback_counts: dict[str, int]
+        self, lb_counts: Mapping[tuple[str, str, str], int], fallback_counts: Mapping[str, int]
     ) -> None:
         if not any(lb_counts is known for known, _ in self._decision_tables):  # once per cache
             self._decision_tables.append((lb_counts, fallback_counts))
