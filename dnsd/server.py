@@ -22,7 +22,6 @@ from dnsd import __version__
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.context import GATE
-from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
@@ -30,7 +29,8 @@ from dnsd.admin.status import active_per_region, answering_pool, shared_region_s
 from dnsd.admin.webhooks import Alerts, FailoverWatch, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
-from dnsd.dnssec.keys import ZoneKeys, ensure_keys
+from dnsd.dnssec.apex import with_keys
+from dnsd.dnssec.keys import ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.fastpath import AnswerCache, AnswerCaches
@@ -52,6 +52,7 @@ from dnsd.process_tools import in_daemon_thread, loading, release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reaper import release_later
+from dnsd.reload_result import ReloadResult
 from dnsd.reply import Client
 from dnsd.resolve import resolve
 from dnsd.serverfile_reload import ServerFile
@@ -61,7 +62,6 @@ from dnsd.snapshot import (
     Snapshot,
     SnapshotHolder,
     compile_snapshot,
-    with_keys,
     with_serials,
 )
 from dnsd.workers import Follower, WorkerPool
@@ -69,6 +69,7 @@ from dnsd.xfr.content import prepare_transfers
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
 from dnsd.xfr.versions import ZoneVersions
+from dnsd.zone_keys import ZoneKeys
 
 if TYPE_CHECKING:
     from dnsd.health.bus import RedisBus

@@ -22,9 +22,9 @@ import dns.name
 import dns.rdatatype
 
 from dnsd.dnssec import wire
-from dnsd.dnssec.keys import ZoneKey, ZoneKeys
 from dnsd.dnssec.signer import make_signature, nsec_types, window
 from dnsd.snapshot import CompiledZone
+from dnsd.zone_keys import ZoneKey, ZoneKeys
 
 AA: Final = 0x04  # in the third octet of the header
 QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name

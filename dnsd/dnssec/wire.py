@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from dnsd.dnssec.keys import ZoneKey
+from dnsd.zone_keys import ZoneKey
 
 NSEC: Final = 47
 RRSIG: Final = 46

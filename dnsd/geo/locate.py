@@ -17,7 +17,7 @@ from dnsd.geo.database import CONTINENT_REGIONS, GeoDatabase
 from dnsd.geo.regions import RegionTable
 
 if TYPE_CHECKING:
-    from dnsd.snapshot import NetworkTable
+    from dnsd.geo.networks import NetworkTable
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 LocationSource = Literal["client_networks", "geoip", "pop_region", "pop", "none"]

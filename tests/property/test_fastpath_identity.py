@@ -15,13 +15,14 @@ from dnslib import EDNS0, DNSRecord, EDNSOption
 
 from dnsd.config.loader import load_config
 from dnsd.cookies import ServerCookies
+from dnsd.dnssec.apex import with_keys
 from dnsd.dnssec.keys import ensure_keys
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import BackendHealth, RttSample, view_of
 from dnsd.reply import Client
 from dnsd.resolve import resolve
-from dnsd.snapshot import Snapshot, compile_snapshot, with_keys
+from dnsd.snapshot import Snapshot, compile_snapshot
 from tests.conftest import DATA, GEO
 from tests.property.test_fuzz_resolve import udp_limit
 

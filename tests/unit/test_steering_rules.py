@@ -216,8 +216,8 @@ def test_location_of_a_pop_lb_is_the_nodes_region() -> None:
 def test_client_networks_longest_prefix_wins_over_both_families() -> None:
     from dnsd.config.model import ClientNetwork
     from dnsd.geo.locate import locate
+    from dnsd.geo.networks import NetworkTable
     from dnsd.geo.regions import region_table
-    from dnsd.snapshot import NetworkTable
 
     net = ipaddress.ip_network
     table = NetworkTable(
