@@ -542,8 +542,9 @@ def test_a_deeply_nested_state_file_is_set_aside_and_leftovers_removed(tmp_path)
     state = tmp_path / "state"
     state.mkdir()
     (state / "overrides.json").write_text("[" * 100_000 + "]" * 100_000)
-    (state / ".overrides.json.tmp-4242").write_text("{half")  # a crash mid-write
+    # A crash inside write_file leaves its temporary file, named as write_file names it.
+    (state / ".overrides.json.k3x9_q.tmp").write_text("{half")
     store = HealthStore(state)  # used to crash the start with RecursionError
     assert store.backend_overrides == {}
     assert len(list(state.glob("overrides.json.corrupt-*"))) == 1
-    assert not list(state.glob(".overrides.json.tmp-*"))
+    assert not list(state.glob(".overrides.json*"))
