@@ -1,4 +1,4 @@
-/* dnsd._fastloop: the UDP serving loop's hot part in C (issue 21).
+/* dnsd._fastloop: the UDP serving loop's hot part in C.
  *
  * One Batch per UDP socket: recvmmsg into buffers allocated once (the GIL released while
  * it blocks), then `answer_hits` answers every datagram the answer cache already holds —

@@ -1,4 +1,4 @@
-"""Command line: `dnsd serve`, `dnsd check` (interfaces.md)."""
+"""Command line: `dnsd serve`, `dnsd check` (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The answer cache in front of `resolve` (issue 9): same bytes, a fraction of the work.
+"""The answer cache in front of `resolve`: same bytes, a fraction of the work.
 
 A query of the common shape (QUERY, one uncompressed question, no records but at most one
 OPT of version 0) is keyed by its lower-case name, type, class and EDNS shape (DO, the UDP
@@ -503,7 +503,7 @@ def _bucket(entry: Balanced, info: ClientInfo) -> tuple[Any, ...]:
 
 def _rtt_expiry(snap: Snapshot, health: HealthView, lb: LoadBalancer, now: float) -> float:
     """When the first RTT sample that is current now for a dynamic load balancer in this
-    tree ages out (steering.md §2.3: older than rtt_max_age stops counting): the plan may
+    tree ages out (docs/steering.md, dynamic: older than rtt_max_age stops counting): the plan may
     change then, so it expires then — exactly, not on a timer."""
     expiry = float("inf")
     for steered in _tree(snap, lb):
@@ -554,7 +554,7 @@ def _render(
 def _compact_denial(query: Query, parsed: Parsed, found: Lookup) -> bytes | None:
     """A DO=1 query for a name a signed zone does not have: its signed denial made straight
     from the query bytes (dnsd.dnssec.denial, the same bytes as the full path), so a
-    random-name flood costs one signature per query and nothing more (issue 31)."""
+    random-name flood costs one signature per query and nothing more."""
     zone = found.zone
     if (
         found.rcode != RCODE.NXDOMAIN or found.answer or zone is None

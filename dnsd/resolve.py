@@ -98,7 +98,7 @@ def resolve(
         query = DNSRecord.parse(wire)
     except Exception:  # dnslib raises many kinds of exception on bad input
         return header_only(ident, flags, RCODE.FORMERR)
-    if has_empty_cookie(wire):  # dnslib hides it: read from the wire (issue 31)
+    if has_empty_cookie(wire):  # dnslib hides it: read from the wire
         return header_only(ident, flags, RCODE.FORMERR)
     if query.ar and query.ar[-1].rtype == TSIG_TYPE:
         return _signed(wire, query, client, snap, health, rng, now)

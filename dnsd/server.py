@@ -436,7 +436,7 @@ class DnsServer:
 
     @property
     def ready(self) -> bool:
-        """Config loaded, the first round of probes done (health.md, interfaces.md) and every
+        """Config loaded, the first round of probes done (docs/health.md, docs/api.md) and every
         listener serving (a serving loop being restarted, or a dead worker, is not ready)."""
         return self.ready_to_serve and not self.loops.down()
 

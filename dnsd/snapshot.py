@@ -46,14 +46,14 @@ class NodeSettings:
     @property
     def probe_source(self) -> str:
         """The source this node's own probes record under: its region, else `local`. Its RTT
-        profiles are the answering node's own vantage point (steering.md §2.3)."""
+        profiles are the answering node's own vantage point (docs/steering.md, dynamic)."""
         return self.pop_region or LOCAL_SOURCE
 
 
 class RRsets(Mapping[int, RRset]):
     """One name's RRsets by type: the RRset itself when there is one (most names), else a
     tuple scanned in order. Not a dict: a name holds a few types, and a dict per name costs
-    ~200 bytes more across every name of a big zone (issue 21). Empty non-terminals and
+    ~200 bytes more across every name of a big zone. Empty non-terminals and
     load-balanced names share `NO_RRSETS`."""
 
     __slots__ = ("_sets",)
@@ -135,7 +135,9 @@ class Snapshot:
     node: NodeSettings = field(default_factory=NodeSettings)
     zone_regions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     client_zones: tuple[tuple[IPNetwork, str], ...] = ()  # longest prefix first
-    client_networks: NetworkTable | None = None  # steering.md §4, before the geo database
+    client_networks: NetworkTable | None = (
+        None  # docs/steering.md, locating the client, before the geo database
+    )
     tsig_keyring: Keyring = field(default_factory=lambda: MappingProxyType({}))
     signing: Mapping[str, ZoneKeys] = field(default_factory=lambda: MappingProxyType({}))
     # The zones as compiled from the config, before serials and keys: what the next
@@ -186,7 +188,7 @@ def compile_zone(
         return _relinked(previous, lbs)
     # Owner → its RRset, or a list once it has several: no container per name while the
     # tree is built, since 100,000s of short-lived ones would leave the process's memory
-    # fragmented around the objects that stay (issue 21).
+    # fragmented around the objects that stay.
     by_owner: dict[str, RRset | list[RRset] | None] = {}
     soa = soa_record(zone)
     by_owner[zone.name] = RRset(zone.name, QTYPE.SOA, zone.soa.ttl, (soa.rdata,))
@@ -244,7 +246,7 @@ def compile_snapshot(
     object (their file did not change, dnsd.config.loader.ParseCache) reuse its trees."""
     old = previous.compiled if previous is not None else {}
     zones = {z.name: compile_zone(z, config.load_balancers, old.get(z.name)) for z in config.zones}
-    # zonal-affinity.md §1: a zone belongs to the region of the pools whose backends are in it.
+    # docs/steering.md, zonal affinity: a zone belongs to the region of the pools whose backends are in it.
     zone_regions = {
         b.zone: pool.region
         for pool in config.pools.values()

@@ -1,4 +1,4 @@
-"""Alerts (`webhooks:` in the server file, interfaces.md "Additions"): events are POSTed as
+"""Alerts (`webhooks:` in the server file, docs/operations.md): events are POSTed as
 JSON to each webhook that asked for them, with `X-Dnsd-Signature: sha256=HEX`, the
 HMAC-SHA256 of the body under the webhook's secret; `format: slack` sends `{"text": ...}`
 for Slack-compatible incoming webhooks.
@@ -134,7 +134,7 @@ class Alerts:
                         self.sent += 1
                         return
                     problem = f"HTTP {response.status}"
-                    if response.status < 400:  # a redirect is not followed (issue 31)
+                    if response.status < 400:  # a redirect is not followed
                         problem += " (a redirect: not followed; configure the final URL)"
                         break
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:

@@ -4,7 +4,7 @@ A negative answer (NXDOMAIN, NODATA, and a query for type NSEC) is the question,
 zone's SOA with its RRSIG — rendered and signed once per zone version, key set and day
 (`Prepared`) — and one NSEC at the query name with its RRSIG, the only signature made per
 answer. No message is parsed into objects and rendered again: a random-name flood costs
-one signature per answer (issue 31).
+one signature per answer.
 
 The NSEC's next name is written uncompressed in lower case: RFC 6840 §5.1 keeps the case
 of NSEC next names in the signed form, and a pointer into the question would show the

@@ -1,4 +1,4 @@
-"""Client location: address → country / subdivision → one of the 13 regions (steering.md §4).
+"""Client location: address → country / subdivision → one of the 13 regions (docs/steering.md, locating the client).
 
 In order: the operator's `client_networks` (longest prefix), then the geo database — asked
 about every address, private and documentation ranges included, since a user's own

@@ -1,4 +1,4 @@
-"""Sharing health between dnsd nodes through Redis (health.md "Source regions and quorum").
+"""Sharing health between dnsd nodes through Redis (docs/health.md, source regions and quorum).
 
 Each node probes as its own source region and publishes every observation — (monitor,
 target, source) → state, EWMA RTT, samples, time — to a Redis hash and a pub/sub channel;

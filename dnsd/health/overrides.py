@@ -1,4 +1,4 @@
-"""Operator overrides (health.md "Overrides"): validated, kept as one document, persisted.
+"""Operator overrides (docs/health.md, overrides): validated, kept as one document, persisted.
 
 Backends `down`/`up`/`drain`, pools `down`/`up`, load balancers' trickle ratio. The
 document is what the state file holds and what nodes share through Redis; the state file

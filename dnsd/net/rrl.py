@@ -5,8 +5,8 @@ victim. RRL keeps a token bucket per (client prefix, response): the client's /24
 /56 (IPv6), and the question plus rcode — all NXDOMAIN/REFUSED/errors from one prefix share
 one bucket, so random-name floods are limited as one. A signed zone's compact denial
 (RFC 9824) answers a nonexistent name NOERROR with an NSEC whose bitmap holds NXNAME: such
-a reply is an NXDOMAIN for this purpose too, else DO=1 floods would escape the bucket
-(issue 31). Over the rate, replies are dropped,
+a reply is an NXDOMAIN for this purpose too, else DO=1 floods would escape the bucket.
+Over the rate, replies are dropped,
 except every `slip`-th, which goes out truncated (TC=1, no records: tiny, no amplification)
 so a real client behind that prefix retries over TCP, which cannot be spoofed.
 A query with a valid server cookie (RFC 7873 §5.3: its source is not spoofed) is never

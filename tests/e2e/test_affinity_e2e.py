@@ -1,4 +1,4 @@
-"""Zonal affinity end to end over UDP: ECS subnets mapped to zones, real probes (issue 5)."""
+"""Zonal affinity end to end over UDP: ECS subnets mapped to zones, real probes."""
 
 from __future__ import annotations
 

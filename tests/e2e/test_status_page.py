@@ -1,5 +1,5 @@
 """The status page in headless Chromium: it renders pools and states, and shows a backend
-going down within two refreshes (issue 6)."""
+going down within two refreshes."""
 
 from __future__ import annotations
 

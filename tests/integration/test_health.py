@@ -1,4 +1,4 @@
-"""Health probes against real HTTP/HTTPS/TCP servers on 127.0.0.1 (issue 3)."""
+"""Health probes against real HTTP/HTTPS/TCP servers on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def test_corrupt_state_file_does_not_stop_the_server(tmp_path: Path) -> None:
 
 
 def test_retries_never_stretch_the_outage_bound(tmp_path: Path) -> None:
-    """health.md: `timeout` bounds the whole probe, retries included: a black-holed backend is
+    """docs/health.md: `timeout` bounds the whole probe, retries included: a black-holed backend is
     out within interval × unhealthy_threshold + timeout (3 s here; 6.3–6.9 s when each retry
     had its own timeout)."""
     monitor = "type: http\ninterval: 1s\ntimeout: 1s\nunhealthy_threshold: 2\nretries: 2\n"

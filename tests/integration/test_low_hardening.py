@@ -1,4 +1,4 @@
-"""The low-severity findings of issue 31 (item 8), each against a real `dnsd serve`:
+"""Low-severity hardening, each against a real `dnsd serve`:
 NaN is refused, secrets never reach the log or `dnsd config show`, a zero-length COOKIE
 gets FORMERR, webhooks do not follow redirects, the apex NS set cannot be deleted through
 the config API, and 1,000 changes fit one change set."""

@@ -1,4 +1,4 @@
-"""Alerts (issue 19): a local HTTP receiver gets one signed `failover` webhook per failover
+"""Alerts: a local HTTP receiver gets one signed `failover` webhook per failover
 within 2 s and the signature verifies; a receiver that answers 500 three times, then 200,
 gets the event once; a receiver that never answers does not slow DNS answers and its
 queue stays bounded (the overflow is counted)."""

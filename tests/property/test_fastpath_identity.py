@@ -1,4 +1,4 @@
-"""The answer cache and the full path give identical bytes (issue 9): thousands of random
+"""The answer cache and the full path give identical bytes: thousands of random
 queries — case, EDNS, DO, ECS, RD/CD, UDP and TCP — across health changes and reloads,
 each answered twice with identically seeded random sources."""
 
@@ -84,7 +84,7 @@ def with_rtts(
 
 
 def signed(snap: Snapshot, key_dir: Path) -> Snapshot:
-    """The snapshot with every zone signed online (DNSSEC, issue 18)."""
+    """The snapshot with every zone signed online (DNSSEC)."""
     return with_keys(snap, {name: ensure_keys(key_dir, name, 13, True) for name in snap.zones})
 
 

@@ -1,4 +1,4 @@
-"""Fuzzing the query path that serves (issue 8, issue 15): random and mutated packets go
+"""Fuzzing the query path that serves: random and mutated packets go
 through the answer cache (its parser, memo and templates) as `dnsd serve` runs it, never
 raise, get exactly the full path's reply for the same random source, and each gets a
 well-formed reply within the UDP size limit that applies, or a deliberate drop (only for

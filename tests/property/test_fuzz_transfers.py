@@ -1,4 +1,4 @@
-"""Fuzzing what issue 17 parses from strangers and from files: TSIG-signed messages (a
+"""Fuzzing what zone transfers parse from strangers and from files: TSIG-signed messages (a
 mutated signed query is accepted exactly when dnspython's own TSIG check accepts it, and
 never raises), transfer queries (never raise, every reply parses), and zone files (a
 file:line error or records, never anything else)."""

@@ -1,5 +1,5 @@
-"""The compiled serving loop (dnsd/_fastloop.c) and the pure one send the same bytes
-(issue 21): two in-process servers on one config, one per loop, their random sources seeded
+"""The compiled serving loop (dnsd/_fastloop.c) and the pure one send the same bytes:
+two in-process servers on one config, one per loop, their random sources seeded
 alike, asked the same random queries over real UDP sockets one at a time — static and
 load-balanced names (draws, samples, trickle, nesting), ECS, two client addresses, health
 overrides between rounds — and every reply compared byte for byte."""
