@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
+from dnsd.dnsname import name_end
 from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
@@ -55,10 +56,11 @@ from dnsd.reply import (
     parse_edns,
     reply_for,
 )
-from dnsd.resolve import DecisionObserver, resolve, signer_for
+from dnsd.request import DecisionObserver, Request
+from dnsd.resolve import resolve, signer_for
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
-from dnsd.steering.client import client_info
+from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Draw, Node, Outcome, Sample, walk
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
 from dnsd.zone_lookup import Lookup, lookup
@@ -128,26 +130,6 @@ class _LbMemo:
         self.tails: dict[Outcome, tuple[bytes, tuple[str, str, str], bool]] = {}
 
 
-@dataclass(slots=True)
-class Query:
-    """One query as the cache's slower paths see it, built once after the memo missed."""
-
-    wire: bytes
-    client: Client
-    snap: Snapshot
-    health: HealthView
-    rng: random.Random
-    now: float
-    on_decision: DecisionObserver | None
-    parsed: Parsed | None = None
-
-    def resolve(self) -> bytes | None:
-        """The full path."""
-        return resolve(
-            self.wire, self.client, self.snap, self.health, self.rng, self.now, self.on_decision
-        )
-
-
 def parse(wire: bytes, transport: str) -> Parsed | None:
     """The common query shape, or None (then the full path decides, FORMERR included)."""
     n = len(wire)
@@ -156,19 +138,12 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
     arcount = (wire[10] << 8) | wire[11]
     if arcount > 1:
         return None
-    pos = 12
-    while True:
-        length = wire[pos] if pos < n else -1
-        if length <= 0:
-            break
-        if length & 0xC0:
-            return None
-        pos += length + 1
-    if length != 0 or pos - 11 > 255 or pos + 5 > n:
+    end = name_end(wire, 12, pointers=False)
+    if end is None or end - 12 > 255 or end + 4 > n:
         return None
-    qname = bytes(wire[12 : pos + 1])
-    qtype, qclass = struct.unpack_from("!HH", wire, pos + 1)
-    pos += 5
+    qname = bytes(wire[12:end])
+    qtype, qclass = struct.unpack_from("!HH", wire, end)
+    pos = end + 4
     if arcount == 0:
         if pos != n:
             return None
@@ -255,7 +230,7 @@ class AnswerCache:
                 return wire[:2] + memo
             lb_memo: _LbMemo = memo  # type: ignore[assignment]  # not bytes: an _LbMemo
             if drawn is not None:
-                query = Query(wire, client, snap, health, rng, now, on_decision)
+                query = Request(wire, client, snap, health, rng, now, on_decision)
                 return self._balanced_memo(lb_memo, query, drawn)
             # The hot load-balanced case: the compiled draws lead to a finished reply.
             if lb_memo.client is client and lb_memo.plan.valid and lb_memo.tree is not None:
@@ -268,21 +243,21 @@ class AnswerCache:
                     if fell_back:
                         self.count_fallback(counted[0])
                     return wire[:2] + finished
-                query = Query(wire, client, snap, health, rng, now, on_decision)
+                query = Request(wire, client, snap, health, rng, now, on_decision)
                 return self._balanced_memo(lb_memo, query, outcome)
-            query = Query(wire, client, snap, health, rng, now, on_decision)
+            query = Request(wire, client, snap, health, rng, now, on_decision)
             return self._balanced_memo(lb_memo, query)
-        query = Query(wire, client, snap, health, rng, now, on_decision)
-        parsed = query.parsed = parse(wire, client.transport)
+        query = Request(wire, client, snap, health, rng, now, on_decision)
+        parsed = parse(wire, client.transport)
         if parsed is None:
-            return query.resolve()
+            return resolve(query)
         entry = self._entries.get(parsed.key, _MISSING)
         if entry is _MISSING:
             self.misses += 1
             self._bound()
             return self._first(query, parsed)
         if entry is None:  # not cacheable (truncated, refused, …)
-            return query.resolve()
+            return resolve(query)
         self.hits += 1
         self._bound()
         if isinstance(entry, Static):
@@ -360,17 +335,18 @@ class AnswerCache:
             self._clients.clear()
 
     # -- the first query of a key: the full path, then remember what can be reused ---------
-    def _first(self, query: Query, parsed: Parsed) -> bytes | None:
+    def _first(self, query: Request, parsed: Parsed) -> bytes | None:
         name = _name_text(parsed.qname)
         if name is None or not _plain_class(parsed):
             self._entries[parsed.key] = None  # unusual names and classes: always the full path
-            return query.resolve()
+            return resolve(query)
         snap = query.snap
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
-            steered = QTYPE.A if parsed.qtype == QTYPE.ANY else parsed.qtype
             policies = _policies(snap, found.lb)
-            entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
+            entry = Balanced(
+                found.lb, steered_type(parsed.qtype), "dynamic" in policies, "proximity" in policies
+            )
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
         if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie
@@ -380,18 +356,14 @@ class AnswerCache:
                 # table growing with them would evict the cache's answers (and feed the
                 # garbage collector's full passes); a denial costs one signature anyway.
                 return denial
-        reply = query.resolve()
+        reply = resolve(query)
         self._entries[parsed.key] = _static_entry(reply, parsed, _cookie_echo(query, parsed))
         return reply
 
     # -- load-balanced names ------------------------------------------------------------------
-    def _balanced(self, entry: Balanced, query: Query, parsed: Parsed) -> bytes | None:
-        ecs = parsed.ecs
-        use_ecs = ecs is not None and ecs.source_prefix > 0
+    def _balanced(self, entry: Balanced, query: Request, parsed: Parsed) -> bytes | None:
         client = query.client
-        address = ecs.address if use_ecs and ecs is not None else client.address
-        ecs_prefix = ecs.source_prefix if use_ecs and ecs is not None else None
-        ckey = (address, ecs_prefix)
+        ckey = address, ecs_prefix = locating_address(client.address, parsed.ecs)
         info = self._clients.get(ckey)
         if info is None:
             info = client_info(query.snap, address, ecs_prefix)
@@ -407,7 +379,7 @@ class AnswerCache:
         return self._balanced_memo(memo, query)
 
     def _balanced_memo(
-        self, memo: _LbMemo, query: Query, drawn: Outcome | None = None
+        self, memo: _LbMemo, query: Request, drawn: Outcome | None = None
     ) -> bytes | None:
         """The general load-balanced case; also (re)compiles the memo's draws. `drawn`: the
         outcome the caller already drew from the current compiled tree (no second draw)."""
@@ -551,7 +523,7 @@ def _render(
     return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))
 
 
-def _compact_denial(query: Query, parsed: Parsed, found: Lookup) -> bytes | None:
+def _compact_denial(query: Request, parsed: Parsed, found: Lookup) -> bytes | None:
     """A DO=1 query for a name a signed zone does not have: its signed denial made straight
     from the query bytes (dnsd.dnssec.denial, the same bytes as the full path), so a
     random-name flood costs one signature per query and nothing more."""
@@ -603,7 +575,7 @@ def _strip_cookie(reply: bytes, parsed: Parsed, cookie: bytes) -> bytes | None:
     return bytes(out)
 
 
-def _cookie_echo(query: Query, parsed: Parsed) -> bytes | None:
+def _cookie_echo(query: Request, parsed: Parsed) -> bytes | None:
     """The COOKIE option the reply to this query carries (RFC 7873 §5.2: the client's
     cookie and a fresh server cookie for this client), or None (no cookie, or the server
     does not answer cookies)."""

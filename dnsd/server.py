@@ -54,6 +54,7 @@ from dnsd.ratelog import RateLimitedLog
 from dnsd.reaper import release_later
 from dnsd.reload_result import ReloadResult
 from dnsd.reply import Client
+from dnsd.request import DecisionObserver, Request
 from dnsd.resolve import resolve
 from dnsd.serverfile_reload import ServerFile
 from dnsd.serverfile_reload import apply as apply_server_file
@@ -324,7 +325,15 @@ class DnsServer:
         and the tally's updates are written out here: no call per query but the cache's.
         Second: what the compiled UDP loop needs to answer the cache's hits itself, with
         the same cache, random source and tally (None: every query takes this function)."""
-        answer = cache.answer if cache is not None else resolve
+
+        def uncached(
+            wire: bytes, client: Client, snap: Snapshot, view: HealthView, rng: random.Random,
+            now: float, decided: DecisionObserver,
+        ) -> bytes | None:  # fmt: skip
+            return resolve(Request(wire, client, snap, view, rng, now, decided))
+
+        # The cache takes the request's parts as they are: a memo hit builds no object.
+        answer = cache.answer if cache is not None else uncached
         if cache is not None:
             self.metrics.count_decisions_of(cache.lb_counts, cache.fallback_counts)
         tally = self.metrics.tally(transport)

@@ -27,6 +27,7 @@ from typing import Literal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dnsd.cookies import COOKIE_OPTION, ServerCookies
+from dnsd.dnsname import name_end
 
 Verdict = Literal["send", "drop", "slip"]
 NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
@@ -187,10 +188,8 @@ def _response_key(reply: bytes) -> bytes:
 
 
 def _question_end(reply: bytes) -> int:
-    pos = 12
-    while pos < len(reply) and reply[pos] and not reply[pos] & 0xC0:
-        pos += reply[pos] + 1
-    return min(len(reply), pos + 5)
+    end = name_end(reply, 12, pointers=False)
+    return len(reply) if end is None else min(len(reply), end + 4)
 
 
 def truncated(reply: bytes) -> bytes:

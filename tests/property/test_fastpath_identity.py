@@ -21,6 +21,7 @@ from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import BackendHealth, RttSample, view_of
 from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import resolve
 from dnsd.snapshot import Snapshot, compile_snapshot
 from tests.conftest import DATA, GEO
@@ -137,7 +138,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
                 clients[key] = Client(ipaddress.ip_address(key[0]), key[1])
             client = clients[key]
             seed = rng.randrange(1 << 30)
-            full = resolve(wire, client, snap, health, random.Random(seed), now)
+            full = resolve(Request(wire, client, snap, health, random.Random(seed), now))
             cached = cache.answer(wire, client, snap, health, random.Random(seed), now)
             assert cached == full, (DNSRecord.parse(wire), DNSRecord.parse(full) if full else None)
             if full is not None and client.transport == "udp":  # signed replies fit too (or TC)
