@@ -188,7 +188,7 @@ def _with_co(additional: bytes, count: int) -> bytes:
         rtype, _, _, rdlen = struct.unpack_from("!HHIH", out, after)
         if rtype == wire.OPT:
             out[after + 6] |= wire.CO_FLAG >> 8
-        pos = name_end + 10 + rdlen
+        pos = after + 10 + rdlen
     return bytes(out)
 
 
