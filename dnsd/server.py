@@ -251,9 +251,19 @@ class DnsServer:
             self.bus.connection_listeners.append(
                 lambda up: self.alerts.emit("redis", connected=up, url=self.bus_status_url())
             )
+        # What each new health view sets off, in this order — one named list, not the
+        # order in which modules happened to register: the alerts compare active pools;
+        # then the serials, where a zone whose transferred answers changed gets a new one
+        # and a new snapshot; then the worker processes (`--workers`), which must receive
+        # the snapshot with those serials (set once the pool has started).
+        self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
+            "alerts": self._alert_failovers if watch else None,
+            "serials": None,
+            "workers": None,
+        }
+        self.store.view_listeners.append(self._on_view)
         if watch:
             self.store.listeners.append(self._alert_event)
-            self.store.view_listeners.append(self._alert_failovers)
             self.metrics.register(self.alerts)
         self._systemd_tasks: list[asyncio.Task[None]] = []
         self.bound: list[tuple[str, int]] = []
@@ -266,7 +276,7 @@ class DnsServer:
         self.notifier = NotifySender(self.holder)
         if self.versions is not None:
             self.holder.swap(self.versions.update(snapshot, self.store.view, time.time()))
-            self.store.view_listeners.append(self._new_view)
+            self.view_steps["serials"] = self._new_view
             self.versions.listeners.append(self.notifier.changed)
         # Config API writes happen in the main process, which reloads its workers.
         self._config_writer = (
@@ -429,6 +439,11 @@ class DnsServer:
         """A worker: serve the SOA serials the main process decided."""
         self.holder.swap(with_serials(self.holder.current, serials))
 
+    def _on_view(self, view: HealthView) -> None:
+        for step in self.view_steps.values():
+            if step is not None:
+                step(view)
+
     def _new_view(self, view: HealthView) -> None:
         """Every health view: a zone whose transferred answers changed gets a new serial."""
         assert self.versions is not None
@@ -436,6 +451,11 @@ class DnsServer:
         updated = self.versions.update(current, view, time.time())
         if updated is not current:
             self.holder.swap(updated)
+
+    @property
+    def udp_threads(self) -> tuple[UdpThread, ...]:
+        """The UDP serving threads (`--udp-loop thread`), one per listening address."""
+        return tuple(self._udp_threads)
 
     @property
     def view(self) -> HealthView:
@@ -471,7 +491,8 @@ class DnsServer:
         for host, port in self.options.listen:
             self.bound.append(await self._bind(host, port))
         for host, port in self.bound:
-            log.info("listening on %s port %d (udp+tcp)", host, port)
+            log.info("listening on %s port %d (udp+tcp; udp loop: %s)", host, port,
+                     self.options.udp_loop)  # fmt: skip
         if self.options.admin is not None:
             await self._start_admin(*self.options.admin)
         if self.options.key_dir is not None:
@@ -496,6 +517,7 @@ class DnsServer:
                 restarted=self._worker_restarted,
             )
             self.pool.start()
+            self.view_steps["workers"] = self.pool.publish
             self.loops.external_down = self.pool.dead
         self._systemd_tasks.append(asyncio.create_task(self._watch_loops()))
         if self.options.follow_fd is None:  # the main process owns the overrides
@@ -791,6 +813,7 @@ class DnsServer:
             if self.follower is not None:  # the last counts, so none are lost at a restart
                 await asyncio.to_thread(self.follower.report, self.metrics.serving_counts())
         if self.pool is not None:
+            self.view_steps["workers"] = None
             await self.pool.stop()
         if self._admin_server is not None:
             self._admin_server.close()

@@ -110,6 +110,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The query path composes core and features: one packet in, one reply out.
     ("query", ["resolve", "fastpath", "explain"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
+    # `serve`: room for the services split out of server.py (listeners, reload, signals).
     ("outer", ["net", "workers", "admin", "provision", "octodns", "serverfile", "serve",
                "server", "drill", "lab", "cli", "__main__"]),
 ]  # fmt: skip

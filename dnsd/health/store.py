@@ -117,6 +117,11 @@ class HealthStore:
         # (seconds the publication took with its listeners, whether states changed)
         self.on_published: Callable[[float, bool], None] | None = None
 
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot the store judges health against (None before the first)."""
+        return self._snapshot
+
     # The override tables, read by the status document and tests.
     @property
     def backend_overrides(self) -> dict[tuple[str, str], BackendOverride]:

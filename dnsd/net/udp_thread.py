@@ -175,6 +175,7 @@ class UdpThread:
         elif mmsg.available():
             self._run_batched(mmsg.DatagramBatch(self.sock), started)
         else:
+            log.info("udp: no recvmmsg here: one recvfrom and one sendto per datagram")
             self._run_plain(started)
 
     def _run_compiled(self, hits: CacheHits, started: Callable[[], None]) -> None:

@@ -17,7 +17,7 @@ def test_hung_backend_never_delays_dns_answers(tmp_path: Path) -> None:
     monitor = "type: http\ninterval: 100ms\ntimeout: 1s\nunhealthy_threshold: 2\n"
     # ~100 identical queries a second from one address: rate limiting off for this one.
     srv = ServerThread(write_config(tmp_path / "z", monitor, [("b0", 1)]), rrl=NO_RRL)
-    srv._thread.start()
+    srv.run_loop()
     backend = srv.call(DemoBackend("b0", control_port=None).start())
     try:
         srv.call(backend.set_mode("blackhole"))

@@ -95,7 +95,7 @@ def test_webhooks_do_not_follow_redirects(config_copy: Path, tmp_path: Path) -> 
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        return int(runner.addresses[0][1])
 
     port = loop.call(start())
     try:

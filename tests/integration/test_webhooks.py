@@ -46,7 +46,7 @@ class Receiver:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        return int(self.runner.addresses[0][1])
 
 
 def server_file(tmp_path: Path, port: int, events: str) -> Path:

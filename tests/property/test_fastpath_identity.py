@@ -146,7 +146,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
             compared += 1
     assert compared == 6000
     assert cache.hits > 2000  # the cache was really used
-    memos = [m for m in cache._memo_udp.values() if not isinstance(m, bytes)]
+    memos = [m for m in cache.memos("udp").values() if not isinstance(m, bytes)]
     assert any(m.tree is not None and any(m.tails) for m in memos)  # compiled draws answered
 
 

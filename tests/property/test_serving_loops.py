@@ -68,7 +68,7 @@ def override(srv: ServerThread, changes: list[tuple[str, str, str | None]]) -> N
 
 
 def test_compiled_and_pure_loops_send_the_same_bytes(servers) -> None:
-    loops = {name: srv.server._udp_threads[0].loop for name, srv in servers.items()}
+    loops = {name: srv.server.udp_threads[0].loop for name, srv in servers.items()}
     assert loops == {"compiled": "compiled", "pure": "pure"}
     rng = random.Random(20261201)
     socks = {}
