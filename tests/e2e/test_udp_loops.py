@@ -70,4 +70,3 @@ def test_an_ecs_query_is_answered_with_its_scope(dnsd) -> None:
     _, proc = dnsd
     out = dig(proc.port, "active-active.example.net", "+subnet=81.2.69.0/24")
     assert "status: NOERROR" in out and "CLIENT-SUBNET: 81.2.69.0/24/" in out, out
-
