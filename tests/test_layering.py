@@ -95,7 +95,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
     ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
               "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
-              "reload_result"]),
+              "reload_result", "reaper"]),
     # The validated configuration, and the key material derived from it.
     ("config", ["config", "tsig_keyring", "zone_keys"]),
     # What a query is answered from: the compiled, immutable snapshot.
@@ -115,7 +115,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                "server", "drill", "lab", "cli", "__main__"]),
 ]  # fmt: skip
 BASE = {"dnsd", "errors", "dnsname", "rdata", "atomic_files", "process_tools", "logsetup",
-        "ratelog", "reload_result"}  # fmt: skip
+        "ratelog", "reload_result", "reaper"}  # fmt: skip
 # unit -> the units it may import (beyond itself).
 ALLOWED: dict[str, set[str]] = {
     "dnsd": set(),
@@ -128,6 +128,7 @@ ALLOWED: dict[str, set[str]] = {
     "logsetup": set(),
     "ratelog": set(),
     "reload_result": set(),
+    "reaper": set(),
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
@@ -143,7 +144,7 @@ ALLOWED: dict[str, set[str]] = {
     "reply": {"dnsname", "cookies", "geo", "steering", "zone_lookup"},
     "request": {"snapshot", "health", "reply"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
-    "xfr": {"config", "dnsname", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
+    "xfr": {"config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
             "zone_keys", "snapshot", "health", "steering", "reply", "dnssec"},
     # The cluster bus shares health observations between nodes: health's data types, the
     # config, files and logs; never the admin API or the server that wires it.
@@ -155,7 +156,7 @@ ALLOWED: dict[str, set[str]] = {
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
     "net": {"_fastloop", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
     "workers": {"health", "cluster"},
-    "admin": {"dnsd", "dnsname", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
+    "admin": {"dnsd", "dnsname", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
               "steering", "xfr", "cluster", "explain", "provision"},
     "provision": {"errors", "config", "atomic_files", "process_tools", "reload_result",
                   "health", "cluster"},
