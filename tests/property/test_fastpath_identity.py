@@ -192,9 +192,9 @@ def test_queries_with_a_cookie_are_answered_from_the_cache(name: str) -> None:
         wire = q.pack()
         hits = cache.hits
         cached = cache.answer(wire, client, snap, health, random.Random(run), now + run)
-        assert cached == resolve(wire, client, snap, health, random.Random(run), now + run)
+        assert cached == resolve(Request(wire, client, snap, health, random.Random(run), now + run))
         assert cache.hits == hits + (run > 0)  # the first of the name fills the cache
         echoed = [o.data for o in DNSRecord.parse(cached).ar[-1].rdata if o.code == 10]
         assert len(echoed) == 1 and echoed[0][:8] == mine
         assert cookies.valid(mine, echoed[0][8:], client.address, now + run)
-    assert not cache._memo_udp  # never replayed by bytes: each reply needs a fresh cookie
+    assert not cache.memos("udp")  # never replayed by bytes: each reply needs a fresh cookie
