@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
 
     from dnsd.drill.cli import add_parsers
-    from dnsd.geo.cli import add_parser as add_geoip
+    from dnsd.geoip_cli import add_parser as add_geoip
     from dnsd.lab.cli import add_parser as add_lab
 
     add_parsers(sub)
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "geoip":
-        from dnsd.geo.cli import run as run_geoip
+        from dnsd.geoip_cli import run as run_geoip
 
         return run_geoip(args)
     if args.command == "lab":

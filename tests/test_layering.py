@@ -95,7 +95,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
     ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
               "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
-              "reload_result", "reaper"]),
+              "reload_result", "reaper", "admin_url"]),
     # The validated configuration, and the key material derived from it.
     ("config", ["config", "tsig_keyring", "zone_keys"]),
     # What a query is answered from: the compiled, immutable snapshot.
@@ -111,7 +111,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("query", ["resolve", "fastpath", "explain"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: room for the services split out of server.py (listeners, reload, signals).
-    ("outer", ["net", "workers", "admin", "provision", "octodns", "serverfile", "serve",
+    ("outer", ["net", "workers", "admin", "provision", "octodns", "serverfile",
+               "serverfile_reload", "geoip_cli", "serve",
                "server", "drill", "lab", "cli", "__main__"]),
 ]  # fmt: skip
 BASE = {"dnsd", "errors", "dnsname", "rdata", "atomic_files", "process_tools", "logsetup",
@@ -129,6 +130,7 @@ ALLOWED: dict[str, set[str]] = {
     "ratelog": set(),
     "reload_result": set(),
     "reaper": set(),
+    "admin_url": set(),
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
@@ -162,16 +164,18 @@ ALLOWED: dict[str, set[str]] = {
                   "health", "cluster"},
     "octodns": {"geo", "provision"},
     "serverfile": {"errors", "config", "admin"},
-    "serve": {*BASE, "_fastloop", "config", "cookie_key", "cookies", "geo", "tsig_keyring",
+    "serverfile_reload": {"errors", "admin", "serverfile"},
+    "geoip_cli": {"errors", "geo", "snapshot", "steering", "server"},
+    "serve": {*BASE, "serverfile_reload", "_fastloop", "config", "cookie_key", "cookies", "geo", "tsig_keyring",
               "zone_keys", "snapshot", "health", "reply", "request", "dnssec", "xfr",
               "cluster", "resolve", "fastpath", "net", "workers", "admin", "provision", "serverfile"},
-    "server": {*BASE, "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
+    "server": {*BASE, "serverfile_reload", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
                "xfr", "cluster", "resolve", "fastpath", "net", "workers", "admin",
                "provision", "serverfile", "serve"},
-    "drill": {"errors", "config", "geo", "logsetup", "snapshot", "health", "explain",
+    "drill": {"admin_url", "errors", "config", "geo", "logsetup", "snapshot", "health", "explain",
               "admin", "server"},
     "lab": {"drill"},
-    "cli": {*BASE, "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
+    "cli": {*BASE, "admin_url", "geoip_cli", "serverfile_reload", "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
             "health", "dnssec", "xfr", "cluster", "explain", "net", "admin", "serverfile",
             "server", "drill", "lab", "octodns", "provision"},
     "__main__": {"cli"},
