@@ -29,6 +29,7 @@ import dns.message
 from dnsd.config.loader import load_config
 from dnsd.health.view import HealthView
 from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import resolve
 from dnsd.snapshot import compile_snapshot
 config, _ = load_config(sys.argv[2])
@@ -39,10 +40,10 @@ queries = [dns.message.make_query((n + "." if n != "@" else "") + "diff.example.
 client, health, rng = Client(ipaddress.ip_address("127.0.0.1"), "udp"), HealthView(), random.Random(1)
 count = int(sys.argv[3])
 for q in queries * 50:  # warm up
-    resolve(q, client, snap, health, rng, 0.0)
+    resolve(Request(q, client, snap, health, rng, 0.0))
 started = time.perf_counter()
 for i in range(count):
-    resolve(queries[i % len(queries)], client, snap, health, rng, 0.0)
+    resolve(Request(queries[i % len(queries)], client, snap, health, rng, 0.0))
 print((time.perf_counter() - started) / count * 1e6)
 """
 

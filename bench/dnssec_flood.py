@@ -1,4 +1,4 @@
-"""A random-name flood against online signing (issue 31): dnsd and Knot, signed and not.
+"""A random-name flood against online signing: dnsd and Knot, signed and not.
 
     python bench/dnssec_flood.py [--runs 3] [--seconds 8]
 

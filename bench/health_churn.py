@@ -1,5 +1,5 @@
-"""Benchmark: what one health change costs the event loop with many load-balanced names
-(issue 29). Loopback only; bounded in time.
+"""Benchmark: what one health change costs the event loop with many load-balanced names.
+Loopback only; bounded in time.
 
     python bench/health_churn.py [--names 10000] [--seconds 30]
 

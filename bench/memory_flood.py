@@ -1,4 +1,4 @@
-"""Benchmark: peak RSS of dnsd after N queries from random sources (issue 8).
+"""Benchmark: peak RSS of dnsd after N queries from random sources.
 
     python bench/memory_flood.py [--queries 1000000]
 

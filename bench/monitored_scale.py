@@ -1,4 +1,4 @@
-"""Benchmark: 10,000 monitored load-balanced names (issue 36). Loopback only; bounded.
+"""Benchmark: 10,000 monitored load-balanced names. Loopback only; bounded.
 
     python bench/monitored_scale.py [--names 10000]
 

@@ -1,4 +1,4 @@
-"""Benchmark dnsd side by side with gdnsd, Knot and PowerDNS (issue 9).
+"""Benchmark dnsd side by side with gdnsd, Knot and PowerDNS.
 
     python bench/peers.py [--runs 3] [--seconds 10] [--skip-install]
 

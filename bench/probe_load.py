@@ -1,5 +1,5 @@
 """Benchmark: DNS answer latency while N backends are probed every second, against the
-same server with no probes (issue 3). Loopback only; bounded in count and time.
+same server with no probes. Loopback only; bounded in count and time.
 
     python bench/probe_load.py [--backends 500] [--queries 20000]
 

@@ -1,4 +1,4 @@
-"""Benchmark: loading a big RFC 1035 zone file (issue 30, item 3). Loopback only, bounded.
+"""Benchmark: loading a big RFC 1035 zone file. Loopback only, bounded.
 
     python bench/zonefile_load.py [--records 100000] [--runs 3]
 

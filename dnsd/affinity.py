@@ -1,9 +1,9 @@
-"""Zonal affinity: which backends of the chosen pool may answer (spec/zonal-affinity.md).
+"""Zonal affinity: which backends of the chosen pool may answer (docs/steering.md, zonal affinity).
 
 Three steps, each recorded with its reason for `dnsd explain`:
-1. the original eligible set, from the pool's failover policy (§2);
-2. whether there is a zonal match for a compatible client (§3);
-3. the modified eligible set, from the affinity mode and spillover ratio (§4).
+1. the original eligible set, from the pool's failover policy;
+2. whether there is a zonal match for a compatible client;
+3. the modified eligible set, from the affinity mode and spillover ratio.
 Pure: the health view, the pool and the client's zone are arguments.
 """
 
@@ -40,14 +40,14 @@ class AffinityDecision:
 
 
 def has_failover_policy(pool: Pool) -> bool:
-    """§1: a pool has a failover policy when a block is configured or a backend is failover."""
+    """a pool has a failover policy when a block is configured or a backend is failover."""
     return pool.failover_policy.configured or any(b.role == "failover" for b in pool.backends)
 
 
 def original_eligible(
     pool: Pool, health: HealthView
 ) -> tuple[OriginalKind, tuple[Backend, ...], tuple[Backend, ...], str]:
-    """§2. Returns (kind, eligible set E, zonal-match test set, reason)."""
+    """Returns (kind, eligible set E, zonal-match test set, reason)."""
     configured = tuple(b for b in pool.backends if health.usable(pool, b))
     healthy = tuple(b for b in configured if health.is_healthy(pool, b))
     if not has_failover_policy(pool):
@@ -88,7 +88,7 @@ def original_eligible(
 
 
 def client_compatible(pool: Pool, client_zone: str | None, zone_regions: Mapping[str, str]) -> bool:
-    """§1: the client's zone is known and belongs to the pool's region.
+    """the client's zone is known and belongs to the pool's region.
 
     A zone's region comes from the pools whose backends are in it (compile time). A pool
     without a `region` accepts a client whose zone one of its own backends is in.

@@ -70,6 +70,14 @@ def write_file(path: Path, data: str | bytes, mode: int | None = None) -> None:
     fsync_directory(path.parent)
 
 
+def discard_leftovers(path: Path) -> None:
+    """Remove the temporary files a crash inside `write_file(path, ...)` left behind (the
+    name is `write_file`'s: this module is the one place that knows it)."""
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
 def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:

@@ -1,4 +1,4 @@
-"""Command line: `dnsd serve`, `dnsd check` (interfaces.md)."""
+"""Command line: `dnsd serve`, `dnsd check` (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from dnsd import __version__
+from dnsd.admin.token_env import admin_token_from_environment
 from dnsd.admin_url import admin_url
 from dnsd.config.loader import check_directory
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
@@ -192,28 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", default=DEFAULT_DIR, help="config directory to write into")
 
     from dnsd.drill.cli import add_parsers
-    from dnsd.geo.cli import add_parser as add_geoip
+    from dnsd.geoip_cli import add_parser as add_geoip
     from dnsd.lab.cli import add_parser as add_lab
 
     add_parsers(sub)
     add_lab(sub)
     add_geoip(sub)
     return parser
-
-
-def admin_token_from_environment() -> str | None:
-    """DNSD_ADMIN_TOKEN, or the first line of the file DNSD_ADMIN_TOKEN_FILE names (a Docker
-    or systemd secret: the token stays out of the environment and `docker inspect`)."""
-    import os
-
-    path = os.environ.get("DNSD_ADMIN_TOKEN_FILE")
-    if path:
-        try:
-            line = Path(path).read_text(encoding="utf-8").splitlines()[0].strip()
-        except (OSError, IndexError, UnicodeDecodeError) as exc:
-            raise SystemExit(f"DNSD_ADMIN_TOKEN_FILE={path}: cannot read a token: {exc}") from None
-        return line or None
-    return os.environ.get("DNSD_ADMIN_TOKEN") or None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "geoip":
-        from dnsd.geo.cli import run as run_geoip
+        from dnsd.geoip_cli import run as run_geoip
 
         return run_geoip(args)
     if args.command == "lab":

@@ -20,6 +20,8 @@ from typing import Final
 
 import siphashc
 
+from dnsd.dnsname import name_end
+
 COOKIE_OPTION: Final = 10
 CLIENT_LEN: Final = 8
 SERVER_MIN, SERVER_MAX = 8, 32
@@ -91,12 +93,15 @@ def has_empty_cookie(wire: bytes) -> bool:
     try:
         qd, an, ns, ar = struct.unpack_from("!4H", wire, 4)
         pos = 12
-        for _ in range(qd):
-            pos = _after_name(wire, pos) + 4
-        for _ in range(an + ns + ar):
-            pos = _after_name(wire, pos)
-            rtype, _, _, size = struct.unpack_from("!HHIH", wire, pos)
-            pos += 10
+        for index in range(qd + an + ns + ar):
+            end = name_end(wire, pos)
+            if end is None:
+                return False  # malformed: dnslib's parse has refused it already
+            if index < qd:  # a question: type and class only
+                pos = end + 4
+                continue
+            rtype, _, _, size = struct.unpack_from("!HHIH", wire, end)
+            pos = end + 10
             if rtype == 41:  # OPT
                 at, end = pos, pos + size
                 while at + 4 <= end:
@@ -108,13 +113,3 @@ def has_empty_cookie(wire: bytes) -> bool:
     except (struct.error, IndexError):
         return False
     return False
-
-
-def _after_name(wire: bytes, pos: int) -> int:
-    while True:
-        length = wire[pos]
-        if length == 0:
-            return pos + 1
-        if length & 0xC0 == 0xC0:
-            return pos + 2
-        pos += 1 + length

@@ -129,3 +129,18 @@ def wire_length(key: str) -> int:
     if "\\" not in key:
         return 1 if key == "." else len(key) + 1
     return len(dns.name.from_text(key).to_wire() or b"")
+
+
+def name_end(wire: bytes, pos: int, pointers: bool = True) -> int | None:
+    """Where the wire-format name at `pos` ends: after its root label, or after its
+    compression pointer when `pointers` (a question as sent never has one). None when the
+    name is malformed (a reserved label type) or cut short. The one label walker."""
+    end = len(wire)
+    while pos < end:
+        length = wire[pos]
+        if length == 0:
+            return pos + 1
+        if length & 0xC0:
+            return pos + 2 if pointers and length & 0xC0 == 0xC0 and pos + 2 <= end else None
+        pos += length + 1
+    return None

@@ -17,6 +17,8 @@ from dnsd.config.model import Config
 from dnsd.geo.ecs import ECS_OPTION
 from dnsd.health.view import BackendHealth, HealthView, view_of
 from dnsd.rdata import record_text
+from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import answer_query
 from dnsd.snapshot import Snapshot
 
@@ -74,7 +76,9 @@ def explain_query(
         raise ExplainError(str(exc)) from None
     if ecs:
         query.add_ar(EDNS0(udp_len=1232, opts=[ecs_option(ecs)]))
-    result = answer_query(query, source, snap, health, rng or random.Random(), now)
+    request = Request(bytes(query.pack()), Client(source, "udp"), snap, health,
+                      rng or random.Random(), now)  # fmt: skip
+    result = answer_query(query, request)
     reply = result.reply
     out: dict[str, Any] = {
         "name": name,

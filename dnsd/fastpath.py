@@ -1,4 +1,4 @@
-"""The answer cache in front of `resolve` (issue 9): same bytes, a fraction of the work.
+"""The answer cache in front of `resolve`: same bytes, a fraction of the work.
 
 A query of the common shape (QUERY, one uncompressed question, no records but at most one
 OPT of version 0) is keyed by its lower-case name, type, class and EDNS shape (DO, the UDP
@@ -47,6 +47,7 @@ from dnsd import answer_table
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
+from dnsd.dnsname import name_end
 from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
@@ -64,10 +65,11 @@ from dnsd.reply import (
     parse_edns,
     reply_for,
 )
-from dnsd.resolve import DecisionObserver, resolve, signer_for
+from dnsd.request import DecisionObserver, Request
+from dnsd.resolve import resolve, signer_for
 from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
-from dnsd.steering.client import client_info
+from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
 from dnsd.zone_lookup import Lookup, lookup
@@ -154,26 +156,6 @@ class _LbMemo:
         self.serial = 0
 
 
-@dataclass(slots=True)
-class Query:
-    """One query as the cache's slower paths see it, built once after the memo missed."""
-
-    wire: bytes
-    client: Client
-    snap: Snapshot
-    health: HealthView
-    rng: random.Random
-    now: float
-    on_decision: DecisionObserver | None
-    parsed: Parsed | None = None
-
-    def resolve(self) -> bytes | None:
-        """The full path."""
-        return resolve(
-            self.wire, self.client, self.snap, self.health, self.rng, self.now, self.on_decision
-        )
-
-
 def parse(wire: bytes, transport: str) -> Parsed | None:
     """The common query shape, or None (then the full path decides, FORMERR included)."""
     n = len(wire)
@@ -182,19 +164,12 @@ def parse(wire: bytes, transport: str) -> Parsed | None:
     arcount = (wire[10] << 8) | wire[11]
     if arcount > 1:
         return None
-    pos = 12
-    while True:
-        length = wire[pos] if pos < n else -1
-        if length <= 0:
-            break
-        if length & 0xC0:
-            return None
-        pos += length + 1
-    if length != 0 or pos - 11 > 255 or pos + 5 > n:
+    end = name_end(wire, 12, pointers=False)
+    if end is None or end - 12 > 255 or end + 4 > n:
         return None
-    qname = bytes(wire[12 : pos + 1])
-    qtype, qclass = struct.unpack_from("!HH", wire, pos + 1)
-    pos += 5
+    qname = bytes(wire[12:end])
+    qtype, qclass = struct.unpack_from("!HH", wire, end)
+    pos = end + 4
     if arcount == 0:
         if pos != n:
             return None
@@ -303,7 +278,7 @@ class AnswerCache:
                     return wire[:2] + reply
             memo = (self._memo_udp if udp else self._memo_tcp).get(tail)
             if memo is not None:
-                query = Query(wire, client, snap, health, rng, now, on_decision)
+                query = Request(wire, client, snap, health, rng, now, on_decision)
                 if drawn is None and code in (NOT_CACHED, NEW_ORDER):
                     drawn = _drawn(memo, code, value, order)
                 return self._balanced_memo(memo, query, drawn)
@@ -312,19 +287,19 @@ class AnswerCache:
         if memo is not None:  # no table (its plan expired, or it has none): the memo's path
             self.hits += 1
             return self._balanced_memo(
-                memo, Query(wire, client, snap, health, rng, now, on_decision)
+                memo, Request(wire, client, snap, health, rng, now, on_decision)
             )
-        query = Query(wire, client, snap, health, rng, now, on_decision)
-        parsed = query.parsed = parse(wire, client.transport)
+        query = Request(wire, client, snap, health, rng, now, on_decision)
+        parsed = parse(wire, client.transport)
         if parsed is None:
-            return query.resolve()
+            return resolve(query)
         entry = self._entries.get(parsed.key, _MISSING)
         if entry is _MISSING:
             self.misses += 1
             self._bound()
             return self._first(query, parsed)
         if entry is None:  # not cacheable (truncated, refused, …)
-            return query.resolve()
+            return resolve(query)
         self.hits += 1
         self._bound()
         if isinstance(entry, Static):
@@ -465,17 +440,18 @@ class AnswerCache:
             self._clients.clear()
 
     # -- the first query of a key: the full path, then remember what can be reused ---------
-    def _first(self, query: Query, parsed: Parsed) -> bytes | None:
+    def _first(self, query: Request, parsed: Parsed) -> bytes | None:
         name = _name_text(parsed.qname)
         if name is None or not _plain_class(parsed):
             self._entries[parsed.key] = None  # unusual names and classes: always the full path
-            return query.resolve()
+            return resolve(query)
         snap = query.snap
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
-            steered = QTYPE.A if parsed.qtype == QTYPE.ANY else parsed.qtype
             policies = _policies(snap, found.lb)
-            entry = Balanced(found.lb, steered, "dynamic" in policies, "proximity" in policies)
+            entry = Balanced(
+                found.lb, steered_type(parsed.qtype), "dynamic" in policies, "proximity" in policies
+            )
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
         if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie
@@ -485,18 +461,14 @@ class AnswerCache:
                 # table growing with them would evict the cache's answers (and feed the
                 # garbage collector's full passes); a denial costs one signature anyway.
                 return denial
-        reply = query.resolve()
+        reply = resolve(query)
         self._entries[parsed.key] = _static_entry(reply, parsed, _cookie_echo(query, parsed))
         return reply
 
     # -- load-balanced names ------------------------------------------------------------------
-    def _balanced(self, entry: Balanced, query: Query, parsed: Parsed) -> bytes | None:
-        ecs = parsed.ecs
-        use_ecs = ecs is not None and ecs.source_prefix > 0
+    def _balanced(self, entry: Balanced, query: Request, parsed: Parsed) -> bytes | None:
         client = query.client
-        address = ecs.address if use_ecs and ecs is not None else client.address
-        ecs_prefix = ecs.source_prefix if use_ecs and ecs is not None else None
-        ckey = (address, ecs_prefix)
+        ckey = address, ecs_prefix = locating_address(client.address, parsed.ecs)
         info = self._clients.get(ckey)
         if info is None:
             info = client_info(query.snap, address, ecs_prefix)
@@ -514,7 +486,7 @@ class AnswerCache:
         return self._balanced_memo(memo, query)
 
     def _balanced_memo(
-        self, memo: _LbMemo, query: Query, drawn: Outcome | None = None
+        self, memo: _LbMemo, query: Request, drawn: Outcome | None = None
     ) -> bytes | None:
         """The general load-balanced case; also (re)compiles the memo's draws. `drawn`: the
         outcome the caller already drew from the current compiled tree (no second draw)."""
@@ -635,7 +607,7 @@ def _bucket(entry: Balanced, info: ClientInfo) -> tuple[Any, ...]:
 
 def _rtt_expiry(snap: Snapshot, health: HealthView, lb: LoadBalancer, now: float) -> float:
     """When the first RTT sample that is current now for a dynamic load balancer in this
-    tree ages out (steering.md §2.3: older than rtt_max_age stops counting): the plan may
+    tree ages out (docs/steering.md, dynamic: older than rtt_max_age stops counting): the plan may
     change then, so it expires then — exactly, not on a timer."""
     expiry = float("inf")
     for steered in _tree(snap, lb):
@@ -683,10 +655,10 @@ def _render(
     return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))
 
 
-def _compact_denial(query: Query, parsed: Parsed, found: Lookup) -> bytes | None:
+def _compact_denial(query: Request, parsed: Parsed, found: Lookup) -> bytes | None:
     """A DO=1 query for a name a signed zone does not have: its signed denial made straight
     from the query bytes (dnsd.dnssec.denial, the same bytes as the full path), so a
-    random-name flood costs one signature per query and nothing more (issue 31)."""
+    random-name flood costs one signature per query and nothing more."""
     zone = found.zone
     if (
         found.rcode != RCODE.NXDOMAIN or found.answer or zone is None
@@ -735,7 +707,7 @@ def _strip_cookie(reply: bytes, parsed: Parsed, cookie: bytes) -> bytes | None:
     return bytes(out)
 
 
-def _cookie_echo(query: Query, parsed: Parsed) -> bytes | None:
+def _cookie_echo(query: Request, parsed: Parsed) -> bytes | None:
     """The COOKIE option the reply to this query carries (RFC 7873 §5.2: the client's
     cookie and a fresh server cookie for this client), or None (no cookie, or the server
     does not answer cookies)."""

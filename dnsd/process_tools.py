@@ -112,8 +112,7 @@ def loading() -> Iterator[None]:
 def release_free_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim): a big load
     frees its parse trees between objects that stay, and without this the served process
-    keeps that memory as its resident size (measured: 14 MiB of 200 on the 10k-LB config,
-    issue 21). Elsewhere (no glibc) nothing is done."""
+    keeps that memory as its resident size (measured: 14 MiB of 200 on the 10k-LB config). Elsewhere (no glibc) nothing is done."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

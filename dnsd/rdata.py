@@ -4,7 +4,7 @@ Every record's RDATA is parsed by dnspython — from a zone file, a YAML value, 
 `\\# n hex` form — and stored as the uncompressed wire bytes dnspython writes. Replies,
 transfers, exports and signatures all start from those bytes; nothing is re-read from
 text by a second library (dnslib's text reader reads `\\DDD` as octal and re-encodes
-bytes >= 0x80, issue 30).
+bytes >= 0x80).
 
 For the few types the lookup reads inside (a CNAME's target, NS/MX/SRV names for the
 additional section, the SOA's fields), the bytes are handed to dnslib's own wire parser,

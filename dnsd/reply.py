@@ -28,10 +28,10 @@ from dnslib import (
 
 from dnsd.cookies import COOKIE_OPTION, CookieFormErr, ServerCookies
 from dnsd.cookies import split as split_cookie
-from dnsd.dnsname import key_of_labels, to_label
+from dnsd.dnsname import key_of_labels, name_end, to_label
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.steering import LbDecision
-from dnsd.steering.client import ClientInfo
+from dnsd.steering.client import ClientInfo, steered_type
 from dnsd.zone_lookup import Lookup
 
 EDNS_PAYLOAD: Final = 1232  # advertised UDP payload (DNS flag day 2020 value)
@@ -159,7 +159,7 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
             reply.add_answer(RR(owner, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if decision is not None:
         owner = qname if result.lb_owner is None else to_label(result.lb_owner)
-        qtype = QTYPE.A if query.q.qtype == QTYPE.ANY else query.q.qtype
+        qtype = steered_type(query.q.qtype)
         final = decision.innermost()
         if final.cname:
             reply.add_answer(RR(owner, QTYPE.CNAME, ttl=decision.ttl, rdata=CNAME(final.cname)))
@@ -211,16 +211,8 @@ def pack(
 
 def question_bytes(wire: bytes) -> bytes:
     """The query's question name as sent (uncompressed labels), or b"" if it is unusual."""
-    pos = 12
-    end = len(wire)
-    while pos < end:
-        length = wire[pos]
-        if length == 0:
-            return wire[12 : pos + 1]
-        if length & 0xC0:
-            return b""
-        pos += length + 1
-    return b""
+    end = name_end(wire, 12, pointers=False)
+    return b"" if end is None else wire[12:end]
 
 
 def header_only(ident: int, flags: int, rcode: int) -> bytes:

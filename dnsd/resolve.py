@@ -1,6 +1,6 @@
 """The per-query pipeline: wire bytes in, wire bytes out. Synchronous; never raises.
 
-    resolve(wire, client, snap, health, rng, now) -> bytes | None
+    resolve(Request(wire, client, snap, health, rng, now)) -> bytes | None
 
 `answer_query` is the same pipeline on a parsed query; it also returns the steering
 decision, which is what `dnsd explain` prints (one code path for both).
@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import random
 import struct
-from collections.abc import Callable
 from typing import Final
 
 from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSHeader, DNSLabel, DNSRecord
 
 from dnsd.cookies import has_empty_cookie
 from dnsd.dnssec.signer import sign_reply
-from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import (
     BADVERS,
@@ -42,7 +39,6 @@ from dnsd.reply import (
     CLASS_IN,
     EDNS_PAYLOAD,
     QR_BIT,
-    Client,
     Edns,
     FormErr,
     QueryResult,
@@ -57,9 +53,10 @@ from dnsd.reply import (
     question_bytes,
     reply_for,
 )
+from dnsd.request import Request
 from dnsd.snapshot import CompiledZone, Snapshot
 from dnsd.steering import SteeringInputs, steer
-from dnsd.steering.client import client_info
+from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.xfr import tsig
 from dnsd.zone_lookup import lookup
 
@@ -72,20 +69,8 @@ REFUSED_QTYPES: Final = frozenset({QTYPE.AXFR, QTYPE.IXFR})
 FORMERR_QTYPES: Final = frozenset({QTYPE.OPT, 128})  # 128: NXNAME (RFC 9824 §3.5)
 
 
-# Told of every load-balanced answer: (load balancer, pool that answered, client region,
-# whether the fallback answered because nothing was healthy). Metrics count these.
-DecisionObserver = Callable[[str, str | None, str | None, bool], None]
-
-
-def resolve(
-    wire: bytes,
-    client: Client,
-    snap: Snapshot,
-    health: HealthView,
-    rng: random.Random,
-    now: float,
-    on_decision: DecisionObserver | None = None,
-) -> bytes | None:
+def resolve(request: Request) -> bytes | None:
+    wire, client, now = request.wire, request.client, request.now
     if len(wire) < 12:
         return None
     ident, flags = struct.unpack_from("!HH", wire)
@@ -98,12 +83,12 @@ def resolve(
         query = DNSRecord.parse(wire)
     except Exception:  # dnslib raises many kinds of exception on bad input
         return header_only(ident, flags, RCODE.FORMERR)
-    if has_empty_cookie(wire):  # dnslib hides it: read from the wire (issue 31)
+    if has_empty_cookie(wire):  # dnslib hides it: read from the wire
         return header_only(ident, flags, RCODE.FORMERR)
     if query.ar and query.ar[-1].rtype == TSIG_TYPE:
-        return _signed(wire, query, client, snap, health, rng, now)
+        return _signed(request, query)
     try:
-        result = answer_query(query, client.address, snap, health, rng, now)
+        result = answer_query(query, request)
         reply = pack(result.reply, client.transport, result.edns, question_bytes(wire), result.sign)
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
@@ -113,6 +98,7 @@ def resolve(
             client.address, exc_info=True,
         )  # fmt: skip
         return _servfail(query, ident, flags)
+    on_decision = request.on_decision
     if on_decision is not None and result.decision is not None and result.client is not None:
         decision = result.decision
         region = result.client.location.region
@@ -120,15 +106,9 @@ def resolve(
     return reply
 
 
-def answer_query(
-    query: DNSRecord,
-    source: ipaddress.IPv4Address | ipaddress.IPv6Address,
-    snap: Snapshot,
-    health: HealthView,
-    rng: random.Random,
-    now: float,
-) -> QueryResult:
+def answer_query(query: DNSRecord, request: Request) -> QueryResult:
     """The reply for a parsed query (not yet sized for UDP), with the steering decision."""
+    source, snap, now = request.client.address, request.snap, request.now
     if not query.questions and query.header.q == 0:
         return _cookie_only(query, source, snap, now)
     if len(query.questions) != 1 or not _valid_name(query.q.qname):
@@ -149,15 +129,10 @@ def answer_query(
     else:
         found = lookup(snap, lookup_name(query.q.qname), qtype)
         if found.lb is not None:
-            ecs = edns.ecs if edns else None
-            use_ecs = ecs is not None and ecs.source_prefix > 0
-            address = ecs.address if use_ecs and ecs else source
-            result.client = client_info(
-                snap, address, ecs.source_prefix if use_ecs and ecs else None
-            )
-            inputs = SteeringInputs(snap, health, result.client, rng, now)
-            steered_type = QTYPE.A if qtype == QTYPE.ANY else qtype
-            result.decision = steer(inputs, found.lb, steered_type)
+            address, ecs_prefix = locating_address(source, edns.ecs if edns else None)
+            result.client = client_info(snap, address, ecs_prefix)
+            inputs = SteeringInputs(snap, request.health, result.client, request.rng, now)
+            result.decision = steer(inputs, found.lb, steered_type(qtype))
         fill(reply, found, query, result.decision)
         result.sign = signer_for(snap, found.zone, edns, now)
     echo_ecs(result)
@@ -165,21 +140,14 @@ def answer_query(
     return result
 
 
-def _signed(
-    wire: bytes,
-    query: DNSRecord,
-    client: Client,
-    snap: Snapshot,
-    health: HealthView,
-    rng: random.Random,
-    now: float,
-) -> bytes:
+def _signed(request: Request, query: DNSRecord) -> bytes:
     """A query signed with TSIG (a secondary's SOA check, say): checked, answered as any
     query, and the reply signed with the same key (RFC 8945 §5.3); NOTAUTH when the
     signature does not check."""
+    wire, client, now = request.wire, request.client, request.now
     ident, flags = struct.unpack_from("!HH", wire)
     try:
-        checked = tsig.check(wire, snap.tsig_keyring, now)
+        checked = tsig.check(wire, request.snap.tsig_keyring, now)
     except tsig.TsigFailure as failure:
         TSIG_LOG.log(now, logging.WARNING, "%s from %s: NOTAUTH", failure.describe(),
                      client.address)  # fmt: skip
@@ -188,7 +156,7 @@ def _signed(
         return header_only(ident, flags, RCODE.FORMERR)
     query.ar.pop()  # the TSIG record: answer the query it signed
     try:
-        result = answer_query(query, client.address, snap, health, rng, now)
+        result = answer_query(query, request)
         reply = pack(result.reply, client.transport, result.edns, question_bytes(wire), result.sign)
         return tsig.sign(reply, checked)
     except FormErr:

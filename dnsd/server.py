@@ -22,7 +22,6 @@ from dnsd import __version__
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.context import GATE
-from dnsd.admin.control import ReloadResult
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
@@ -30,7 +29,8 @@ from dnsd.admin.status import answering_pool, shared_region_states
 from dnsd.admin.webhooks import Alerts, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
-from dnsd.dnssec.keys import ZoneKeys, ensure_keys
+from dnsd.dnssec.apex import with_keys
+from dnsd.dnssec.keys import ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.events import EventLog, current_actor
@@ -55,7 +55,9 @@ from dnsd.process_tools import in_daemon_thread, loading, release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reaper import release_later
+from dnsd.reload_result import ReloadResult
 from dnsd.reply import Client
+from dnsd.request import DecisionObserver, Request
 from dnsd.resolve import resolve
 from dnsd.serverfile_reload import ServerFile
 from dnsd.serverfile_reload import apply as apply_server_file
@@ -64,7 +66,6 @@ from dnsd.snapshot import (
     Snapshot,
     SnapshotHolder,
     compile_snapshot,
-    with_keys,
     with_serials,
 )
 from dnsd.workers import Follower, WorkerPool
@@ -72,6 +73,7 @@ from dnsd.xfr.content import prepare_transfers
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
 from dnsd.xfr.versions import ZoneVersions
+from dnsd.zone_keys import ZoneKeys
 
 if TYPE_CHECKING:
     from dnsd.cluster.bus import RedisBus
@@ -258,13 +260,22 @@ class DnsServer:
         )  # fmt: skip
         self._watched: tuple[int, int] = (-1, -1)
         self._move_check: asyncio.TimerHandle | None = None
-        if main:
-            self.store.view_listeners.append(self._watch_moves)
-            if self.bus is not None:
-                self.bus.connection_listeners.append(self._redis_event)
+        if main and self.bus is not None:
+            self.bus.connection_listeners.append(self._redis_event)
         if watch:
             self.events.listeners.append(self.alerts.send)
             self.metrics.register(self.alerts)
+        # What each new health view sets off, in this order — one named list, not the
+        # order in which modules happened to register: the failover watch compares active
+        # pools; then the serials, where a zone whose transferred answers changed gets a
+        # new one and a new snapshot; then the worker processes (`--workers`), which must
+        # receive the snapshot with those serials (set once the pool has started).
+        self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
+            "moves": self._watch_moves if main else None,
+            "serials": None,
+            "workers": None,
+        }
+        self.store.view_listeners.append(self._on_view)
         self._systemd_tasks: list[asyncio.Task[None]] = []
         self.bound: list[tuple[str, int]] = []
         self._udp: list[asyncio.DatagramTransport] = []
@@ -276,7 +287,7 @@ class DnsServer:
         self.notifier = NotifySender(self.holder)
         if self.versions is not None:
             self.holder.swap(self.versions.update(snapshot, self.store.view, time.time()))
-            self.store.view_listeners.append(self._new_view)
+            self.view_steps["serials"] = self._new_view
             self.versions.listeners.append(self.notifier.changed)
         # Config API writes happen in the main process, which reloads its workers.
         self._config_writer = (
@@ -336,7 +347,15 @@ class DnsServer:
         and the tally's updates are written out here: no call per query but the cache's.
         Second: what the compiled UDP loop needs to answer the cache's hits itself, with
         the same cache, random source and tally (None: every query takes this function)."""
-        answer = cache.answer if cache is not None else resolve
+
+        def uncached(
+            wire: bytes, client: Client, snap: Snapshot, view: HealthView, rng: random.Random,
+            now: float, decided: DecisionObserver,
+        ) -> bytes | None:  # fmt: skip
+            return resolve(Request(wire, client, snap, view, rng, now, decided))
+
+        # The cache takes the request's parts as they are: a memo hit builds no object.
+        answer = cache.answer if cache is not None else uncached
         if cache is not None:
             self.metrics.count_decisions_of(cache.lb_counts, cache.fallback_counts)
         tally = self.metrics.tally(transport)
@@ -444,6 +463,11 @@ class DnsServer:
         """A worker: serve the SOA serials the main process decided."""
         self.holder.swap(with_serials(self.holder.current, serials))
 
+    def _on_view(self, view: HealthView) -> None:
+        for step in self.view_steps.values():
+            if step is not None:
+                step(view)
+
     def _new_view(self, view: HealthView) -> None:
         """Every health view: a zone whose transferred answers changed gets a new serial."""
         assert self.versions is not None
@@ -453,6 +477,11 @@ class DnsServer:
             self.holder.swap(updated)
 
     @property
+    def udp_threads(self) -> tuple[UdpThread, ...]:
+        """The UDP serving threads (`--udp-loop thread`), one per listening address."""
+        return tuple(self._udp_threads)
+
+    @property
     def view(self) -> HealthView:
         """The health view to answer with: the store's, or in a worker process the one the
         main process sent last (dnsd.workers)."""
@@ -460,7 +489,7 @@ class DnsServer:
 
     @property
     def ready(self) -> bool:
-        """Config loaded, the first round of probes done (health.md, interfaces.md) and every
+        """Config loaded, the first round of probes done (docs/health.md, docs/api.md) and every
         listener serving (a serving loop being restarted, or a dead worker, is not ready)."""
         return self.ready_to_serve and not self.loops.down()
 
@@ -486,7 +515,8 @@ class DnsServer:
         for host, port in self.options.listen:
             self.bound.append(await self._bind(host, port))
         for host, port in self.bound:
-            log.info("listening on %s port %d (udp+tcp)", host, port)
+            log.info("listening on %s port %d (udp+tcp; udp loop: %s)", host, port,
+                     self.options.udp_loop)  # fmt: skip
         if self.options.admin is not None:
             await self._start_admin(*self.options.admin)
         if self.options.key_dir is not None:
@@ -512,6 +542,7 @@ class DnsServer:
                 restarted=self._worker_restarted,
             )
             self.pool.start()
+            self.view_steps["workers"] = self.pool.publish
             self.loops.external_down = self.pool.dead
         self._systemd_tasks.append(asyncio.create_task(self._watch_loops()))
         if self.options.follow_fd is None:  # the main process owns the overrides
@@ -815,6 +846,7 @@ class DnsServer:
             if self.follower is not None:  # the last counts, so none are lost at a restart
                 await asyncio.to_thread(self.follower.report, self.metrics.serving_counts())
         if self.pool is not None:
+            self.view_steps["workers"] = None
             await self.pool.stop()
         if self._admin_server is not None:
             self._admin_server.close()

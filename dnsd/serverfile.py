@@ -1,4 +1,4 @@
-"""The server file (`dnsd serve --config FILE`, interfaces.md "Additions"): a YAML mapping
+"""The server file (`dnsd serve --config FILE`, docs/operations.md): a YAML mapping
 with one key per `serve` flag, dashes as underscores (`listen: [...]`, `admin`,
 `state_dir`, `rrl_rate`, `workers`, `redis`, `log_format`, …) and `dir` for the zone
 directory. Flags given on the command line win over the file; the file wins over the

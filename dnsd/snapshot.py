@@ -13,16 +13,17 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dnslib import QTYPE, RD, RR, SOA
+from dnslib import QTYPE, RR, SOA
 
-from dnsd.config.model import ClientNetwork, Config, LoadBalancer, RRset, Zone
+from dnsd.config.model import Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.cookies import ServerCookies
 from dnsd.dnsname import labels, parent
-from dnsd.dnssec.keys import ZoneKeys
 from dnsd.errors import Reason
+from dnsd.geo.networks import NetworkTable
 from dnsd.rdata import DNAME, target
-from dnsd.xfr.tsig import Keyring, keyring
+from dnsd.tsig_keyring import Keyring, keyring
+from dnsd.zone_keys import ZoneKeys
 
 if TYPE_CHECKING:
     from dnsd.geo.database import GeoDatabase
@@ -45,14 +46,14 @@ class NodeSettings:
     @property
     def probe_source(self) -> str:
         """The source this node's own probes record under: its region, else `local`. Its RTT
-        profiles are the answering node's own vantage point (steering.md §2.3)."""
+        profiles are the answering node's own vantage point (docs/steering.md, dynamic)."""
         return self.pop_region or LOCAL_SOURCE
 
 
 class RRsets(Mapping[int, RRset]):
     """One name's RRsets by type: the RRset itself when there is one (most names), else a
     tuple scanned in order. Not a dict: a name holds a few types, and a dict per name costs
-    ~200 bytes more across every name of a big zone (issue 21). Empty non-terminals and
+    ~200 bytes more across every name of a big zone. Empty non-terminals and
     load-balanced names share `NO_RRSETS`."""
 
     __slots__ = ("_sets",)
@@ -134,7 +135,9 @@ class Snapshot:
     node: NodeSettings = field(default_factory=NodeSettings)
     zone_regions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     client_zones: tuple[tuple[IPNetwork, str], ...] = ()  # longest prefix first
-    client_networks: NetworkTable | None = None  # steering.md §4, before the geo database
+    client_networks: NetworkTable | None = (
+        None  # docs/steering.md, locating the client, before the geo database
+    )
     tsig_keyring: Keyring = field(default_factory=lambda: MappingProxyType({}))
     signing: Mapping[str, ZoneKeys] = field(default_factory=lambda: MappingProxyType({}))
     # The zones as compiled from the config, before serials and keys: what the next
@@ -149,37 +152,6 @@ class Snapshot:
             if address.version == network.version and address in network:
                 return zone, network.prefixlen
         return None, None
-
-
-class NetworkTable:
-    """Longest-prefix match over `client_networks`: one dictionary per prefix length, asked
-    from the longest length down, so a look-up costs one masking per length in use."""
-
-    __slots__ = ("_by_length",)
-
-    def __init__(self, entries: tuple[ClientNetwork, ...]) -> None:
-        by_length: dict[tuple[int, int], dict[int, ClientNetwork]] = {}
-        for entry in entries:
-            net = entry.network
-            by_length.setdefault((net.version, net.prefixlen), {})[int(net.network_address)] = entry
-        self._by_length = tuple(
-            (version, _mask(version, length), table)
-            for (version, length), table in sorted(by_length.items(), key=lambda kv: -kv[0][1])
-        )
-
-    def match(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ClientNetwork | None:
-        value, version = int(address), address.version
-        for net_version, mask, table in self._by_length:
-            if net_version == version:
-                hit = table.get(value & mask)
-                if hit is not None:
-                    return hit
-        return None
-
-
-def _mask(version: int, length: int) -> int:
-    bits = 32 if version == 4 else 128
-    return ((1 << length) - 1) << (bits - length)
 
 
 def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> CompiledZone:
@@ -216,7 +188,7 @@ def compile_zone(
         return _relinked(previous, lbs)
     # Owner → its RRset, or a list once it has several: no container per name while the
     # tree is built, since 100,000s of short-lived ones would leave the process's memory
-    # fragmented around the objects that stay (issue 21).
+    # fragmented around the objects that stay.
     by_owner: dict[str, RRset | list[RRset] | None] = {}
     soa = soa_record(zone)
     by_owner[zone.name] = RRset(zone.name, QTYPE.SOA, zone.soa.ttl, (soa.rdata,))
@@ -274,7 +246,7 @@ def compile_snapshot(
     object (their file did not change, dnsd.config.loader.ParseCache) reuse its trees."""
     old = previous.compiled if previous is not None else {}
     zones = {z.name: compile_zone(z, config.load_balancers, old.get(z.name)) for z in config.zones}
-    # zonal-affinity.md §1: a zone belongs to the region of the pools whose backends are in it.
+    # docs/steering.md, zonal affinity: a zone belongs to the region of the pools whose backends are in it.
     zone_regions = {
         b.zone: pool.region
         for pool in config.pools.values()
@@ -306,7 +278,7 @@ def compile_snapshot(
 def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
     """The same snapshot serving other SOA serials (dnsd.xfr.versions decides them): a new
     object when any serial differs (so the answer cache starts afresh), else `snap`."""
-    zones = _copied(snap.zones)
+    zones = copied(snap.zones)
     changed = False
     for name, serial in serials.items():
         zone = zones.get(name)
@@ -318,46 +290,13 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
                  rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])))  # fmt: skip
         apex = zone.nodes[zone.name]
         sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
-        nodes = _copied(zone.nodes)
+        nodes = copied(zone.nodes)
         nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
 
-def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
-    """The snapshot signing its DNSSEC zones with `signing` (zone → keys): the apex of each
-    serves the DNSKEY set and the CDS/CDNSKEY records for the parent (RFC 7344)."""
-    zones = _copied(snap.zones)
-    for name, keys in signing.items():
-        zone = zones.get(name)
-        if zone is None:
-            continue
-        apex = zone.nodes[zone.name]
-        sets: Mapping[int, RRset] = apex.rrsets
-        for rrset in apex_key_rrsets(keys, zone.config.ttl).values():
-            sets = with_rrset(sets, rrset)
-        nodes = _copied(zone.nodes)
-        nodes[zone.name] = replace(apex, rrsets=sets)
-        zones[name] = replace(zone, nodes=MappingProxyType(nodes))
-    return replace(snap, zones=MappingProxyType(zones), signing=MappingProxyType(dict(signing)))
-
-
-def apex_key_rrsets(keys: ZoneKeys, ttl: int) -> dict[int, RRset]:
-    """DNSKEY, CDS and CDNSKEY at the apex as the lookup serves them (raw RDATA), at the
-    zone's TTL (a key roll waits for it)."""
-    dnskeys = keys.dnskey_rrset(ttl)
-    out: dict[int, RRset] = {}
-    for rtype, rdatas in (
-        (48, list(dnskeys)),
-        (60, [k.dnskey for k in keys.sep_keys()]),  # CDNSKEY (RFC 7344 §3.2)
-        (59, [k.ds() for k in keys.sep_keys()]),  # CDS: the DS records to publish
-    ):
-        records = tuple(RD(rd.to_digestable()) for rd in rdatas)
-        out[rtype] = RRset(keys.zone, rtype, dnskeys.ttl, records)
-    return out
-
-
-def _copied(mapping: Mapping[K, V]) -> dict[K, V]:
+def copied(mapping: Mapping[K, V]) -> dict[K, V]:
     """A dict copy at C speed: dict() over a mapping proxy goes key by key through the
     mapping protocol (0.1 s for a zone of 100,000 names, on the event loop in a reload)."""
     if isinstance(mapping, (dict, MappingProxyType)):

@@ -150,7 +150,6 @@ class WorkerPool:
 
     def start(self) -> None:
         self.workers = [self._start(i) for i in range(1, self.count)]
-        self.store.view_listeners.append(self.publish)
         self._watch = asyncio.get_running_loop().create_task(self._restart_dead())
         log.info("started %d worker process(es): %s", len(self.workers),
                  " ".join(str(w.process.pid) for w in self.workers))  # fmt: skip
@@ -200,8 +199,6 @@ class WorkerPool:
     async def stop(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
-        with contextlib.suppress(ValueError):
-            self.store.view_listeners.remove(self.publish)
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
         for worker in self.workers:
             self.retire(worker.process.pid)

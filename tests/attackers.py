@@ -1,4 +1,4 @@
-"""Hostile admin clients for the hardening tests and the soak (issue 31), and a blocking
+"""Hostile admin clients for the hardening tests and the soak, and a blocking
 HTTP request from a chosen source address (loopback has all of 127/8)."""
 
 from __future__ import annotations

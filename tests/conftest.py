@@ -50,8 +50,12 @@ class ServerThread:
         self.server = DnsServer(options, load_snapshot(config_dir, 1, GEO))
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
-    def start(self) -> ServerThread:
+    def run_loop(self) -> None:
+        """Run the event loop only: a test that needs it before the server starts."""
         self._thread.start()
+
+    def start(self) -> ServerThread:
+        self.run_loop()
         self.call(self.server.start())
         return self
 

@@ -1,4 +1,4 @@
-"""docker/: the compose file is valid and runs the same commands the tests run (issue 10).
+"""docker/: the compose file is valid and runs the same commands the tests run.
 There is no Docker engine (nor compose plugin) on the build machines, so the checks are on
 the files: structure, the dnsd command lines parsed by dnsd's own parser, the config."""
 
@@ -47,7 +47,7 @@ def test_nodes_run_dnsd_serve_with_redis_in_three_regions() -> None:
         assert args.node and args.pop_region in REGIONS
         assert service["build"]["dockerfile"] == "docker/Dockerfile"
         assert service["environment"]["DNSD_ADMIN_TOKEN_FILE"] == "/run/secrets/dnsd_admin_token"
-        # sealed: a cluster key from a Docker secret, never --redis-insecure (issue 31)
+        # sealed: a cluster key from a Docker secret, never --redis-insecure
         assert args.redis_key_file == "/run/secrets/dnsd_cluster_key" and not args.redis_insecure
         assert "dnsd_cluster_key" in service["secrets"]
         regions.append(args.pop_region)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,61 @@ def test_readme_yaml_example_validates(tmp_path: Path, index: int) -> None:
 def test_the_ready_made_drill_plans_load(plan: Path) -> None:
     loaded = load_plan(plan.read_text(), str(plan))
     assert loaded.steps and all(s.expect for s in loaded.steps)
+
+
+# -- the repository points only at what its users have -------------------------------------------
+SOURCES = [
+    path
+    for folder in ("dnsd", "tests", "docs", "bench", "scripts", "docker")
+    for path in sorted((ROOT / folder).rglob("*"))
+    if path.suffix in {".py", ".c", ".pyi", ".md", ".html", ".js", ".yml", ".yaml", ".sh"}
+    and path != Path(__file__).resolve()
+] + [ROOT / "README.md"]
+# Planning notes the users never get: the project's own docs are in docs/.
+PRIVATE_NOTES = re.compile(
+    r"shared/spec|\bspec/|(?<![\w/-])(interfaces|config|conventions)\.md|§\d+(?:\.\d+)* of (?!RFC)"
+)
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+|(?<![&\w])#\d+\b")
+MD_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+JUNK = re.compile(
+    r"\.(whl|zip|tar|gz|tgz|bz2|xz|so|pyd|dylib|egg)$|(^|/)(\.coverage|coverage\.xml)|"
+    r"(^|/)(htmlcov|build|dist|[^/]+\.egg-info)/"
+)
+
+
+def test_no_build_output_archive_or_coverage_file_is_tracked() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(tracked) > 100
+    junk = [name for name in tracked if JUNK.search(name)]
+    assert not junk, f"tracked build output, archives or coverage: {junk}"
+
+
+def test_nothing_points_at_notes_users_do_not_have() -> None:
+    assert len(SOURCES) > 100
+    for path in SOURCES:
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{number}"
+            assert not PRIVATE_NOTES.search(line), f"{where}: {line.strip()}"
+            hit = ISSUE_NUMBER.search(line)
+            # Say why, not which ticket: a ticket number means nothing to a reader.
+            assert not hit or _hex_colour(line, hit), f"{where}: cites {hit and hit.group()}"
+
+
+def _hex_colour(line: str, hit: re.Match[str]) -> bool:
+    """`#333` or `#1f2937` in a style sheet is a colour, not a ticket."""
+    token = re.match(r"#[0-9a-fA-F]+", line[hit.start() :])
+    return hit.group().startswith("#") and token is not None and len(token.group()) in (4, 5, 7, 9)
+
+
+def test_code_names_only_markdown_files_that_exist() -> None:
+    """A page named in code or tests (`docs/steering.md`) is one a user has: a bare
+    `docs/steering.md, trickle` pointed at a planning note, not at the manual."""
+    for path in SOURCES:
+        if path.suffix not in {".py", ".c", ".pyi"}:
+            continue  # the pages' own links: test_relative_links_point_at_files_...
+        for name in MD_PATH.findall(path.read_text(errors="replace")):
+            assert (ROOT / name).exists() or (path.parent / name).exists(), (
+                f"{path.relative_to(ROOT)} names {name}, which is not in the repository"
+            )

@@ -1,4 +1,6 @@
-"""The pure core does no I/O and reads no clock or global random (conventions.md rule 1)."""
+"""The package's structure, held by tests: the pure core does no I/O and reads no clock or
+global random, and every package or top-level module of dnsd/ imports only what its row
+of the dependency table below allows — downwards through the layers, never in a cycle."""
 
 from __future__ import annotations
 
@@ -85,3 +87,178 @@ def test_no_module_imports_another_modules_private_names() -> None:
                 names = [a.name for a in node.names]
                 private = [n for n in names if n.startswith("_") and not n.endswith("__")]
                 assert not private, f"{path.relative_to(PACKAGE)} imports {private}"
+
+
+# The layers, bottom first. A unit (a package, or a module directly in dnsd/) may import
+# units of its own layer or below, never above; within a layer the table decides.
+LAYERS: list[tuple[str, list[str]]] = [
+    # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
+    ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
+              "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
+              "reload_result", "reaper", "admin_url"]),
+    # The validated configuration, and the key material derived from it.
+    ("config", ["config", "tsig_keyring", "zone_keys"]),
+    # What a query is answered from: the compiled, immutable snapshot.
+    ("model", ["snapshot"]),
+    # Backend health: what the probes observed and the operator overrode (HealthView is
+    # read by the steering below, so health sits under it).
+    ("state", ["health"]),
+    # Pure decisions over snapshot + health: which name, which backends, which reply.
+    ("core", ["affinity", "steering", "zone_lookup", "reply", "request"]),
+    # Features around the core: DNSSEC, zone transfers and TSIG, the cluster bus.
+    ("features", ["dnssec", "xfr", "cluster"]),
+    # The query path composes core and features: one packet in, one reply out.
+    ("query", ["resolve", "fastpath", "explain"]),
+    # Processes, sockets, HTTP and tools: everything that runs the above.
+    # `serve`: room for the services split out of server.py (listeners, reload, signals).
+    ("outer", ["net", "workers", "admin", "provision", "octodns", "serverfile",
+               "serverfile_reload", "geoip_cli", "serve",
+               "server", "drill", "lab", "cli", "__main__"]),
+]  # fmt: skip
+BASE = {"dnsd", "errors", "dnsname", "rdata", "atomic_files", "process_tools", "logsetup",
+        "ratelog", "reload_result", "reaper"}  # fmt: skip
+# unit -> the units it may import (beyond itself).
+ALLOWED: dict[str, set[str]] = {
+    "dnsd": set(),
+    "_fastloop": set(),
+    "errors": set(),
+    "dnsname": set(),
+    "rdata": {"dnsname"},
+    "atomic_files": set(),
+    "process_tools": set(),
+    "logsetup": set(),
+    "ratelog": set(),
+    "reload_result": set(),
+    "reaper": set(),
+    "admin_url": set(),
+    "cookies": {"dnsname"},
+    "cookie_key": {"atomic_files"},
+    "geo": set(),
+    "config": {"errors", "dnsname", "rdata", "atomic_files", "process_tools", "geo"},
+    "tsig_keyring": {"config"},
+    "zone_keys": set(),
+    "snapshot": {"config", "errors", "dnsname", "rdata", "geo", "cookies", "tsig_keyring",
+                 "zone_keys"},
+    "health": {"config", "snapshot", "ratelog", "atomic_files", "errors"},
+    "affinity": {"config", "health"},
+    "steering": {"config", "geo", "snapshot", "health", "affinity"},
+    "zone_lookup": {"config", "dnsname", "rdata", "snapshot"},
+    "reply": {"dnsname", "cookies", "geo", "steering", "zone_lookup"},
+    "request": {"snapshot", "health", "reply"},
+    "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
+    "xfr": {"config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
+            "zone_keys", "snapshot", "health", "steering", "reply", "dnssec"},
+    # The cluster bus shares health observations between nodes: health's data types, the
+    # config, files and logs; never the admin API or the server that wires it.
+    "cluster": {*BASE, "config", "snapshot", "health"},
+    "resolve": {"ratelog", "cookies", "request", "snapshot", "health", "steering", "reply",
+                "zone_lookup", "dnssec", "xfr"},
+    "fastpath": {"_fastloop", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
+                 "reply", "zone_lookup", "dnssec", "resolve"},
+    "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
+    "net": {"_fastloop", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
+    "workers": {"health", "cluster"},
+    "admin": {"dnsd", "dnsname", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
+              "steering", "xfr", "cluster", "explain", "provision"},
+    "provision": {"errors", "config", "atomic_files", "process_tools", "reload_result",
+                  "health", "cluster"},
+    "octodns": {"geo", "provision"},
+    "serverfile": {"errors", "config", "admin"},
+    "serverfile_reload": {"errors", "admin", "serverfile"},
+    "geoip_cli": {"errors", "geo", "snapshot", "steering", "server"},
+    "serve": {*BASE, "serverfile_reload", "_fastloop", "config", "cookie_key", "cookies", "geo", "tsig_keyring",
+              "zone_keys", "snapshot", "health", "reply", "request", "dnssec", "xfr",
+              "cluster", "resolve", "fastpath", "net", "workers", "admin", "provision", "serverfile"},
+    "server": {*BASE, "serverfile_reload", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
+               "xfr", "cluster", "resolve", "fastpath", "net", "workers", "admin",
+               "provision", "serverfile", "serve"},
+    "drill": {"admin_url", "errors", "config", "geo", "logsetup", "snapshot", "health", "explain",
+              "admin", "server"},
+    "lab": {"drill"},
+    "cli": {*BASE, "admin_url", "geoip_cli", "serverfile_reload", "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
+            "health", "dnssec", "xfr", "cluster", "explain", "net", "admin", "serverfile",
+            "server", "drill", "lab", "octodns", "provision"},
+    "__main__": {"cli"},
+}  # fmt: skip
+LAYER_OF = {unit: index for index, (_, units) in enumerate(LAYERS) for unit in units}
+
+
+def unit_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return "dnsd" if parts == ("__init__.py",) else parts[0].removesuffix(".py")
+
+
+def units_imported(path: Path) -> set[str]:
+    """The dnsd units `path` imports, under TYPE_CHECKING and inside functions too."""
+    found: set[str] = set()
+    for name in full_imports(path):
+        parts = name.split(".")
+        found.add(parts[1] if len(parts) > 1 else "dnsd")
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "dnsd" and node.level == 0:
+            found.discard("dnsd")  # `from dnsd import x`: x is a unit, or a root name
+            found.update(a.name if a.name in LAYER_OF else "dnsd" for a in node.names)
+        assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path}: relative import"
+    return found
+
+
+def unit_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        unit = unit_of(path)
+        graph.setdefault(unit, set()).update(units_imported(path) - {unit})
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle in `graph`, as the path that closes it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def test_every_unit_has_a_layer_and_a_row() -> None:
+    units = set(unit_graph()) | {"_fastloop"}
+    assert units <= set(LAYER_OF), f"no layer for {sorted(units - set(LAYER_OF))}"
+    assert set(ALLOWED) == set(LAYER_OF), set(ALLOWED) ^ set(LAYER_OF)
+    assert len(LAYER_OF) == sum(len(units) for _, units in LAYERS), "a unit in two layers"
+
+
+def test_the_table_only_allows_imports_down_the_layers() -> None:
+    for unit, allowed in ALLOWED.items():
+        up = sorted(a for a in allowed if LAYER_OF[a] > LAYER_OF[unit])
+        assert not up, f"{unit} ({LAYERS[LAYER_OF[unit]][0]}) may not import {up}: above it"
+    assert cycle(ALLOWED) is None, f"the table allows a cycle: {cycle(ALLOWED)}"
+
+
+def test_every_import_is_allowed_by_the_table() -> None:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        unit = unit_of(path)
+        bad = sorted(units_imported(path) - {unit} - ALLOWED[unit])
+        assert not bad, f"{path.relative_to(PACKAGE)} ({unit}) imports {bad}"
+
+
+def test_no_import_cycle_between_units() -> None:
+    graph = unit_graph()
+    assert cycle(graph) is None, f"import cycle: {' -> '.join(cycle(graph) or [])}"
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_the_snapshot_imports_no_feature_and_no_outer_unit() -> None:
+    features = {
+        u for name, units in LAYERS if name in ("features", "query", "outer") for u in units
+    }
+    assert not unit_graph()["snapshot"] & features

@@ -1,1 +1,1 @@
-"""The admin HTTP server: API, Prometheus metrics, status page (interfaces.md)."""
+"""The admin HTTP server: API, Prometheus metrics, status page (docs/api.md)."""

@@ -178,7 +178,7 @@ def _status(request: web.Request, page: Page) -> tuple[dict[str, Any], float]:
 
 
 async def status(request: web.Request) -> web.Response:
-    """The status document for the page asked for (api.md, `GET /api/v1/status`)."""
+    """The status document for the page asked for (docs/api.md, `GET /api/v1/status`)."""
     page = _page(request, DEFAULT_LIMIT)
     if isinstance(page, web.Response):
         return page

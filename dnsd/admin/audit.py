@@ -3,7 +3,7 @@ refused — and per config change applied from another node through Redis (time,
 source, method, route, before, after, status; `error` for a refusal, `origin_node` for a
 synced change), appended and fsynced before the answer goes out.
 
-It cannot be erased by writing a lot (issue 31): past `MAX_BYTES` the file is rotated to
+It cannot be erased by writing a lot: past `MAX_BYTES` the file is rotated to
 audit.jsonl.1 … audit.jsonl.`KEEP` (the oldest goes), and each token — all requests
 without a valid token together, each origin node — may write at most `RATE_PER_S`
 entries a second (a burst of `BURST`). A write over that budget is refused (429) before

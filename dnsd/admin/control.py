@@ -6,24 +6,15 @@ the admin app and passes itself in), so there is no import cycle, not even for t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dnsd.admin.metrics import Metrics
 from dnsd.health.store import HealthStore
+from dnsd.reload_result import ReloadResult
 from dnsd.snapshot import SnapshotHolder
 
 if TYPE_CHECKING:
     from dnsd.provision.writer import ConfigWriter
-
-
-@dataclass(frozen=True, slots=True)
-class ReloadResult:
-    ok: bool
-    generation: int
-    errors: list[str]  # the reasons it failed, or the new config's warnings
-    # Server file settings that changed but keep their old value until a restart.
-    restart_needed: list[str] = field(default_factory=list)
 
 
 class ServerControl(Protocol):

@@ -1,11 +1,11 @@
-"""What an admin request must pass before a handler sees it (issue 16).
+"""What an admin request must pass before a handler sees it.
 
 * **Host**: only an address literal, `localhost`, the admin bind name or this machine's
   name — a web page whose name was rebound to 127.0.0.1 cannot read the API (DNS
   rebinding); others get 421.
 * **Token**: `Authorization: Bearer TOKEN`, scheme case-insensitive (RFC 9110 §11.1),
   compared in constant time. A valid token is never refused for what others sent from its
-  address (issue 31): 5 wrong tokens from one address within a minute make that address's
+  address: 5 wrong tokens from one address within a minute make that address's
   *wrong* tokens answer 429 for a minute (throttled, not checked further), in a bounded
   table; the right token from the same address keeps working.
 * **JSON bodies**: `application/json` in UTF-8, one object, no duplicate keys, bounded

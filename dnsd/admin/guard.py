@@ -3,7 +3,7 @@
 aiohttp holds a connection that never sends a request for ever, and a connection that
 pipelines requests but never reads the answers for as long as the client likes (its
 handler waits on a full socket). `ConnectionGuard` wraps aiohttp's protocol factory and
-does its accounting when a connection is accepted (issues 16 and 31):
+does its accounting when a connection is accepted:
 
 * **headers on time**: a connection finishes its first request's headers within
   `header_timeout_s` (then aiohttp's keep-alive timeout governs it);

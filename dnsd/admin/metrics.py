@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from dnsd.dnsname import name_end
 from dnsd.events import Event
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.overrides import entry_key
@@ -269,14 +270,8 @@ def _qtype_of(reply: bytes) -> str:
     """The question type of a reply, read straight from the wire (no full parse)."""
     if len(reply) < 12 or struct.unpack_from("!H", reply, 4)[0] != 1:
         return "NONE"
-    pos = 12
-    while pos < len(reply) and reply[pos]:
-        if reply[pos] & 0xC0:
-            pos += 1
-            break
-        pos += reply[pos] + 1
-    pos += 1
-    if pos + 2 > len(reply):
+    pos = name_end(reply, 12)
+    if pos is None or pos + 2 > len(reply):
         return "NONE"
     name = QTYPE.get(struct.unpack_from("!H", reply, pos)[0], "OTHER")
     return name if name in KNOWN_QTYPES else "OTHER"

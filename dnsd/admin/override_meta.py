@@ -1,5 +1,5 @@
 """An override's `reason`, `expires` / `for` (parsed from a PUT body) and the list of the
-active overrides `GET /api/v1/overrides` shows (api.md "Overrides")."""
+active overrides `GET /api/v1/overrides` shows (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ PROBE_CLIENT = ipaddress.ip_address("192.0.2.1")  # a placeholder address: locat
 
 def source_document(h: SourceHealth) -> dict[str, Any]:
     """One probe source of one backend; a stale one (its node lost) shows what it said last
-    and when (health.md "Stale sources")."""
+    and when (docs/health.md, stale sources)."""
     doc: dict[str, Any] = {
         "state": "stale" if h.stale else h.state.state,
         "rtt_ms": round(h.rtt.ewma_ms, 3) if h.rtt else None,
@@ -74,7 +74,7 @@ class Page:
 def status_document(
     server: ServerControl, now: float, events: int = 50, page: Page | None = None
 ) -> dict[str, Any]:
-    """The status for interfaces.md "Status at scale": built only for the page asked for
+    """The status for docs/api.md, status at scale: built only for the page asked for
     (default: the first 100 pools and load balancers), with the totals."""
     page = page or Page()
     snap, store = server.holder.current, server.store

@@ -142,7 +142,7 @@ class Alerts:
                         self.sent += 1
                         return
                     problem = f"HTTP {response.status}"
-                    if response.status < 400:  # a redirect is not followed (issue 31)
+                    if response.status < 400:  # a redirect is not followed
                         problem += " (a redirect: not followed; configure the final URL)"
                         break
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:

@@ -51,7 +51,7 @@ AFFINITY_MODES = ("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE")
 _CODES_ITEM = re.compile(r"^([1-5])xx$|^(\d{3})(?:-(\d{3}))?$")
 
 # Defaults shared by every entry that leaves them out: one object, not one per pool or load
-# balancer (a big configuration has tens of thousands of them; issue 21).
+# balancer (a big configuration has tens of thousands of them).
 NO_AFFINITY = ZonalAffinity("DISABLED", 0.0)
 NO_FAILOVER_POLICY = FailoverPolicy(0.0, False, configured=False)
 NO_MAPPING: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({})
@@ -501,7 +501,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         ck.warn(
             d.line_of("trickle_ratio"),
             join(path, "trickle_ratio"),
-            "steering: random has no primary pool: the trickle ratio is ignored (steering.md §3)",
+            "steering: random has no primary pool: the trickle ratio is ignored (docs/steering.md, trickle)",
         )
     ttl = ck.get_int(d, "ttl", path, default=30, lo=0, hi=MAX_TTL)
     if ttl > MAX_LB_TTL:
@@ -509,7 +509,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
             d.line_of("ttl"),
             join(path, "ttl"),
             f"ttl {ttl} s is above {MAX_LB_TTL} s: clients may keep a dead pool's answer that "
-            "long (outage bound = TTL + interval × unhealthy_threshold, steering.md §5)",
+            "long (outage bound = TTL + interval × unhealthy_threshold, docs/steering.md, the outage bound)",
         )
     return LoadBalancer(
         name=name,
@@ -612,7 +612,7 @@ def _client_zones(ck: Checker, doc: LineDict, out: Section) -> None:
 
 
 def _client_networks(ck: Checker, doc: LineDict, out: Section) -> None:
-    """`client_networks: {CIDR: {region: R, country: CC}}` (steering.md §4): at least one of
+    """`client_networks: {CIDR: {region: R, country: CC}}` (docs/steering.md, locating the client): at least one of
     the two; a country alone gives its region."""
     table = region_table()
     for network, spec, line, path in _network_entries(ck, doc, "client_networks"):

@@ -335,7 +335,7 @@ def _check_transfer_keys(config: Config, reasons: list[Reason]) -> None:
 
 
 def _check_cycles(lbs: Mapping[str, LoadBalancer], where: Where, reasons: list[Reason]) -> None:
-    """Nested load balancers (`lb:NAME`) must not refer back to themselves (steering.md §2.7)."""
+    """Nested load balancers (`lb:NAME`) must not refer back to themselves (docs/steering.md, nesting)."""
     reported: set[frozenset[str]] = set()
 
     def visit(name: str, trail: list[str]) -> None:
@@ -373,7 +373,7 @@ def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> Non
             continue
         for ref in lb.pool_refs():
             if ref == lb.fallback_pool and not lb.listed(ref):
-                continue  # the fallback pool is never ranked by distance (steering.md §2.6)
+                continue  # the fallback pool is never ranked by distance (docs/steering.md, proximity)
             pool = config.pools.get(ref)
             if pool is not None and (pool.latitude is None or pool.longitude is None):
                 file, line = where.get(("pool", pool.name), (pool.file, 0))

@@ -1,4 +1,4 @@
-"""The validated configuration as frozen values (config.md). No behaviour here.
+"""The validated configuration as frozen values (docs/configuration.md). No behaviour here.
 
 Names of zones and owners are absolute, lower-case, with a trailing dot
 (`www.example.test.`). Durations are seconds (float). A pool reference in a load
@@ -36,7 +36,7 @@ class Soa:
 class RRset:
     """Records of one type at one owner: their RDATA as dnslib objects (never mutate them).
     The owner, type and TTL are stored once here, not per record: a big zone holds
-    100,000s of records, and the RRs are made when a reply is built (issue 21)."""
+    100,000s of records, and the RRs are made when a reply is built."""
 
     owner: str
     rtype: int
@@ -168,8 +168,8 @@ class LoadBalancer:
     selection: Literal["random", "hash"]
     min_samples: int
     rtt_max_age_s: float
-    client_region: Literal["client", "pop"] = "client"  # steering.md §4
-    # "US-CA" → pools: more specific than a country (docs/steering.md, an addition to §2.4)
+    client_region: Literal["client", "pop"] = "client"  # docs/steering.md, locating the client
+    # "US-CA" → pools: more specific than a country (an addition to docs/steering.md, geo)
     subdivision_pools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def listed(self, ref: str) -> bool:
@@ -209,7 +209,7 @@ class ClientZone:
 
 @dataclass(frozen=True, slots=True)
 class ClientNetwork:
-    """`client_networks`: a network placed by the operator (steering.md §4)."""
+    """`client_networks`: a network placed by the operator (docs/steering.md, locating the client)."""
 
     network: IPNetwork
     region: str  # given, or the country's region

@@ -152,7 +152,7 @@ def _construct_str(loader: _Loader, node: yaml.ScalarNode) -> str:
     """A copy of the scalar's text, not the node's own string: the node graph is freed
     once the document is built, and strings kept from it would stay scattered across the
     memory it used, holding it (measured on the 10k-LB config: 32 MiB less resident after
-    a load, issue 21). One-character strings are shared by Python anyway."""
+    a load). One-character strings are shared by Python anyway."""
     value: str = node.value
     if len(value) < 2:
         return value

@@ -1,4 +1,4 @@
-"""Validate and build the zone part of a file: `zone`, `ttl`, `soa`, `records` (config.md)."""
+"""Validate and build the zone part of a file: `zone`, `ttl`, `soa`, `records` (docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RFC 1035 master files for `file:` zones (config.md, Additions), parsed by dnspython.
+"""RFC 1035 master files for `file:` zones (docs/configuration.md), parsed by dnspython.
 
 `$INCLUDE` is expanded here rather than by dnspython, which would open the path relative
 to the working directory: an included file must be a regular file inside the config

@@ -1,2 +1,2 @@
-"""DNSSEC, signed online (issue 18): keys in the state directory (`keys`), and every
+"""DNSSEC, signed online: keys in the state directory (`keys`), and every
 RRset of a reply signed as it leaves (`signer`), denial of existence included."""

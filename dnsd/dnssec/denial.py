@@ -4,7 +4,7 @@ A negative answer (NXDOMAIN, NODATA, and a query for type NSEC) is the question,
 zone's SOA with its RRSIG — rendered and signed once per zone version, key set and day
 (`Prepared`) — and one NSEC at the query name with its RRSIG, the only signature made per
 answer. No message is parsed into objects and rendered again: a random-name flood costs
-one signature per answer (issue 31).
+one signature per answer.
 
 The NSEC's next name is written uncompressed in lower case: RFC 6840 §5.1 keeps the case
 of NSEC next names in the signed form, and a pointer into the question would show the
@@ -21,10 +21,11 @@ import dns.message
 import dns.name
 import dns.rdatatype
 
+from dnsd.dnsname import name_end
 from dnsd.dnssec import wire
-from dnsd.dnssec.keys import ZoneKey, ZoneKeys
 from dnsd.dnssec.signer import make_signature, nsec_types, window
 from dnsd.snapshot import CompiledZone
+from dnsd.zone_keys import ZoneKey, ZoneKeys
 
 AA: Final = 0x04  # in the third octet of the header
 QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name
@@ -59,13 +60,13 @@ def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
     rcode = reply[3] & 0x0F
     if qdcount != 1 or ancount or nscount != 1 or rcode not in (0, 3):
         return None
-    qend = _name_end(reply, 12)
+    qend = name_end(reply, 12)
     if qend is None or qend + 4 > len(reply) or reply[qend - 1] != 0:
         return None
     qname = reply[12:qend]  # the question is rendered in lower case (reply_for)
     (qtype,) = struct.unpack_from("!H", reply, qend)
     soa_at = qend + 4
-    soa_rdata = _name_end(reply, soa_at)
+    soa_rdata = name_end(reply, soa_at)
     if soa_rdata is None or soa_rdata + 10 > len(reply):
         return None
     rtype, _, _, rdlen = struct.unpack_from("!HHIH", reply, soa_rdata)
@@ -176,31 +177,18 @@ def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Pr
     return prepared
 
 
-def _name_end(message: bytes, pos: int) -> int | None:
-    """Where the name at `pos` ends (after its root label or its pointer)."""
-    end = len(message)
-    while pos < end:
-        length = message[pos]
-        if length == 0:
-            return pos + 1
-        if length & 0xC0:
-            return pos + 2 if length & 0xC0 == 0xC0 else None
-        pos += length + 1
-    return None
-
-
 def _with_co(additional: bytes, count: int) -> bytes:
     """The additional section with the CO flag set in its OPT record (echoed, RFC 9824 §4)."""
     out = bytearray(additional)
     pos = 0
     for _ in range(count):
-        name_end = _name_end(additional, pos)
-        if name_end is None or name_end + 10 > len(out):
+        after = name_end(additional, pos)
+        if after is None or after + 10 > len(out):
             break
-        rtype, _, _, rdlen = struct.unpack_from("!HHIH", out, name_end)
+        rtype, _, _, rdlen = struct.unpack_from("!HHIH", out, after)
         if rtype == wire.OPT:
-            out[name_end + 6] |= wire.CO_FLAG >> 8
-        pos = name_end + 10 + rdlen
+            out[after + 6] |= wire.CO_FLAG >> 8
+        pos = after + 10 + rdlen
     return bytes(out)
 
 

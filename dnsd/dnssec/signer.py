@@ -38,9 +38,9 @@ import dns.rdatatype
 import dns.rrset
 
 from dnsd.dnssec import wire
-from dnsd.dnssec.keys import ZoneKeys
 from dnsd.rdata import to_dnspython
 from dnsd.snapshot import CompiledZone
+from dnsd.zone_keys import ZoneKeys
 from dnsd.zone_lookup import wildcard_node
 
 DAY: Final = 86400

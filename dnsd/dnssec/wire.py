@@ -3,7 +3,7 @@ canonical form of an RRset, the signature itself from the `cryptography` key obj
 the pieces of compact denial (RFC 9824) — the NSEC type bitmap and the next name.
 
 The per-answer work of online signing is here: one signature over bytes prepared once
-per zone and day, no dnspython objects per query (issue 31: a random-name flood costs
+per zone and day, no dnspython objects per query (a random-name flood costs
 one signature per answer, not a message parse and re-render)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from dnsd.dnssec.keys import ZoneKey
+from dnsd.zone_keys import ZoneKey
 
 NSEC: Final = 47
 RRSIG: Final = 46

@@ -19,12 +19,12 @@ class Timing:
 
     @property
     def detect_bound_s(self) -> float:
-        """health.md / drills.md: interval × unhealthy_threshold + timeout."""
+        """docs/health.md, docs/drills.md: interval × unhealthy_threshold + timeout."""
         return self.interval_s * self.unhealthy_threshold + self.timeout_s
 
     @property
     def bound_s(self) -> float:
-        """steering.md §5: TTL + interval × unhealthy_threshold (+ one probe timeout)."""
+        """docs/steering.md, the outage bound: TTL + interval × unhealthy_threshold (+ one probe timeout)."""
         return self.ttl_s + self.detect_bound_s
 
     @property

@@ -326,7 +326,7 @@ class Bound:
 
 
 def bound_for(e: Expectation, live: LiveConfig) -> Bound:
-    """health.md / drills.md: a failover shows within interval × unhealthy_threshold +
+    """docs/health.md, docs/drills.md: a failover shows within interval × unhealthy_threshold +
     timeout + TTL of the slowest monitor among the pools the name may answer from; a
     failback within interval × healthy_threshold + timeout + TTL."""
     if not isinstance(e.within, str):

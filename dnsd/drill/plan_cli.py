@@ -61,7 +61,7 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
         return 2
     dns_text = args.dns or plan.dns or DEFAULT_DNS
     resolvers = [parse_addr(r) for r in (args.resolver or plan.resolvers)]
-    from dnsd.cli import admin_token_from_environment  # DNSD_ADMIN_TOKEN or _FILE
+    from dnsd.admin.token_env import admin_token_from_environment  # DNSD_ADMIN_TOKEN or _FILE
 
     admin = AdminClient(server, admin_token_from_environment())
     runner = PlanRunner(plan, admin, parse_addr(dns_text), resolvers, progress=not args.quiet)

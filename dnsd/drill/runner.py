@@ -1,4 +1,4 @@
-"""Failover drills (spec/drills.md): inject a fault, poll dnsd and a resolver every 100 ms,
+"""Failover drills (docs/drills.md): inject a fault, poll dnsd and a resolver every 100 ms,
 and measure how answers move against the bounds.
 
 * detect   = first time dnsd's own answer leaves the failed backends, after the fault;

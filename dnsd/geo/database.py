@@ -27,7 +27,7 @@ log = logging.getLogger("dnsd.geo")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 CACHE_SIZE = 65536
-# Continent fallback when a record has no country (geo-data.md §5.2); AS is too broad.
+# Continent fallback when a record has no country; AS is too broad.
 CONTINENT_REGIONS = {"EU": "WEU", "NA": "ENAM", "SA": "SSAM", "OC": "OC", "AN": "OC", "AF": "NAF"}
 
 

@@ -1,4 +1,4 @@
-"""Client location: address → country / subdivision → one of the 13 regions (steering.md §4).
+"""Client location: address → country / subdivision → one of the 13 regions (docs/steering.md, locating the client).
 
 In order: the operator's `client_networks` (longest prefix), then the geo database — asked
 about every address, private and documentation ranges included, since a user's own
@@ -17,7 +17,7 @@ from dnsd.geo.database import CONTINENT_REGIONS, GeoDatabase
 from dnsd.geo.regions import RegionTable
 
 if TYPE_CHECKING:
-    from dnsd.snapshot import NetworkTable
+    from dnsd.geo.networks import NetworkTable
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 LocationSource = Literal["client_networks", "geoip", "pop_region", "pop", "none"]

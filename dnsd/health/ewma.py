@@ -1,4 +1,4 @@
-"""EWMA of probe round-trip times (steering.md §2.3): ewma = a·sample + (1 − a)·ewma.
+"""EWMA of probe round-trip times (docs/steering.md, dynamic): ewma = a·sample + (1 − a)·ewma.
 
 The first sample starts the average. Example with a = 0.3: samples 100, 200, 50 give
 100, 0.3·200 + 0.7·100 = 130, 0.3·50 + 0.7·130 = 106.

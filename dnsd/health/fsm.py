@@ -1,4 +1,4 @@
-"""The per (backend, probe source) health state machine (health.md "State machine").
+"""The per (backend, probe source) health state machine (docs/health.md, state machine).
 
 unknown → healthy/unhealthy: the first completed probe decides directly; afterwards the
 state flips only after `healthy_threshold` consecutive successes or `unhealthy_threshold`

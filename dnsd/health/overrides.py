@@ -1,4 +1,4 @@
-"""Operator overrides (health.md "Overrides"): validated, kept as one document, persisted.
+"""Operator overrides (docs/health.md, overrides): validated, kept as one document, persisted.
 
 Backends `down`/`up`/`drain`, pools `down`/`up`, load balancers' trickle ratio. The
 document is what the state file holds and what nodes share through Redis; the state file
@@ -8,7 +8,6 @@ the old or the new file, never half of one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
-from dnsd.atomic_files import write_file
+from dnsd.atomic_files import discard_leftovers, write_file
 from dnsd.config.model import Config
 from dnsd.health.view import BackendOverride, PoolOverride
 
@@ -211,9 +210,7 @@ class Overrides:
         """The persisted overrides; an unreadable file is moved aside (and logged), never
         fatal: the server starts without overrides rather than not at all."""
         path = state_dir / OVERRIDES_FILE
-        for leftover in state_dir.glob(f".{OVERRIDES_FILE}.tmp-*"):  # from a crash mid-write
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        discard_leftovers(path)  # from a crash mid-write
         if not path.exists():
             return cls()
         try:

@@ -46,7 +46,7 @@ def target_of(backend: Backend, monitor: Monitor) -> ProbeTarget:
 async def probe(
     session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
 ) -> ProbeResult:
-    """One probe, retries included, within `timeout` as a whole (health.md: each retry gets
+    """One probe, retries included, within `timeout` as a whole (docs/health.md: each retry gets
     the time left), so `retries` never stretches the outage bound."""
     deadline = time.perf_counter() + monitor.timeout_s
     result = await _once(session, target, monitor, source, monitor.timeout_s)
@@ -126,7 +126,7 @@ async def _http(
     tls: ssl.SSLContext | bool = False
     server_name = None
     if monitor.type == "https":
-        # health.md: SNI and certificate checked against `host` when set (a backend given
+        # docs/health.md: SNI and certificate checked against `host` when set (a backend given
         # as an IP literal behind a name), else the backend's own host name or address.
         tls = _tls_context(monitor.ca_file, monitor.allow_insecure)
         server_name = monitor.host.split(":")[0] if monitor.host else None
@@ -168,7 +168,7 @@ def dns_query(monitor: Monitor, query_id: int) -> bytes:
 
 async def _dns(target: ProbeTarget, monitor: Monitor) -> str | None:
     """`dns`: the backend answers the monitor's question (default '.' SOA) with one of the
-    expected rcodes (default NOERROR): SERVFAIL or REFUSED is a failure (health.md)."""
+    expected rcodes (default NOERROR): SERVFAIL or REFUSED is a failure (docs/health.md)."""
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[bytes] = loop.create_future()
 

@@ -1,4 +1,4 @@
-"""Other nodes' observations (health.md "Several nodes"), and how long they count.
+"""Other nodes' observations (docs/health.md, several nodes), and how long they count.
 
 An observation shared through Redis counts while it is younger than `max_age_s`; while
 the bus is down the last shared state is kept (`frozen`), since no news is not bad news.
@@ -61,8 +61,8 @@ class RemoteObservations:
         return self._seen.get(key) if key in self._fresh else None
 
     def stale(self, key: Key) -> RemoteObservation | None:
-        """The last observation of a source that no longer counts (health.md "Stale
-        sources"): kept for display, it does not vote."""
+        """The last observation of a source that no longer counts (docs/health.md, stale
+        sources): kept for display, it does not vote."""
         return self._seen.get(key) if key not in self._fresh else None
 
     def expire(self, now: float) -> int:

@@ -25,7 +25,7 @@ LOCAL_LOG = RateLimitedLog(log)
 def next_delay(interval_s: float, elapsed_s: float, jitter: float, rng: random.Random) -> float:
     """Seconds until the next probe starts. Jitter only shortens an interval (interval ×
     [1 − jitter, 1]): the outage bound TTL + interval × unhealthy_threshold (+ one timeout,
-    health.md) must hold."""
+    docs/health.md) must hold."""
     return max(0.0, interval_s * (1.0 - rng.uniform(0.0, jitter)) - elapsed_s)
 
 

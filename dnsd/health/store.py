@@ -54,7 +54,7 @@ class SourceHealth:
     rtt: RttSample | None = None
     node: str | None = None  # another node's observation (shared through Redis)
     # Another node's last observation, older than the bus's max age (its node died or was
-    # cut off): shown with its last state and time, but it does not vote (health.md).
+    # cut off): shown with its last state and time, but it does not vote (docs/health.md).
     stale: bool = False
 
     @property
@@ -95,6 +95,11 @@ class HealthStore:
         self.view_listeners: list[Callable[[HealthView], None]] = []  # every view published
         # (seconds the publication took with its listeners, whether states changed)
         self.on_published: Callable[[float, bool], None] | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot the store judges health against (None before the first)."""
+        return self._snapshot
 
     # The override tables, read by the status document and tests.
     @property
@@ -304,7 +309,7 @@ class HealthStore:
         self._change("trickle", lb, ratio, f"load balancer {lb} trickle_ratio", meta)
 
     def expire_overrides(self) -> int:
-        """Remove every override whose expiry has passed (health.md "Overrides"): each
+        """Remove every override whose expiry has passed (docs/health.md, overrides): each
         removal is an `override` event with the cause `expired`. Also right after a
         restart, since the expiry is persisted with the override."""
         expired = self.overrides.expired(self._clock())

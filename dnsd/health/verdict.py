@@ -1,4 +1,4 @@
-"""From probe states to health (health.md "Quorum", "Overrides"): pure, table-tested.
+"""From probe states to health (docs/health.md, quorum, "Overrides"): pure, table-tested.
 
 * `verdict` — a backend's probed state from its sources' states and the monitor's quorum;
 * `effective` — whether it serves, with the operator's override applied;
@@ -26,8 +26,8 @@ def verdict(
     initial: Initial,
     last: Verdict | None = None,
 ) -> Verdict:
-    """The backend's probed state from its sources' states (health.md "Source regions and
-    quorum", "Stale sources"); `last` is held when the fresh sources decide nothing."""
+    """The backend's probed state from its sources' states (docs/health.md, source regions and
+    quorum, "Stale sources"); `last` is held when the fresh sources decide nothing."""
     decided = decide(list(states), quorum, initial)
     if decided is not None:
         return decided

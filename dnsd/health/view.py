@@ -1,4 +1,4 @@
-"""The immutable health view the serving path reads once per query (health.md).
+"""The immutable health view the serving path reads once per query (docs/health.md).
 
 A view maps (pool, backend) to what steering needs: is the backend usable, and its RTT
 profile per probe source region. Admin overrides sit beside the probed state (both are
@@ -35,7 +35,7 @@ class BackendHealth:
     probed: Literal["unknown", "healthy", "unhealthy", "unmonitored"] = "unmonitored"
     override: BackendOverride | None = None
     rtt: Mapping[str, RttSample] = field(default_factory=lambda: MappingProxyType({}))
-    # Too few fresh probe sources for a quorum either way: the verdict is held (health.md
+    # Too few fresh probe sources for a quorum either way: the verdict is held (docs/health.md
     # "Stale sources"), which the status shows as `quorum: degraded`.
     quorum_degraded: bool = False
 
@@ -71,7 +71,7 @@ class HealthView:
         return health is None or health.healthy
 
     def pool_healthy(self, pool: Pool) -> bool:
-        """health.md: healthy, enabled backends ≥ minimum_origins; overrides win."""
+        """docs/health.md: healthy, enabled backends ≥ minimum_origins; overrides win."""
         override = self.pool_overrides.get(pool.name)
         if override is not None:
             return override == "up"

@@ -5,8 +5,8 @@ victim. RRL keeps a token bucket per (client prefix, response): the client's /24
 /56 (IPv6), and the question plus rcode — all NXDOMAIN/REFUSED/errors from one prefix share
 one bucket, so random-name floods are limited as one. A signed zone's compact denial
 (RFC 9824) answers a nonexistent name NOERROR with an NSEC whose bitmap holds NXNAME: such
-a reply is an NXDOMAIN for this purpose too, else DO=1 floods would escape the bucket
-(issue 31). Over the rate, replies are dropped,
+a reply is an NXDOMAIN for this purpose too, else DO=1 floods would escape the bucket.
+Over the rate, replies are dropped,
 except every `slip`-th, which goes out truncated (TC=1, no records: tiny, no amplification)
 so a real client behind that prefix retries over TCP, which cannot be spoofed.
 A query with a valid server cookie (RFC 7873 §5.3: its source is not spoofed) is never
@@ -27,6 +27,7 @@ from typing import Literal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dnsd.cookies import COOKIE_OPTION, ServerCookies
+from dnsd.dnsname import name_end
 
 Verdict = Literal["send", "drop", "slip"]
 NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
@@ -187,10 +188,8 @@ def _response_key(reply: bytes) -> bytes:
 
 
 def _question_end(reply: bytes) -> int:
-    pos = 12
-    while pos < len(reply) and reply[pos] and not reply[pos] & 0xC0:
-        pos += reply[pos] + 1
-    return min(len(reply), pos + 5)
+    end = name_end(reply, 12, pointers=False)
+    return len(reply) if end is None else min(len(reply), end + 4)
 
 
 def truncated(reply: bytes) -> bytes:

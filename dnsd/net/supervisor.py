@@ -1,4 +1,4 @@
-"""Serving loops that never die silently (interfaces.md "Status at scale": serving-loop
+"""Serving loops that never die silently (docs/api.md, status at scale: serving-loop
 health).
 
 Every serving loop (a UDP thread, compiled or pure; the TCP handler; a worker process) has a

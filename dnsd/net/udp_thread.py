@@ -176,6 +176,7 @@ class UdpThread:
         elif mmsg.available():
             self._run_batched(mmsg.DatagramBatch(self.sock), started)
         else:
+            log.info("udp: no recvmmsg here: one recvfrom and one sendto per datagram")
             self._run_plain(started)
 
     def _run_compiled(self, hits: CacheHits, started: Callable[[], None]) -> None:
@@ -235,8 +236,8 @@ class UdpThread:
     def _work_off(self, backlog: Backlog, answer: BatchAnswerer) -> None:
         """Answer the backlog's oldest misses for at most MISS_BUDGET_S, then go back to
         the socket: a flood of queries the cache cannot answer (random names, each signed
-        in a signed zone) waits here, and never in front of the cache's answers (issue 31:
-        cached answers stay fast while a flood saturates signing)."""
+        in a signed zone) waits here, and never in front of the cache's answers:
+        cached answers stay fast while a flood saturates signing."""
         deadline = time.perf_counter() + MISS_BUDGET_S
         sendto = self.sock.sendto
         while backlog and time.perf_counter() < deadline:

@@ -137,7 +137,7 @@ def prepare(
 
 def _keep_apex(before: dict[str, Any], after: dict[str, Any]) -> None:
     """A zone's apex keeps its NS and SOA records: a change that would remove the last
-    of them is refused (issue 31) — the zone would stop being delegable."""
+    of them is refused — the zone would stop being delegable."""
     for route, old in before.items():
         if not route.startswith("zones/") or not route.endswith("/records/@"):
             continue

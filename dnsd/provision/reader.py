@@ -1,4 +1,4 @@
-"""Config API reads that cannot stall serving (issue 31).
+"""Config API reads that cannot stall serving.
 
 Parsing a 60,000-record zone file takes seconds of pure Python; done on every GET (even
 in a thread, which holds the interpreter lock), a read-only token made DNS answers time

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dnsd.admin.control import ReloadResult
 from dnsd.config.zonefile import LoadCancelled
 from dnsd.process_tools import in_daemon_thread
 from dnsd.provision.directory import Prepared, prepare, read_all, write_texts
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.reader import ConfigReader
 from dnsd.provision.targets import Change, Target
+from dnsd.reload_result import ReloadResult
 
 log = logging.getLogger("dnsd.provision")
 

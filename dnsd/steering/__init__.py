@@ -1,4 +1,4 @@
-"""Steering: choose a pool and its backends for a load-balanced name (steering.md)."""
+"""Steering: choose a pool and its backends for a load-balanced name (docs/steering.md)."""
 
 from dnsd.steering.client import ClientInfo
 from dnsd.steering.decision import LbDecision

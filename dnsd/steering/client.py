@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from dnsd.geo.ecs import ClientSubnet
 from dnsd.geo.locate import NOWHERE, Location, locate, normalise
 from dnsd.geo.regions import region_table
 from dnsd.snapshot import Snapshot
@@ -30,6 +31,20 @@ class ClientInfo:
         selection (byte slicing: this runs per query)."""
         packed = self.address.packed
         return packed[:3] + b"\x00" if len(packed) == 4 else packed[:7] + bytes(9)
+
+
+def locating_address(source: IPAddress, ecs: ClientSubnet | None) -> tuple[IPAddress, int | None]:
+    """Which address locates the client, and the ECS prefix it came with: the Client Subnet
+    network when the resolver sent one with a non-zero SOURCE PREFIX-LENGTH (RFC 7871
+    §7.1.2: /0 means "do not use my address"), else the packet's source address."""
+    if ecs is not None and ecs.source_prefix > 0:
+        return ecs.address, ecs.source_prefix
+    return source, None
+
+
+def steered_type(qtype: int) -> int:
+    """The record type a load-balanced name answers with: ANY is answered as A."""
+    return 1 if qtype == 255 else qtype
 
 
 def client_info(snap: Snapshot, address: IPAddress, ecs_prefix: int | None) -> ClientInfo:

@@ -29,10 +29,10 @@ class LbDecision:
     ordered: list[str] = field(default_factory=list)  # healthy candidates in policy order
     trickle_ratio: float = 0.0
     trickle_draw: float | None = None
-    primary: str | None = None  # steering.md §3: first listed entry for this client
+    primary: str | None = None  # docs/steering.md, trickle: first listed entry for this client
     backup: str | None = None  # the trickle's target while the primary is healthy
     rtt_source: str | None = None  # dynamic: the vantage point whose RTTs decided
-    client_region: str = "client"  # client | pop (steering.md §4)
+    client_region: str = "client"  # client | pop (docs/steering.md, locating the client)
     pool: str | None = None  # chosen entry (pool name or lb:NAME)
     fail_open: bool = False  # nothing healthy: the fallback answers regardless of health
     nested: LbDecision | None = None

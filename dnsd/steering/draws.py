@@ -1,4 +1,4 @@
-"""The one draw structure (issue 15): what a steering plan can still decide per query.
+"""The one draw structure: what a steering plan can still decide per query.
 
 `select.compile_plan` turns a plan into a tree whose inner nodes are draws and whose
 leaves are `Outcome`s. `walk` makes the draws with a random source and returns the leaf.

@@ -1,4 +1,4 @@
-"""`dynamic`: the healthy pool with the lowest EWMA round-trip time (steering.md §2.3).
+"""`dynamic`: the healthy pool with the lowest EWMA round-trip time (docs/steering.md, dynamic).
 
 Which vantage point counts, for a client in region R: (1) RTT profiles measured from R when
 any pool has current data from there (several nodes sharing health, or monitor `sources`
@@ -54,7 +54,7 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
 def _primary(
     lb: LoadBalancer, able: Able, inp: SteeringInputs, source: str, fastest: str, fastest_ms: float
 ) -> tuple[str, str]:
-    """steering.md §3: the primary is the best-ranked pool before health is applied — a
+    """docs/steering.md, trickle: the primary is the best-ranked pool before health is applied — a
     listed pool that failed keeps its last measured RTT, so when the fastest pool fails the
     trickle does not move to a third pool; every answer fails over (the trickle plays no
     part while the primary is down)."""

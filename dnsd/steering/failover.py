@@ -1,4 +1,4 @@
-"""`off`: failover by priority (steering.md §2.1).
+"""`off`: failover by priority (docs/steering.md, off).
 
 Default pools in configured order; the first healthy one answers. The fallback pool is a
 candidate only when every default pool is unhealthy (strict active/passive), so a trickle

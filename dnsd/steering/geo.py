@@ -1,7 +1,7 @@
-"""`geo`: pools mapped to the client's PoP, subdivision, country or region (steering.md §2.4).
+"""`geo`: pools mapped to the client's PoP, subdivision, country or region (docs/steering.md, geo).
 
-The most specific mapping that exists wins (PoP, then US/CA subdivision — an addition to
-§2.4, docs/steering.md — then country, then region); its pools are
+The most specific mapping that exists wins (PoP, then US/CA subdivision — an
+addition to the policy in docs/steering.md — then country, then region); its pools are
 used in failover order, then the default pools, then the fallback pool when healthy.
 """
 

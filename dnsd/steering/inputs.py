@@ -29,14 +29,14 @@ class Ordering:
     reason: str
     location_dependent: bool = False
     weights: list[float] | None = None  # `random`: the order is drawn per query from these
-    # The first entry of the LB's list for this client before health is applied (steering.md
-    # §3): the trickle runs only while it is healthy. None: no primary (`random`).
+    # The first entry of the LB's list for this client before health is applied (docs/steering.md,
+    # trickle): the trickle runs only while it is healthy. None: no primary (`random`).
     primary: str | None = None
     rtt_source: str | None = None  # `dynamic`: the vantage point whose RTTs ranked the pools
 
 
 def unique(refs: list[str]) -> list[str]:
-    """A pool named twice (say default and fallback) takes part once (steering.md §2.5)."""
+    """A pool named twice (say default and fallback) takes part once (docs/steering.md, the fallback pool)."""
     return list(dict.fromkeys(refs))
 
 
@@ -49,7 +49,7 @@ def defaults_then_fallback(lb: LoadBalancer, able: Able) -> list[str]:
 def pool_rtt_ms(
     inp: SteeringInputs, lb: LoadBalancer, ref: str, region: str | None
 ) -> float | None:
-    """steering.md §2.3: mean EWMA of the pool's healthy backends as seen from `region` (a
+    """docs/steering.md, dynamic: mean EWMA of the pool's healthy backends as seen from `region` (a
     probe source: a region code, or `local`), counting only current data (≥ min_samples
     samples, newest within rtt_max_age)."""
     if region is None or ref.startswith(LB_PREFIX):
@@ -61,7 +61,7 @@ def pool_rtt_ms(
 
 
 def last_pool_rtt_ms(inp: SteeringInputs, lb: LoadBalancer, ref: str, region: str) -> float | None:
-    """steering.md §3: the pool's last measured RTT from `region`, healthy or not and however
+    """docs/steering.md, trickle: the pool's last measured RTT from `region`, healthy or not and however
     old (a failed fastest pool keeps its rank as the primary: its failure is a failover)."""
     pool = inp.snap.config.pools.get(ref)
     return None if pool is None else _mean_rtt_ms(inp, lb, pool, region, current=False)

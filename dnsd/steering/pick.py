@@ -1,4 +1,4 @@
-"""From the modified eligible set to the addresses in the answer (zonal-affinity.md §6).
+"""From the modified eligible set to the addresses in the answer (docs/steering.md, zonal affinity).
 
 Backends of the wrong address family are left out first. Up to `max_answers` are chosen
 by weighted random order (backend `weight`; weight 0 only when nothing weighted is left),

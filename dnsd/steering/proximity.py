@@ -1,9 +1,9 @@
-"""`proximity`: the nearest healthy pool by great-circle distance (steering.md §2.6).
+"""`proximity`: the nearest healthy pool by great-circle distance (docs/steering.md, proximity).
 
 The client's coordinates come from the geo database; without them the pools are used in
 failover order. Pools without coordinates rank after those with them; the fallback pool
 (unless it is also a default pool) is never ranked by distance: it comes last. The primary
-(steering.md §3) is the nearest pool before health is applied.
+(docs/steering.md, trickle) is the nearest pool before health is applied.
 """
 
 from __future__ import annotations

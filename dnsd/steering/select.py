@@ -1,4 +1,4 @@
-"""The steering pipeline for one load-balanced name (steering.md §1), in two steps:
+"""The steering pipeline for one load-balanced name (docs/steering.md, the pipeline), in two steps:
 
 * `build_plan` — everything that is the same for every query from one client location
   while config and health stay the same: order the LB's pools with its policy (only pools
@@ -74,7 +74,9 @@ def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
 
 def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> LbPlan:
     by_pop = lb.client_region == "pop"
-    if by_pop:  # steering.md §4: every client of this node is in the node's region
+    if (
+        by_pop
+    ):  # docs/steering.md, locating the client: every client of this node is in the node's region
         inp = replace(inp, client=replace(inp.client, location=pop_location(inp)))
     able = _able_checker(inp, depth)
     ordering = POLICIES[lb.steering](lb, able, inp)
@@ -115,7 +117,7 @@ def pop_location(inp: SteeringInputs) -> Location:
 
 
 def trickle_backup(lb: LoadBalancer, ordering: Ordering) -> str | None:
-    """steering.md §3: the backup is the first healthy candidate after the primary that is
+    """docs/steering.md, trickle: the backup is the first healthy candidate after the primary that is
     not the fallback pool (unless the LB lists that pool itself); there is none while the
     primary is unhealthy (ordinary failover) and none under `random` (no primary)."""
     refs = ordering.refs
@@ -140,7 +142,7 @@ def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) ->
 
 def compile_plan(plan: LbPlan, subnet: bytes) -> Node:
     """The plan's per-query draws as one tree (`draws.py`), in a fixed order: the `random`
-    policy's pool, else the trickle draw (primary or backup, steering.md §3), then the
+    policy's pool, else the trickle draw (primary or backup, docs/steering.md, trickle), then the
     nested load balancer's draws, then the answer's. Same plan + same random source →
     same outcome, whether the plan came from a cache or was just built."""
     return _compile(plan, subnet, (), False, 0)
@@ -265,9 +267,9 @@ def _no_trickle(plan: LbPlan) -> str:
 def _able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
     """ref → healthy and able to answer this client (memoised for this plan).
 
-    A pool is able when healthy (health.md) and its original eligible set is not empty
+    A pool is able when healthy (docs/health.md) and its original eligible set is not empty
     (drop_traffic_if_unhealthy can empty it). A nested `lb:NAME` is able when the inner
-    load balancer has an able pool (steering.md §2.7).
+    load balancer has an able pool (docs/steering.md, nesting).
     """
     memo: dict[str, bool] = {}
     config = inp.snap.config

@@ -1,4 +1,4 @@
-"""`random`: a healthy pool drawn at random, weighted by pool `weight` (steering.md §2.2).
+"""`random`: a healthy pool drawn at random, weighted by pool `weight` (docs/steering.md, random).
 
 The fallback pool takes part in the draw whenever it is healthy (documented behaviour of
 the source system; `dnsd check` warns). Only the first pick is drawn, per query

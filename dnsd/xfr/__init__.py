@@ -1,5 +1,5 @@
 """Working with the rest of DNS: zone content and serials, zone transfers (AXFR/IXFR),
-TSIG, NOTIFY, and zone files out (issue 17).
+TSIG, NOTIFY, and zone files out.
 
 * `content` — what a zone transfers: static records plus each load-balanced name's
   current answer for a client with no location (pure);

@@ -1,5 +1,5 @@
 """A zone's load-balanced answers as transferred, kept so that a new health view costs
-O(what it changes), not O(names) (issue 29: every health event re-steered every name).
+O(what it changes), not O(names) (every health event re-steered every name).
 
 Load balancers configured alike but for their name decide alike: they form a *class*, and
 a class is steered once per view. What a view change touches: the classes that can answer

@@ -29,6 +29,7 @@ import dns.rdatatype
 import dns.rrset
 
 from dnsd.config.model import Transfer
+from dnsd.dnsname import name_end
 from dnsd.xfr.content import ZoneContent
 from dnsd.xfr.serials import serial_gt
 from dnsd.xfr.tsig import key_name
@@ -42,17 +43,10 @@ def transfer_type(wire: bytes) -> int | None:
     """AXFR or IXFR when the (single) question asks for one; None otherwise. Cheap."""
     if len(wire) < 17 or wire[4:6] != b"\x00\x01":
         return None
-    pos = 12
-    while pos < len(wire):
-        length = wire[pos]
-        if length == 0:
-            break
-        if length & 0xC0:
-            return None
-        pos += length + 1
-    if pos + 3 > len(wire):
+    end = name_end(wire, 12, pointers=False)
+    if end is None or end + 2 > len(wire):
         return None
-    (qtype,) = struct.unpack_from("!H", wire, pos + 1)
+    (qtype,) = struct.unpack_from("!H", wire, end)
     return qtype if qtype in (AXFR, IXFR) else None
 
 

@@ -15,7 +15,6 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 
-from dnsd.dnssec.keys import ZoneKeys
 from dnsd.dnssec.zone_signing import signed_zone
 from dnsd.health.view import HealthView
 from dnsd.ratelog import RateLimitedLog
@@ -25,6 +24,7 @@ from dnsd.xfr import outgoing, tsig
 from dnsd.xfr.content import ZoneContent, zone_content
 from dnsd.xfr.serials import serial_gt
 from dnsd.xfr.versions import ZoneVersions
+from dnsd.zone_keys import ZoneKeys
 
 log = logging.getLogger("dnsd.xfr")
 REFUSAL_LOG = RateLimitedLog(log)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Mapping
 from typing import Any, Final
 
 import dns.exception
@@ -24,22 +23,11 @@ import dns.rdtypes.ANY.TSIG
 import dns.rrset
 import dns.tsig
 
-from dnsd.config.model import TsigKey
+from dnsd.tsig_keyring import Keyring
 
-ALGORITHMS: Final = {"hmac-sha256": dns.tsig.HMAC_SHA256, "hmac-sha512": dns.tsig.HMAC_SHA512}
 TSIG_TYPE: Final = 250
 FUDGE: Final = 300
 TSIG_ERRORS: Final = {16: "BADSIG", 17: "BADKEY", 18: "BADTIME"}  # rcode 16 is also BADVERS
-
-Keyring = Mapping[dns.name.Name, dns.tsig.Key]
-
-
-def keyring(keys: Mapping[str, TsigKey]) -> dict[dns.name.Name, dns.tsig.Key]:
-    out = {}
-    for key in keys.values():
-        name = dns.name.from_text(key.name)
-        out[name] = dns.tsig.Key(name, key.secret, ALGORITHMS[key.algorithm])
-    return out
 
 
 def key_name(key: dns.tsig.Key | None) -> str | None:
@@ -112,4 +100,4 @@ def _name(message: dns.message.Message) -> str:
     return message.tsig.name.to_text(omit_final_dot=True) if message.tsig is not None else ""
 
 
-__all__ = ["TsigFailure", "check", "dns", "keyring", "notauth", "sign"]
+__all__ = ["TsigFailure", "check", "dns", "notauth", "sign"]

@@ -1,4 +1,4 @@
-"""Zonal affinity end to end over UDP: ECS subnets mapped to zones, real probes (issue 5)."""
+"""Zonal affinity end to end over UDP: ECS subnets mapped to zones, real probes."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_clients_stay_in_their_zone_until_probes_push_zone_2_below_the_ratio(
     zones.mkdir()
     (zones / "za.yaml").write_text(config(dict.fromkeys(ADDRESSES, 1)))
     srv = ServerThread(zones)
-    srv._thread.start()
+    srv.run_loop()
     backends = {
         n: srv.call(DemoBackend(n, host=a, control_port=None).start()) for n, a in ADDRESSES.items()
     }

@@ -1,4 +1,4 @@
-"""Issue 14 end to end, through `dnsd serve` and `dig`: dynamic steering on a single node by
+"""Client location end to end, through `dnsd serve` and `dig`: dynamic steering on a single node by
 its own measured RTTs (real HTTP backends that delay their answers), a user's own database
 for private and documentation ranges, `client_networks` before the database, and
 `client_region: pop`."""

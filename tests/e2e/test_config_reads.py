@@ -1,4 +1,4 @@
-"""A read-only token cannot stall serving (issue 31 item 7): against a 60,000-record
+"""A read-only token cannot stall serving: against a 60,000-record
 directory, three clients reading the config API as fast as they can — pages of
 GET /api/v1/config and single entries — while DNS is asked every 20 ms: no answer is lost
 and none is slow, each page holds at most 10,000 names, and the pages add up to the

@@ -1,4 +1,4 @@
-"""Config API writes reach every node through a real redis-server (issue 20): a write on
+"""Config API writes reach every node through a real redis-server: a write on
 node a is served by b and c within 2 s, a node started later catches up, a node whose
 directory cannot take a change reports it and keeps serving, and a message without the
 cluster's seal changes nothing."""
@@ -142,7 +142,7 @@ def wait_for_pool(admin: int, backends: list[str], timeout: float = 2.0) -> None
 
 
 def test_a_change_from_another_node_is_in_the_audit_trail(tmp_path: Path, redis: Redis) -> None:
-    """Issue 31 item 4: node b records the change it applied from node a, with a's name."""
+    """The audit trail across nodes: node b records the change it applied from node a, with a's name."""
     nodes = {n: node(tmp_path, n, redis).__enter__() for n in "ab"}
     try:
         for proc in nodes.values():

@@ -1,4 +1,4 @@
-"""Differential test (issue 17): the same RFC 1035 zone file served by Knot and by dnsd
+"""Differential test: the same RFC 1035 zone file served by Knot and by dnsd
 (`file:`), asked a few hundred queries — existing names, NXDOMAIN, NODATA, wildcards, a
 delegation with glue, CNAME chains, ANY, replies too large for UDP — over UDP and TCP,
 with and without EDNS. The replies must agree in rcode, AA and TC flags and the records of
@@ -106,7 +106,7 @@ def test_dnsd_and_knot_answer_the_same_zone_file_alike(servers) -> None:  # type
     assert sum(explained.values()) < 40  # the documented differences stay the exception
 
 
-# Issue 30: the rich zone — every record type dnspython knows that operators use, names
+# The rich zone — every record type dnspython knows that operators use, names
 # with any bytes (`\.`, `\032`, raw UTF-8), IDN, RFC 2317 labels, wildcards, a delegation
 # with DS, CNAME chains, empty non-terminals and DNAME (RFC 6672 synthesis) — asked every
 # name × type over UDP and TCP, without EDNS and with payload 512/1232/4096, DO off and on.

@@ -1,4 +1,4 @@
-"""DNSSEC signed online (issue 18), judged by real validators: unbound with the zone's DS
+"""DNSSEC signed online, judged by real validators: unbound with the zone's DS
 as its trust anchor returns AD=1 through dnsd, and delv reports "fully validated", for
 static records, a load-balanced name (before and after a failover), a CNAME chain,
 NXDOMAIN and NODATA (compact denial), a wildcard, and delegations with and without DS;

@@ -1,4 +1,4 @@
-"""Signed-zone details (issue 30 item 4) and random-name floods (issue 31 item 1), judged by
+"""Signed-zone details and random-name floods, judged by
 real peers: delv and unbound (trust anchor: the zone's DS) validate a query for type NSEC
 at names that exist, do not exist or are empty non-terminals, and nonexistent names of
 254 and 255 octets; a CO=1 query gets NXDOMAIN with a compact NSEC whose signatures check
@@ -204,8 +204,8 @@ def flood(port: int, names: list[str], source: str, do: bool) -> list[dns.messag
 
 
 def test_random_do_names_are_rate_limited_like_nxdomain(tmp_path: Path) -> None:
-    """Issue 31: compact denial answers a nonexistent name NOERROR; at --rrl-rate 10 400
-    random DO=1 names were all answered. Now they share the NXDOMAIN bucket."""
+    """Compact denial answers a nonexistent name NOERROR, yet for rate limiting it is an
+    NXDOMAIN: random DO=1 names share the NXDOMAIN bucket instead of escaping it."""
     config, state = signed_config(tmp_path), tmp_path / "state"
     rng = random.Random(31)
     with DnsdProcess(config, "--state-dir", str(state), "--rrl-rate", "10") as dnsd:

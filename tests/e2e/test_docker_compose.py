@@ -1,4 +1,4 @@
-"""docker/ for real (issue 23): the images built (from local stand-ins of the upstream base
+"""docker/ for real: the images built (from local stand-ins of the upstream base
 images where Docker Hub is out of reach), the three-region compose topology brought up,
 and checked through its published ports. Marked `docker`: `-m 'not docker'` deselects it on
 a machine without a Docker engine."""
@@ -101,7 +101,7 @@ def control(mode: str) -> None:
 
 def test_the_compose_drill_plan_in_docs_passes(topology, tmp_path) -> None:
     """docs/drills/compose.yaml, run as its comment says: in a container on the compose
-    network (issue 35). Before the test below, which kills and stops nodes."""
+    network. Before the test below, which kills and stops nodes."""
     out = tmp_path / "out"
     out.mkdir(mode=0o777)
     out.chmod(0o777)  # the image runs as an unprivileged user

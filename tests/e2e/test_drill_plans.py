@@ -1,4 +1,4 @@
-"""`dnsd drill run PLAN.yaml` on a setup that shares nothing with the demo (issue 35):
+"""`dnsd drill run PLAN.yaml` on a setup that shares nothing with the demo:
 `api.acme.test` (a failover LB) and `geo.acme.test` (a geo LB) over pools `fra`/`iad` of
 real HTTP backends, a real unbound passing the vantage points' subnets on (ECS), and the
 drill run as a user runs it (`python -m dnsd drill run ...`)."""

@@ -1,4 +1,4 @@
-"""Disaster-recovery tests: every drill scenario end to end through unbound (issue 7)."""
+"""Disaster-recovery tests: every drill scenario end to end through unbound."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_drill_against_dnsd_demo_as_a_user_runs_it(tmp_path) -> None:
 
 def test_unbound_takes_another_port_when_its_first_is_taken(monkeypatch) -> None:
     """A port free when checked can be taken before unbound binds it: unbound exits, the
-    drill tries another port (issue 14). The first port here is held by a TCP listener."""
+    drill tries another port. The first port here is held by a TCP listener."""
     import socket
 
     from dnsd.drill import resolver

@@ -1,4 +1,4 @@
-"""GeoIP updates without a restart (issue 19): geoipupdate writes a new database file and
+"""GeoIP updates without a restart: geoipupdate writes a new database file and
 renames it over the old one; a SIGHUP reopens it, logs its build date and the same client
 subnet is placed — and answered — by the new data. A broken file is refused and the old
 database kept."""

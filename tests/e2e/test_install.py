@@ -1,4 +1,4 @@
-"""`pip install .` without a C compiler still gives a working dnsd (issue 21): the compiled
+"""`pip install .` without a C compiler still gives a working dnsd: the compiled
 serving loop is optional, the pure loop serves, and the log says which."""
 
 from __future__ import annotations

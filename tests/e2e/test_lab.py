@@ -1,4 +1,4 @@
-"""The multi-region lab (issue 22): real network namespaces, one dnsd node, demo backends
+"""The multi-region lab: real network namespaces, one dnsd node, demo backends
 and an unbound per region, redis-server in its own namespace. `dnsd lab drill all` runs
 the scenarios, twice in a row, and leaves nothing behind."""
 
@@ -56,7 +56,7 @@ def test_lab_drills_pass_and_leave_nothing_behind(tmp_path: Path, run: int) -> N
 
 
 def test_the_lab_drill_plan_in_docs_passes(tmp_path: Path) -> None:
-    """docs/drills/lab.yaml, run as its comment says: from WNAM's namespace (issue 35)."""
+    """docs/drills/lab.yaml, run as its comment says: from WNAM's namespace."""
     plan = Path(__file__).parent.parent.parent / "docs" / "drills" / "lab.yaml"
     up = subprocess.run([sys.executable, "-m", "dnsd", "lab", "up"], capture_output=True,
                         text=True, timeout=300)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Three dnsd nodes in three regions share health through a real redis-server (issue 10)."""
+"""Three dnsd nodes in three regions share health through a real redis-server."""
 
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def test_a_junk_stored_observation_did_not_stop_the_nodes_starting(cluster) -> N
 
 def test_forged_and_malformed_bus_messages_are_refused_and_change_nothing(cluster) -> None:
     """Whoever can write to Redis but has no cluster key cannot move answers, pin a
-    backend, or stop a node's subscriber (issue 16)."""
+    backend, or stop a node's subscriber."""
     a, redis = cluster["nodes"]["a"], cluster["redis"]
     before = rejected(a)
     forged_doc = {"backends": {"p/b1": "down", "p/b2": "down"}, "pools": {},
@@ -342,7 +342,7 @@ def test_the_bus_needs_a_cluster_key_or_an_explicit_insecure_flag(tmp_path) -> N
 
 
 def test_a_replayed_sealed_observation_is_refused_and_moves_nothing(cluster) -> None:
-    """issue 31 item 5: an observation captured from Redis (sealed, genuine) and published
+    """A replayed observation: an observation captured from Redis (sealed, genuine) and published
     again after the backend recovered must not flip any node's answers."""
     redis = cluster["redis"]
     set_mode(cluster, "b1", "503", source="ENAM")

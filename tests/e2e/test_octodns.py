@@ -1,5 +1,5 @@
 """octoDNS (the real package from PyPI, its own command-line tools) syncs into dnsd through
-the config API (issue 20): static records and a dynamic record — two pools, a rule for
+the config API: static records and a dynamic record — two pools, a rule for
 EU, a fallback — served with ECS from an EU and a US subnet as octoDNS means them,
 failing over along the pool's fallback chain and then to the record's values; a second
 sync plans nothing; octodns-dump reads the same records back; what dnsd cannot serve is
@@ -225,7 +225,7 @@ def _records(directory: Path) -> dict:
     return {(r.name, r._type): r.data for r in zone.records}
 
 
-# Issue 30: a source zone as most real zones are — an apex NS set — with the record types
+# A source zone as most real zones are — an apex NS set — with the record types
 # octoDNS knows beyond the basic ones, synced with octoDNS's defaults (strict_supports).
 RICH_SOURCE = {
     "": [

@@ -1,4 +1,4 @@
-"""Round trip byte for byte (issue 30): the rich zone (every record type, names with any
+"""Round trip byte for byte: the rich zone (every record type, names with any
 bytes, RFC 2317 labels, a TXT holding every byte value 0-255), as a zone file and as YAML
 → `dnsd serve` → AXFR by a real Knot secondary → `dnsd export` → `dnsd import` (YAML) →
 `dnsd serve` again. At every step each record — owner, type, TTL and RDATA as wire bytes

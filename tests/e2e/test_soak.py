@@ -1,4 +1,4 @@
-"""A minute of mixed hostile traffic against one `dnsd serve` (issues 16 and 31).
+"""A minute of mixed hostile traffic against one `dnsd serve`.
 
 Forged and malformed health bus messages, idle and half-sent admin connections, odd DNS
 names, a flood of random DO=1 names in a signed zone, wrong tokens and a reload storm, 100
@@ -60,7 +60,7 @@ def test_a_minute_of_hostile_traffic(tmp_path) -> None:
     (tmp_path / "zones").mkdir()
     (tmp_path / "zones" / "soak.yaml").write_text(
         monitored_zone("soak.test", backend.port) + "dnssec: {algorithm: 13}\n"
-    )  # signed: random DO=1 names are each signed (issue 31)
+    )  # signed: random DO=1 names are each signed
     (tmp_path / "cluster.key").write_text("soak-cluster-key-0123456789")
     redis = Redis().start()
     rng = random.Random(16)

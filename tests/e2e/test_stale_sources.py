@@ -1,4 +1,4 @@
-"""A lost checker moves no backend (health.md "Stale sources"): three real nodes on a real
+"""A lost checker moves no backend (docs/health.md, stale sources): three real nodes on a real
 redis-server with a cluster key; one node stopped, its source turns stale and stops voting,
 the verdict is held; the node back, it votes again."""
 

@@ -1,4 +1,4 @@
-"""Status at scale (issue 36): /api/v1/status pages and filters (lb=, pool=, limit=,
+"""Status at scale: /api/v1/status pages and filters (lb=, pool=, limit=,
 offset=, the totals) and answers fast with many load balancers; the status page pages and
 searches, in headless Chromium, against a real `dnsd serve`."""
 

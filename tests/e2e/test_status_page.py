@@ -1,5 +1,5 @@
 """The status page in headless Chromium: it renders pools and states, and shows a backend
-going down within two refreshes (issue 6)."""
+going down within two refreshes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ STATE = "document.querySelector('[data-backend=\"p/b0\"]')?.dataset.state ?? 'mi
 def test_status_page_shows_pools_and_a_backend_going_down(tmp_path: Path) -> None:
     monitor = "type: http\npath: /healthz\ninterval: 100ms\ntimeout: 300ms\nunhealthy_threshold: 2\nsources: [WNAM, ENAM, WEU]\n"
     srv = ServerThread(write_config(tmp_path / "z", monitor, [("b0", 1), ("b1", 1)]))
-    srv._thread.start()
+    srv.run_loop()
     backends = [srv.call(DemoBackend(f"b{i}", control_port=None).start()) for i in range(2)]
     write_config(tmp_path / "z", monitor, [(b.name, b.port) for b in backends])
     srv.call(srv.server.start())

@@ -1,4 +1,4 @@
-"""Zone transfers to real secondaries (issue 17): Knot and NSD pull every bundled zone from
+"""Zone transfers to real secondaries: Knot and NSD pull every bundled zone from
 `dnsd serve` with a TSIG key, follow its NOTIFY after a reload and after a failover, and
 an unsigned or outside transfer is refused. kdig is the transfer client."""
 

@@ -1,5 +1,5 @@
 """`dnsd serve --workers 3`: three processes answer on one port with SO_REUSEPORT, one of
-them probes, all follow its health view and its reloads (issue 9)."""
+them probes, all follow its health view and its reloads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The active pool is the truth (issue 34 item 1): with a trickle of 1.0 (a manual failover)
+"""The active pool is the truth: with a trickle of 1.0 (a manual failover)
 or a pool forced down, /api/v1/status shows, for every client region, the pool that answers
 now — the one `dig` gets — and that the region is off its first choice."""
 

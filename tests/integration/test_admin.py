@@ -1,4 +1,4 @@
-"""The admin HTTP API: every route, auth, validation, metrics, persistence (issue 6)."""
+"""The admin HTTP API: every route, auth, validation, metrics, persistence."""
 
 from __future__ import annotations
 
@@ -307,7 +307,7 @@ def test_explain_against_a_running_server(config_copy) -> None:
 
 
 def test_an_override_that_cannot_be_persisted_is_not_applied(admin, tmp_path) -> None:
-    """Persist first, then apply (issue 16): else it would vanish at the next restart."""
+    """Persist first, then apply: else it would vanish at the next restart."""
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
     blocker = state / "overrides.json"  # a directory where the file must go: not replaceable
@@ -328,7 +328,7 @@ def test_an_override_that_cannot_be_persisted_is_not_applied(admin, tmp_path) ->
     assert status == 200 and admin.server.store.pool_overrides == {"us-east": "down"}
 
 
-# -- hardening (issue 16) ------------------------------------------------------------------------
+# -- hardening ------------------------------------------------------------------------
 POOL = "/api/v1/overrides/pools/us-east"
 
 
@@ -366,7 +366,7 @@ def test_wrong_tokens_lock_out_wrong_tokens_only(admin) -> None:
     assert status == 429 and "retry in" in body["error"]
     assert admin.server.store.pool_overrides == {}
     status, body = http(admin.admin_port, "PUT", POOL, {"state": "down"}, TOKEN)
-    assert status == 200  # the right token is never locked out (issue 31)
+    assert status == 200  # the right token is never locked out
     assert http(admin.admin_port, "DELETE", POOL, token=TOKEN)[0] == 200
     assert http(admin.admin_port, "GET", "/api/v1/status")[0] == 200  # reads stay open
 

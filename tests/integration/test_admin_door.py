@@ -1,4 +1,4 @@
-"""The admin door under attack (issue 31, items 2 and 3), against a real `dnsd serve`:
+"""The admin door under attack, against a real `dnsd serve`:
 clients that pipeline requests and never read cannot lock out /healthz or an operator with
 a token, and wrong tokens from an address never lock out the right one."""
 

@@ -1,4 +1,4 @@
-"""Authoritative answers over real UDP and TCP sockets (issue 2).
+"""Authoritative answers over real UDP and TCP sockets.
 
 Each case is (query name, type) → rcode, AA, answer records, authority and additional
 records, rendered as "owner ttl TYPE rdata" strings so a failure reads like dig output.

@@ -1,4 +1,4 @@
-"""The config API (issue 20): entries of the YAML directory created, changed and deleted
+"""The config API: entries of the YAML directory created, changed and deleted
 over HTTP, answered by `dig`, written to disk so `dnsd check` accepts them, guarded by
 ETags, refused whole when invalid."""
 

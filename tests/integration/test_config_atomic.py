@@ -1,4 +1,4 @@
-"""Config writes that touch two files are all or nothing (issue 30, item 5): a real
+"""Config writes that touch two files are all or nothing: a real
 `dnsd serve` is killed with SIGKILL at random points of config API change sets that
 rewrite two YAML files; every time, the directory then holds one whole generation (both
 files old or both new) and `dnsd serve` starts again on it and serves that generation.

@@ -17,7 +17,7 @@ def test_hung_backend_never_delays_dns_answers(tmp_path: Path) -> None:
     monitor = "type: http\ninterval: 100ms\ntimeout: 1s\nunhealthy_threshold: 2\n"
     # ~100 identical queries a second from one address: rate limiting off for this one.
     srv = ServerThread(write_config(tmp_path / "z", monitor, [("b0", 1)]), rrl=NO_RRL)
-    srv._thread.start()
+    srv.run_loop()
     backend = srv.call(DemoBackend("b0", control_port=None).start())
     try:
         srv.call(backend.set_mode("blackhole"))
@@ -86,7 +86,7 @@ def test_corrupt_state_file_does_not_stop_the_server(tmp_path: Path) -> None:
 
 
 def test_retries_never_stretch_the_outage_bound(tmp_path: Path) -> None:
-    """health.md: `timeout` bounds the whole probe, retries included: a black-holed backend is
+    """docs/health.md: `timeout` bounds the whole probe, retries included: a black-holed backend is
     out within interval × unhealthy_threshold + timeout (3 s here; 6.3–6.9 s when each retry
     had its own timeout)."""
     monitor = "type: http\ninterval: 1s\ntimeout: 1s\nunhealthy_threshold: 2\nretries: 2\n"

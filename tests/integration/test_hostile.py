@@ -1,4 +1,4 @@
-"""Hostile input and overload over real sockets (issue 8)."""
+"""Hostile input and overload over real sockets."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def test_names_with_dots_inside_labels_are_answered_as_the_zone_says(
     server, labels, rcode, answer
 ) -> None:
     """RFC 1035 allows any byte in a label: such a name is neither another name nor an
-    error (issue 16)."""
+    error."""
     query = raw_query(labels)
     raw = udp_raw(server.port, query)
     assert raw is not None
@@ -251,8 +251,7 @@ load_balancers:
 
 def test_idle_admin_connections_cannot_starve_probes_or_dns(tmp_path) -> None:
     """10,000 idle admin connections against a process with 256 descriptors: probes keep
-    passing (answers do not move), DNS over TCP answers, the admin API still serves
-    (issue 16)."""
+    passing (answers do not move), DNS over TCP answers, the admin API still serves."""
     from dnsd.drill.backend import DemoBackend
     from tests.loop_thread import LoopThread
 

@@ -19,6 +19,8 @@ from dnsd.geo.database import GeoDatabase
 from dnsd.geo.locate import locate
 from dnsd.geo.regions import region_table
 from dnsd.health.view import HealthView
+from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import answer_query
 from dnsd.server import load_snapshot
 from tests.unit.test_steering import binomial_ok
@@ -42,7 +44,17 @@ def answers(snap, name: str, subnet: str, health: HealthView, n: int, seed: int 
     for _ in range(n):
         query = DNSRecord.question(name)
         query.add_ar(EDNS0(udp_len=1232, opts=[ecs_option(subnet)]))
-        reply = answer_query(query, ipaddress.ip_address("127.0.0.1"), snap, health, rng, 0.0).reply
+        reply = answer_query(
+            query,
+            Request(
+                bytes(query.pack()),
+                Client(ipaddress.ip_address("127.0.0.1"), "udp"),
+                snap,
+                health,
+                rng,
+                0.0,
+            ),
+        ).reply
         counts[str(reply.rr[0].rdata)] += 1
     return counts
 

@@ -249,7 +249,7 @@ def test_half_sent_length_prefix_is_cut_at_the_read_timeout(strict_server) -> No
 
 
 def test_connection_cap_closes_the_longest_idle_connection_for_a_new_one(strict_server) -> None:
-    """RFC 7766 §6.2.3: at the cap, the connection idle the longest makes room (issue 16)."""
+    """RFC 7766 §6.2.3: at the cap, the connection idle the longest makes room."""
     held = [socket.create_connection(("127.0.0.1", strict_server.port)) for _ in range(3)]
     try:
         time.sleep(0.1)

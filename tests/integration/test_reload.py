@@ -83,7 +83,7 @@ def big_zone(records: int) -> str:
 
 def test_overlapping_reloads_finish_in_order(config_copy: Path) -> None:
     """A slow reload that read a zone, then a fast one after the zone was deleted: the
-    deleted zone must not come back (issue 16). Reloads run one at a time."""
+    deleted zone must not come back. Reloads run one at a time."""
     import asyncio
 
     from dnslib import RCODE
@@ -107,7 +107,7 @@ def test_overlapping_reloads_finish_in_order(config_copy: Path) -> None:
 
 def test_a_broken_loader_input_is_an_ordinary_failed_reload(config_copy: Path) -> None:
     """Alias bombs, deep nesting, huge integers, FIFOs and symlinks out of the directory
-    fail the reload with a reason; the old config keeps serving (issue 16)."""
+    fail the reload with a reason; the old config keeps serving."""
     import os
 
     outside = config_copy.parent / "secret.yaml"

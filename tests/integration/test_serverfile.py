@@ -1,4 +1,4 @@
-"""The server file (issue 19): `dnsd serve --config FILE` takes every serve setting from
+"""The server file: `dnsd serve --config FILE` takes every serve setting from
 YAML, flags win over it, `dnsd config show` says where each setting came from, and `dnsd
 check --config` reports the file's problems as file:line like the zones."""
 

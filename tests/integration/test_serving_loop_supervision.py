@@ -1,4 +1,4 @@
-"""A serving loop that fails is never silent (issue 29): the error goes through the logger
+"""A serving loop that fails is never silent: the error goes through the logger
 once, /readyz is 503 and systemd's STATUS names the listener until the loop is back, answers
 resume, and dnsd_serving_loop_restarts_total moves. Faults come from the test-only hook
 (DNSD_FAULT_DIR: a file named after the loop makes it raise at each batch while it exists);

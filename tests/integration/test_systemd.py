@@ -1,4 +1,4 @@
-"""systemd readiness (issue 19): a Unix datagram socket standing in for systemd's
+"""systemd readiness: a Unix datagram socket standing in for systemd's
 NOTIFY_SOCKET hears READY=1 once dnsd is ready, WATCHDOG=1 at half of WATCHDOG_USEC,
 RELOADING=1 then READY=1 around a reload, STOPPING=1 on SIGTERM; and the shipped unit
 passes `systemd-analyze verify`."""

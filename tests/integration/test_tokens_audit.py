@@ -1,4 +1,4 @@
-"""Scoped admin tokens and the audit trail (issue 19): tokens from the server file (only
+"""Scoped admin tokens and the audit trail: tokens from the server file (only
 their SHA-256 in it, or a secret file), DNSD_ADMIN_TOKEN as one more admin token; a read
 token cannot write, an override token cannot reload; every write lands in
 STATE_DIR/audit.jsonl with its token's name, and GET /api/v1/audit?since= returns it."""
@@ -48,7 +48,7 @@ def test_scopes_are_enforced_and_every_write_is_audited(config_copy: Path, tmp_p
         assert status == 200
         entries = body["entries"]
         assert [(e["token"], e["method"], e["route"], e["status"]) for e in entries] == [
-            ("reader", "PUT", route, 403),  # refusals are audited too (issue 31)
+            ("reader", "PUT", route, 403),  # refusals are audited too
             ("operator", "PUT", route, 200),
             ("operator", "POST", "/api/v1/reload", 403),
             ("DNSD_ADMIN_TOKEN", "POST", "/api/v1/reload", 200),
@@ -82,7 +82,7 @@ def test_scopes_are_enforced_and_every_write_is_audited(config_copy: Path, tmp_p
 def test_the_audit_trail_cannot_be_flooded_away_and_records_refusals(
     config_copy: Path, tmp_path: Path
 ) -> None:
-    """Issue 31 item 4 against `dnsd serve`: an override token writing as fast as it can
+    """Against `dnsd serve`: an override token writing as fast as it can
     gets 429 past its budget (nothing changes, a counted `audit_suppressed` line says how
     many), the first entry stays in the trail, and refused writes (401, 403, 400, 413) are
     recorded too."""

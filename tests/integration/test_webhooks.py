@@ -1,4 +1,4 @@
-"""Alerts (issue 19): a local HTTP receiver gets one signed `failover` webhook per failover
+"""Alerts: a local HTTP receiver gets one signed `failover` webhook per failover
 within 2 s and the signature verifies; a receiver that answers 500 three times, then 200,
 gets the event once; a receiver that never answers does not slow DNS answers and its
 queue stays bounded (the overflow is counted)."""
@@ -46,7 +46,7 @@ class Receiver:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        return int(self.runner.addresses[0][1])
 
 
 def server_file(tmp_path: Path, port: int, events: str) -> Path:

@@ -1,4 +1,4 @@
-"""Big zone files (issue 30, item 3): loading is linear, `$GENERATE` and `$INCLUDE` are
+"""Big zone files: loading is linear, `$GENERATE` and `$INCLUDE` are
 bounded with an error naming the file and line, and a server stops promptly on SIGTERM
 even in the middle of a long reload. (bench/zonefile_load.py measures the full-size case.)"""
 

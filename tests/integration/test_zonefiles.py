@@ -1,4 +1,4 @@
-"""Zone files (issue 17): a `file:` zone is served as the file says, `dnsd check` points at
+"""Zone files: a `file:` zone is served as the file says, `dnsd check` points at
 the zone file's line, `$INCLUDE` stays inside the config directory, TSIG secrets never
 appear in errors, and `dnsd import` then `dnsd export` round-trips."""
 

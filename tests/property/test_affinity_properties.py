@@ -1,4 +1,4 @@
-"""Hypothesis properties of zonal affinity (issue 5)."""
+"""Hypothesis properties of zonal affinity."""
 
 from __future__ import annotations
 

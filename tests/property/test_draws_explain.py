@@ -1,4 +1,4 @@
-"""Explain and serving agree on generated plans (issue 15: one draw implementation).
+"""Explain and serving agree on generated plans (one draw implementation).
 
 Hypothesis generates whole configurations — every steering policy, nesting, fallbacks,
 trickle, pool and backend weights (zeros included), max_answers, hash selection, zonal

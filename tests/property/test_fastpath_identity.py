@@ -1,4 +1,4 @@
-"""The answer cache and the full path give identical bytes (issue 9): thousands of random
+"""The answer cache and the full path give identical bytes: thousands of random
 queries — case, EDNS, DO, ECS, RD/CD, UDP and TCP — across health changes and reloads,
 each answered twice with identically seeded random sources."""
 
@@ -15,13 +15,15 @@ from dnslib import EDNS0, DNSRecord, EDNSOption
 
 from dnsd.config.loader import load_config
 from dnsd.cookies import ServerCookies
+from dnsd.dnssec.apex import with_keys
 from dnsd.dnssec.keys import ensure_keys
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import BackendHealth, RttSample, view_of
 from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import resolve
-from dnsd.snapshot import Snapshot, compile_snapshot, with_keys
+from dnsd.snapshot import Snapshot, compile_snapshot
 from tests.conftest import DATA, GEO
 from tests.property.test_fuzz_resolve import udp_limit
 
@@ -83,7 +85,7 @@ def with_rtts(
 
 
 def signed(snap: Snapshot, key_dir: Path) -> Snapshot:
-    """The snapshot with every zone signed online (DNSSEC, issue 18)."""
+    """The snapshot with every zone signed online (DNSSEC)."""
     return with_keys(snap, {name: ensure_keys(key_dir, name, 13, True) for name in snap.zones})
 
 
@@ -136,7 +138,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
                 clients[key] = Client(ipaddress.ip_address(key[0]), key[1])
             client = clients[key]
             seed = rng.randrange(1 << 30)
-            full = resolve(wire, client, snap, health, random.Random(seed), now)
+            full = resolve(Request(wire, client, snap, health, random.Random(seed), now))
             cached = cache.answer(wire, client, snap, health, random.Random(seed), now)
             assert cached == full, (DNSRecord.parse(wire), DNSRecord.parse(full) if full else None)
             if full is not None and client.transport == "udp":  # signed replies fit too (or TC)
@@ -144,7 +146,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
             compared += 1
     assert compared == 6000
     assert cache.hits > 2000  # the cache was really used
-    memos = [m for m in cache._memo_udp.values() if not isinstance(m, bytes)]
+    memos = [m for m in cache.memos("udp").values() if not isinstance(m, bytes)]
     assert any(m.tree is not None and any(m.tails) for m in memos)  # compiled draws answered
 
 
@@ -190,9 +192,9 @@ def test_queries_with_a_cookie_are_answered_from_the_cache(name: str) -> None:
         wire = q.pack()
         hits = cache.hits
         cached = cache.answer(wire, client, snap, health, random.Random(run), now + run)
-        assert cached == resolve(wire, client, snap, health, random.Random(run), now + run)
+        assert cached == resolve(Request(wire, client, snap, health, random.Random(run), now + run))
         assert cache.hits == hits + (run > 0)  # the first of the name fills the cache
         echoed = [o.data for o in DNSRecord.parse(cached).ar[-1].rdata if o.code == 10]
         assert len(echoed) == 1 and echoed[0][:8] == mine
         assert cookies.valid(mine, echoed[0][8:], client.address, now + run)
-    assert not cache._memo_udp  # never replayed by bytes: each reply needs a fresh cookie
+    assert not cache.memos("udp")  # never replayed by bytes: each reply needs a fresh cookie

@@ -1,4 +1,4 @@
-"""Fuzzing the query path that serves (issue 8, issue 15): random and mutated packets go
+"""Fuzzing the query path that serves: random and mutated packets go
 through the answer cache (its parser, memo and templates) as `dnsd serve` runs it, never
 raise, get exactly the full path's reply for the same random source, and each gets a
 well-formed reply within the UDP size limit that applies, or a deliberate drop (only for
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import HealthView
 from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import resolve
 from dnsd.server import load_snapshot
 from tests.conftest import DATA, GEO
@@ -48,7 +49,7 @@ def udp_limit(wire: bytes) -> int:
 
 def check(wire: bytes) -> None:
     reply = CACHE.answer(wire, CLIENT, SNAP, HEALTH, random.Random(1), 0.0)
-    assert reply == resolve(wire, CLIENT, SNAP, HEALTH, random.Random(1), 0.0)
+    assert reply == resolve(Request(wire, CLIENT, SNAP, HEALTH, random.Random(1), 0.0))
     if reply is None:
         assert len(wire) < 12 or wire[2] & 0x80  # drops are only for these
         return

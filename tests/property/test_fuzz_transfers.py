@@ -1,4 +1,4 @@
-"""Fuzzing what issue 17 parses from strangers and from files: TSIG-signed messages (a
+"""Fuzzing what zone transfers parse from strangers and from files: TSIG-signed messages (a
 mutated signed query is accepted exactly when dnspython's own TSIG check accepts it, and
 never raises), transfer queries (never raise, every reply parses), and zone files (a
 file:line error or records, never anything else)."""
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from dnsd.config.zonefile import ZoneFileError, read_zone_file
 from dnsd.health.view import HealthView
 from dnsd.reply import Client
+from dnsd.request import Request
 from dnsd.resolve import resolve
 from dnsd.server import load_snapshot
 from dnsd.snapshot import SnapshotHolder
@@ -89,7 +90,7 @@ def test_mutated_signed_queries_are_accepted_exactly_when_the_mac_checks(
     seed: bytes, data: st.DataObject
 ) -> None:
     wire = mutate(seed, data)
-    reply = resolve(wire, CLIENT, SNAP, HealthView(), random.Random(0), time.time())
+    reply = resolve(Request(wire, CLIENT, SNAP, HealthView(), random.Random(0), time.time()))
     if reply is None:
         assert len(wire) < 12 or wire[2] & 0x80  # the deliberate drops only
         return

@@ -1,5 +1,5 @@
 """Transferred load-balanced answers are kept per name and a new health view recomputes only
-the names it can change (issue 29: a health change re-steered every name). Over random
+the names it can change (a health change re-steered every name). Over random
 sequences of view changes — verdicts, drains, pool overrides, trickle overrides, RTT-only
 updates — the incremental answers equal a full computation every time."""
 

@@ -1,5 +1,5 @@
-"""The compiled serving loop (dnsd/_fastloop.c) and the pure one send the same bytes
-(issue 21): two in-process servers on one config, one per loop, their random sources seeded
+"""The compiled serving loop (dnsd/_fastloop.c) and the pure one send the same bytes:
+two in-process servers on one config, one per loop, their random sources seeded
 alike, asked the same random queries over real UDP sockets one at a time — static and
 load-balanced names (draws, samples, trickle, nesting), ECS, two client addresses, health
 overrides between rounds — and every reply compared byte for byte. Both walk the same
@@ -79,7 +79,7 @@ def override(srv: ServerThread, changes: list[tuple[str, str, str | None]]) -> N
 
 
 def test_compiled_and_pure_loops_send_the_same_bytes(servers) -> None:
-    loops = {name: srv.server._udp_threads[0].loop for name, srv in servers.items()}
+    loops = {name: srv.server.udp_threads[0].loop for name, srv in servers.items()}
     assert loops == {"compiled": "compiled", "pure": "pure"}
     rng = random.Random(20261201)
     socks = {}

@@ -1,4 +1,4 @@
-"""Zonal affinity, every row of every table in spec/zonal-affinity.md."""
+"""Zonal affinity, every rule of docs/steering.md, zonal affinity."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def decide(p, down: set[str], client_zone: str | None = "z1"):
     return select_backends(p, health, client_zone, ZONES)
 
 
-# -- §2 original eligible set ------------------------------------------------------------------
+# -- original eligible set ------------------------------------------------------------------
 NO_POLICY = [backend("a1", "z1"), backend("a2", "z1"), backend("b1", "z2"), backend("b2", "z2")]
 WITH_FAILOVER = [
     backend("p1", "z1"), backend("p2", "z1"), backend("p3", "z2"), backend("p4", "z2"),
@@ -75,7 +75,7 @@ def test_original_eligible_set(case: Original) -> None:
     assert names(d.modified) == case.eligible  # no compatible client: unchanged
 
 
-# -- §3 zonal match ----------------------------------------------------------------------------
+# -- zonal match ----------------------------------------------------------------------------
 def test_zonal_match_examples_from_the_spec() -> None:
     backends = [
         backend("pA", "zA"), backend("pB", "zB"),
@@ -91,7 +91,7 @@ def test_zonal_match_examples_from_the_spec() -> None:
     assert names(failover.modified) == ["fC", "fD"]
 
 
-# -- §4 modified eligible set ------------------------------------------------------------------
+# -- modified eligible set ------------------------------------------------------------------
 @dataclass
 class Modified:
     why: str
@@ -167,7 +167,7 @@ def test_empty_original_set_means_the_pool_cannot_answer() -> None:
     assert d.original_kind == "none" and d.modified == ()
 
 
-# -- §5 worked examples ------------------------------------------------------------------------
+# -- worked examples ------------------------------------------------------------------------
 TEN = [backend(f"z1-{i}", "z1") for i in range(5)] + [backend(f"z2-{i}", "z2") for i in range(5)]
 TEN_DOWN = {"z2-3", "z2-4"}  # all five in zone 1 healthy, three in zone 2
 

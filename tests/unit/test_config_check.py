@@ -189,7 +189,7 @@ def test_warnings_do_not_fail_the_check(tmp_path: Path) -> None:
     ]
 
 
-# -- issue 14: client_networks, client_region, probe keys, and the warnings ---------------------
+# -- client_networks, client_region, probe keys, and the warnings ---------------------
 NETS_CASES = [
     # (files, expected error, or None when valid)
     ({"z": HEADER + "client_networks:\n  10.1.0.0/16: {region: WEU}\n  2001:db8:1::/48: {region: NEAS, country: JP}\n"}, None),

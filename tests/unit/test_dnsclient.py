@@ -1,4 +1,4 @@
-"""The tests' own DNS client takes only the reply to its query (issue 29: stray datagrams
+"""The tests' own DNS client takes only the reply to its query (stray datagrams
 counted as wrong answers)."""
 
 from __future__ import annotations

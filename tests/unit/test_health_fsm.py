@@ -1,4 +1,4 @@
-"""The health state machine and EWMA, pure (health.md, steering.md §2.3)."""
+"""The health state machine and EWMA, pure (docs/health.md, docs/steering.md, dynamic)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Health rules of issue 14: jitter only shortens a probe interval (the outage bound holds),
+"""Health rules: jitter only shortens a probe interval (the outage bound holds),
 and the first verdict after a start is not logged as an alarm."""
 
 from __future__ import annotations

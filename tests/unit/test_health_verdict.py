@@ -37,7 +37,7 @@ def test_quorum_verdict(states, quorum, initial, expected) -> None:
 @pytest.mark.parametrize(
     ("states", "quorum", "last", "expected", "degraded"),
     [
-        # health.md "Stale sources": None is a source whose node was lost; it does not vote.
+        # docs/health.md, stale sources: None is a source whose node was lost; it does not vote.
         (["unhealthy", None, "healthy"], None, "unhealthy", "unhealthy", True),  # not readmitted
         (["unhealthy", None, "healthy"], None, "healthy", "healthy", True),  # nor failed
         (["healthy", None, "healthy"], None, "unhealthy", "healthy", False),  # 2 fresh agree

@@ -1,4 +1,4 @@
-"""Log lines strangers can cause are bounded (issue 16)."""
+"""Log lines strangers can cause are bounded."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RDATA and names held one way (issue 30): dnspython reads every value once, the zone tree
+"""RDATA and names held one way: dnspython reads every value once, the zone tree
 keys names in dnspython's escaped form, DNAME synthesises CNAMEs (RFC 6672), and a bad
 record is a config error naming file:line: path."""
 

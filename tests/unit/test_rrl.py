@@ -70,7 +70,7 @@ def test_slip_reply_is_tiny_and_truncated() -> None:
 
 def test_compact_denial_of_random_names_shares_the_nxdomain_bucket() -> None:
     """RFC 9824: a signed zone answers a nonexistent name NOERROR with an NSEC whose bitmap
-    holds NXNAME; for rate limiting it is an NXDOMAIN (issue 31: DO=1 floods escaped)."""
+    holds NXNAME; for rate limiting it is an NXDOMAIN (DO=1 floods escaped)."""
     from dnsd.dnssec.wire import NXNAME_BITMAP, bitmap
 
     def compact(name: str) -> bytes:

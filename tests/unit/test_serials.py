@@ -1,4 +1,4 @@
-"""SOA serials (issue 17): RFC 1982 arithmetic, the auto and floor rules, and versions kept
+"""SOA serials: RFC 1982 arithmetic, the auto and floor rules, and versions kept
 across restarts in the state directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Steering policies and the fallback-pool table (steering.md §2), table-driven."""
+"""Steering policies and the fallback-pool table (docs/steering.md, policies), table-driven."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def located(
     return ClientInfo(ipaddress.ip_address("81.2.69.142"), location=loc)
 
 
-# -- the fallback pool table (§2.5), one row per case ------------------------------------------
+# -- the fallback pool table, one row per case ------------------------------------------
 FALLBACK_TABLE = [
     # (why, policy, down, expected pool, fail_open)
     ("off: defaults healthy, fallback idle", "off", set(), "p1", False),
@@ -152,7 +152,7 @@ def test_no_fallback_configured_first_default_answers_when_all_down() -> None:
     assert decision.pool == "p2" and decision.fail_open
 
 
-# -- geo (§2.4) --------------------------------------------------------------------------------
+# -- geo --------------------------------------------------------------------------------
 GEO = lb(
     "w",
     ["p1"],
@@ -192,7 +192,7 @@ def test_geo_pop_mapping_beats_country() -> None:
     assert run([GEO], client=client).pool == "p2"
 
 
-# -- proximity (§2.6) --------------------------------------------------------------------------
+# -- proximity --------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("lat", "lon", "expected"),
     [(48.9, 2.4, "p2"), (37.8, -122.4, "p1"), (-33.9, 151.2, "p3")],  # Paris, San Francisco, Sydney
@@ -216,7 +216,7 @@ def test_proximity_skips_unhealthy_and_without_coordinates_uses_failover_order()
     assert run([lb("w", ["p3", "p1"], steering="proximity")]).pool == "p3"
 
 
-# -- dynamic (§2.3) ----------------------------------------------------------------------------
+# -- dynamic ----------------------------------------------------------------------------
 def rtt_view(rtts: dict[str, float], region: str, samples: int = 5, age: float = 10.0, down=()):
     states = {}
     for p in ADDRESS:
@@ -308,7 +308,7 @@ def test_trickle_override_from_the_health_view_wins() -> None:
     assert draws(lb("w", ["p1", "p2"], trickle=0.0), n=500, health=health) == Counter({"p2": 500})
 
 
-# -- nesting (§2.7): the active-passive pattern ----------------------------------------------
+# -- nesting: the active-passive pattern ----------------------------------------------
 def active_passive():
     return [
         lb("api", ["p1", "lb:api-regional"], trickle=0.1, fallback="fb"),
@@ -372,7 +372,7 @@ def test_hash_selection_is_sticky_per_client_subnet() -> None:
 
 
 def test_dynamic_trickle_after_the_fastest_pool_fails_is_an_ordinary_failover() -> None:
-    """steering.md §3: the fastest pool stays the primary by its last RTT, so when it fails
+    """docs/steering.md, trickle: the fastest pool stays the primary by its last RTT, so when it fails
     every answer goes to the next pool: no share of 10,000 seeded draws to a third pool."""
     dyn = lb(
         "w", ["p1", "p2", "p3"], steering="dynamic", min_samples=3, rtt_max_age_s=600, trickle=0.1

@@ -1,6 +1,6 @@
-"""Steering rules that follow the source systems exactly (issue 14): the trickle's primary and
-backup (steering.md §3), the dynamic vantage point (§2.3), `client_region: pop` (§4) and the
-proximity fallback pool (§2.6). Table-driven; statistics over 10,000 seeded draws checked
+"""Steering rules that follow the source systems exactly: the trickle's primary and
+backup (docs/steering.md, trickle), the dynamic vantage point, `client_region: pop` and the
+proximity fallback pool. Table-driven; statistics over 10,000 seeded draws checked
 against binomial 99.9% intervals."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def one(target, **kw):
     return steer(inputs, target, QTYPE.A)
 
 
-# -- §3 trickle: primary healthy → backup gets r; primary down → plain failover ----------------
+# -- trickle: primary healthy → backup gets r; primary down → plain failover ----------------
 GEO_FB = lb("g", ["p1"], steering="geo", fallback="fb", region_pools={"WEU": ["p2"]}, trickle=0.1)
 TRICKLE_TABLE = [
     # (why, lb, down, client, expected shares {pool: p})
@@ -112,7 +112,7 @@ def test_trickle_explanation_names_primary_backup_and_why_not() -> None:
     assert "no backup" in alone.reasons[-1]
 
 
-# -- §2.3 dynamic: which vantage point decides ---------------------------------------------------
+# -- dynamic: which vantage point decides ---------------------------------------------------
 DYN = lb("d", ["p1", "p2", "p3"], steering="dynamic")
 THREE_REGIONS = [located("GB", "WEU"), located("JP", "NEAS"), located("BR", "SSAM")]
 
@@ -161,7 +161,7 @@ def test_no_current_data_anywhere_is_failover_order() -> None:
     assert "no current RTT data from NEAS or this node: failover order" in decision.reasons[0]
 
 
-# -- §4 client_region: pop ------------------------------------------------------------------------
+# -- client_region: pop ------------------------------------------------------------------------
 POP_GEO = dict(steering="geo", region_pools={"WEU": ["p2"], "NEAS": ["p3"]})
 
 
@@ -190,7 +190,7 @@ def test_client_region_pop_in_a_nested_lb_applies_to_that_lb_only() -> None:
     assert decision.path() == ["lb:inner", "p3"]
 
 
-# -- §2.6 proximity: the fallback pool is never ranked by distance --------------------------------
+# -- proximity: the fallback pool is never ranked by distance --------------------------------
 def test_proximity_ranks_the_fallback_last_and_it_needs_no_coordinates() -> None:
     from tests.builders import backend, pool
 
@@ -212,12 +212,12 @@ def test_location_of_a_pop_lb_is_the_nodes_region() -> None:
     assert pop_location(inputs) == Location(region="SAS", source="pop")
 
 
-# -- §4 client_networks: longest prefix first, before the database ------------------------------
+# -- client_networks: longest prefix first, before the database ------------------------------
 def test_client_networks_longest_prefix_wins_over_both_families() -> None:
     from dnsd.config.model import ClientNetwork
     from dnsd.geo.locate import locate
+    from dnsd.geo.networks import NetworkTable
     from dnsd.geo.regions import region_table
-    from dnsd.snapshot import NetworkTable
 
     net = ipaddress.ip_network
     table = NetworkTable(

@@ -12,10 +12,11 @@ import dns.tsigkeyring
 import pytest
 
 from dnsd.config.model import TsigKey
+from dnsd.tsig_keyring import keyring
 from dnsd.xfr import tsig
 
 SECRET = bytes(range(32))
-RING = tsig.keyring(
+RING = keyring(
     {
         "k256": TsigKey("k256", "hmac-sha256", SECRET),
         "k512": TsigKey("k512", "hmac-sha512", SECRET),
