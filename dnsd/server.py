@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from dnsd import __version__
+from dnsd.admin.active_pool_watch import ActivePoolWatch, RegionStates
 from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.context import GATE
@@ -34,7 +35,6 @@ from dnsd.dnssec.keys import ensure_keys
 from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.events import EventLog, current_actor
-from dnsd.events.moves import ActivePoolWatch, RegionStates
 from dnsd.events.record import SYSTEM, current_cause, make
 from dnsd.fastpath import AnswerCache, AnswerCaches
 from dnsd.geo.age import log_database as log_geoip_database

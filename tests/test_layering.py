@@ -95,7 +95,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
     ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
               "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
-              "reload_result", "reaper", "admin_url"]),
+              "reload_result", "reaper", "admin_url", "events"]),
     # The validated configuration, and the key material derived from it.
     ("config", ["config", "tsig_keyring", "zone_keys"]),
     # What a query is answered from: the compiled, immutable snapshot.
@@ -104,14 +104,16 @@ LAYERS: list[tuple[str, list[str]]] = [
     # read by the steering below, so health sits under it).
     ("state", ["health"]),
     # Pure decisions over snapshot + health: which name, which backends, which reply.
-    ("core", ["affinity", "steering", "zone_lookup", "reply", "request"]),
-    # Features around the core: DNSSEC, zone transfers and TSIG, the cluster bus.
-    ("features", ["dnssec", "xfr", "cluster"]),
+    ("core", ["affinity", "steering", "zone_lookup", "reply", "request", "answer_table"]),
+    # Features around the core: DNSSEC, zone transfers and TSIG.
+    ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
     ("query", ["resolve", "fastpath", "explain"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: room for the services split out of server.py (listeners, reload, signals).
-    ("outer", ["net", "workers", "admin", "provision", "octodns", "serverfile",
+    # `cluster` (the Redis bus, its health and config channels) applies shared config
+    # changes through `provision`'s writer.
+    ("outer", ["net", "workers", "admin", "provision", "cluster", "octodns", "serverfile",
                "serverfile_reload", "geoip_cli", "serve",
                "server", "drill", "lab", "cli", "__main__"]),
 ]  # fmt: skip
@@ -131,6 +133,7 @@ ALLOWED: dict[str, set[str]] = {
     "reload_result": set(),
     "reaper": set(),
     "admin_url": set(),
+    "events": set(),
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
@@ -139,29 +142,30 @@ ALLOWED: dict[str, set[str]] = {
     "zone_keys": set(),
     "snapshot": {"config", "errors", "dnsname", "rdata", "geo", "cookies", "tsig_keyring",
                  "zone_keys"},
-    "health": {"config", "snapshot", "ratelog", "atomic_files", "errors"},
+    "health": {"config", "snapshot", "ratelog", "atomic_files", "errors", "events"},
     "affinity": {"config", "health"},
     "steering": {"config", "geo", "snapshot", "health", "affinity"},
     "zone_lookup": {"config", "dnsname", "rdata", "snapshot"},
     "reply": {"dnsname", "cookies", "geo", "steering", "zone_lookup"},
     "request": {"snapshot", "health", "reply"},
+    "answer_table": {"steering"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
     "xfr": {"config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
             "zone_keys", "snapshot", "health", "steering", "reply", "dnssec"},
     # The cluster bus shares health observations between nodes: health's data types, the
     # config, files and logs; never the admin API or the server that wires it.
-    "cluster": {*BASE, "config", "snapshot", "health"},
+    "cluster": {*BASE, "config", "snapshot", "health", "events", "provision"},
     "resolve": {"ratelog", "cookies", "request", "snapshot", "health", "steering", "reply",
                 "zone_lookup", "dnssec", "xfr"},
-    "fastpath": {"_fastloop", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
+    "fastpath": {"_fastloop", "answer_table", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
                  "reply", "zone_lookup", "dnssec", "resolve"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
-    "net": {"_fastloop", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
-    "workers": {"health", "cluster"},
-    "admin": {"dnsd", "dnsname", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
-              "steering", "xfr", "cluster", "explain", "provision"},
+    "net": {"_fastloop", "answer_table", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
+    "workers": {"health"},
+    "admin": {"dnsd", "events", "dnsname", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
+              "steering", "xfr", "explain", "provision"},
     "provision": {"errors", "config", "atomic_files", "process_tools", "reload_result",
-                  "health", "cluster"},
+                  "health"},
     "octodns": {"geo", "provision"},
     "serverfile": {"errors", "config", "admin"},
     "serverfile_reload": {"errors", "admin", "serverfile"},
@@ -169,7 +173,7 @@ ALLOWED: dict[str, set[str]] = {
     "serve": {*BASE, "serverfile_reload", "_fastloop", "config", "cookie_key", "cookies", "geo", "tsig_keyring",
               "zone_keys", "snapshot", "health", "reply", "request", "dnssec", "xfr",
               "cluster", "resolve", "fastpath", "net", "workers", "admin", "provision", "serverfile"},
-    "server": {*BASE, "serverfile_reload", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
+    "server": {*BASE, "events", "serverfile_reload", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
                "xfr", "cluster", "resolve", "fastpath", "net", "workers", "admin",
                "provision", "serverfile", "serve"},
     "drill": {"admin_url", "errors", "config", "geo", "logsetup", "snapshot", "health", "explain",

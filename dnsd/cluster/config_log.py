@@ -1,4 +1,4 @@
-"""The shared config history as a hash chain (operations.md "Config sync: one sealed history").
+"""The shared config history as a hash chain (docs/operations.md "Config sync: one sealed history").
 
 Each change set is a record `{seq, prev, digest, origin, at, entries}` sealed with the
 cluster key; `digest` is SHA-256 over everything else, `prev` the digest of the record

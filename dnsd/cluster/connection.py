@@ -1,5 +1,5 @@
 """Where the cluster's Redis is and how to reach it: one plain server, TLS, an ACL user, or
-a Sentinel-managed primary (operations.md "Production Redis").
+a Sentinel-managed primary (docs/operations.md "Production Redis").
 
 `--redis` takes
 * `redis://[USER:PASS@]HOST:PORT[/DB]` — one server (USER/PASS: a Redis ACL user);

@@ -1,4 +1,4 @@
-"""Sharing health between dnsd nodes (health.md "Source regions and quorum") on the bus.
+"""Sharing health between dnsd nodes (docs/health.md "Source regions and quorum") on the bus.
 
 Each node probes as its own source region and publishes every observation — (monitor,
 target, source) → state, EWMA RTT, samples, time — to a Redis hash and a pub/sub channel;

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dnsd.admin.active_pool_watch import moves
 from dnsd.events import Event, EventLog, events_for, iso_z, parse_iso
-from dnsd.events.moves import moves
 from dnsd.events.record import make
 
 T0 = parse_iso("2026-12-01T10:00:00Z")
@@ -208,8 +208,8 @@ load_balancers:
 def test_only_the_load_balancers_that_reach_a_change_are_steered_again(tmp_path: Path) -> None:
     from types import MappingProxyType
 
+    from dnsd.admin.active_pool_watch import Reach, changed_pools, changed_trickles
     from dnsd.config.loader import load_config
-    from dnsd.events.moves import Reach, changed_pools, changed_trickles
     from dnsd.health.view import BackendHealth, HealthView
 
     (tmp_path / "r.yaml").write_text(REACH_CONFIG)

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from dnsd.config.model import Config
+from dnsd.admin.status import FAIL_OPEN, answering_pool
+from dnsd.config.model import LB_PREFIX, Config
 from dnsd.events.journal import EventLog
 from dnsd.events.record import PROBE, Event, make
 from dnsd.health.view import HealthView
@@ -24,15 +25,8 @@ from dnsd.health.view import HealthView
 # Per load balancer: (the path that answers each client region, the regions off their
 # first choice) — what dnsd.admin.status.region_states returns.
 RegionStates = Mapping[str, tuple[Mapping[str, str], Sequence[str]]]
-FAIL_OPEN: Final = " (fail open)"  # how region_states marks a path
-LB_PREFIX: Final = "lb:"
 CAUSE_KINDS: Final = frozenset({"backend_health", "override", "config"})
 MAX_CAUSES: Final = 4
-
-
-def answering_pool(path: str) -> str:
-    """`lb:inner -> eu (fail open)` → `eu`."""
-    return path.removesuffix(FAIL_OPEN).split(" -> ")[-1]
 
 
 def reached_regions(states: RegionStates) -> dict[str, set[str]]:
@@ -95,7 +89,7 @@ def _event(
     kind: str, lb: str, regions: list[str], changed: Mapping[str, tuple[str, str]],
     at: float, cause: str, actor: str,
 ) -> Event:  # fmt: skip
-    pools = {answering_pool(changed[r][1]) for r in regions}
+    pools = {answering_pool(changed[r][1])[0] for r in regions}
     changes = {r: {"from": changed[r][0], "to": changed[r][1]} for r in regions}
     pool = next(iter(pools)) if len(pools) == 1 else None
     return make(at, kind, cause, actor, lb=lb, pool=pool, regions=tuple(regions), changes=changes)
