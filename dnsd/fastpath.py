@@ -38,6 +38,7 @@ import threading
 from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from dnslib import QTYPE, RCODE, DNSRecord
@@ -325,6 +326,11 @@ class AnswerCache:
         """Query bytes after the ID → answer table (dnsd/_fastloop.c walks the UDP one; it
         is changed in place, never replaced). The counters they index: `counters`."""
         return self._tables_udp if transport == "udp" else self._tables_tcp
+
+    def memos(self, transport: str) -> Mapping[bytes, Any]:
+        """Query bytes after the ID → the load-balanced memo the tables were built from
+        (read-only: what tests look into)."""
+        return MappingProxyType(self._memo_udp if transport == "udp" else self._memo_tcp)
 
     def outcome_of(self, wire: bytes, code: int, value: int, order: Any) -> Outcome | None:
         """What the compiled loop's walk of `wire`'s UDP table drew, when it ended without
