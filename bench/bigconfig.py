@@ -86,7 +86,7 @@ def serving_rss(d: Path) -> int:
 def incremental(d: Path) -> tuple[float, float]:
     """A full load, then a reload after one line of one pools file changed (seconds each)."""
     from dnsd.config.loader import ParseCache
-    from dnsd.server import load_snapshot
+    from dnsd.loading import load_snapshot
 
     cache = ParseCache()
     full, snap = timed(lambda: load_snapshot(d, 1, previous=None, cache=cache))

@@ -145,13 +145,13 @@ def busy_thread_gaps(seconds: float) -> float:
 
 
 def loader_share(directory: Path, records: int) -> None:
-    """In this process: the load a reload runs (dnsd.server.load_snapshot) on a thread,
+    """In this process: the load a reload runs (dnsd.loading.load_snapshot) on a thread,
     and a ticker waiting 1 ms at a time. For each gap in the ticks, the CPU time the
     loading thread used within it (its own CPU clock) bounds how much of the gap its
     running could have caused; the rest is time this process was not scheduled at all
     (an oversubscribed machine). The largest such share is the stall the load itself
     makes, whatever else runs on the machine."""
-    from dnsd.server import load_snapshot
+    from dnsd.loading import load_snapshot
 
     write_zone(directory, records)
     started = threading.Event()

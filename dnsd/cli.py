@@ -266,7 +266,7 @@ def run_export(args: argparse.Namespace) -> int:
     from dnsd.errors import ConfigError
     from dnsd.explain import health_with_down
     from dnsd.health.store import HealthStore
-    from dnsd.server import load_snapshot
+    from dnsd.loading import load_snapshot
     from dnsd.xfr.content import zone_content
     from dnsd.xfr.versions import ZoneVersions
     from dnsd.xfr.zonetext import export_text, signed_text
@@ -450,7 +450,7 @@ def run_explain(args: argparse.Namespace) -> int:
     from dnsd.errors import ConfigError
     from dnsd.explain import ExplainError, explain_query, health_with_down, render_text
     from dnsd.geo.database import GeoDatabase
-    from dnsd.server import load_snapshot
+    from dnsd.loading import load_snapshot
     from dnsd.snapshot import NodeSettings
 
     if args.server:

@@ -34,7 +34,7 @@ def lookup(args: argparse.Namespace) -> dict[str, Any]:
     from dnsd.geo.database import GeoDatabase
     from dnsd.geo.locate import locate, normalise
     from dnsd.geo.regions import region_table
-    from dnsd.server import load_snapshot
+    from dnsd.loading import load_snapshot
     from dnsd.snapshot import NodeSettings
     from dnsd.steering.client import ClientInfo, client_info
 

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,12 +28,9 @@ from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
 from dnsd.admin.status import answering_pool, shared_region_states
 from dnsd.admin.webhooks import Alerts, Webhook
-from dnsd.config.loader import LoadCancelled, ParseCache, load_config
-from dnsd.config.model import Zone
+from dnsd.config.loader import LoadCancelled, ParseCache
 from dnsd.dnssec.apex import with_keys
-from dnsd.dnssec.keys import ensure_keys
-from dnsd.dnssec.keys import key_dir as key_dir_of
-from dnsd.errors import ConfigError, Reason
+from dnsd.errors import ConfigError
 from dnsd.events import EventLog, current_actor
 from dnsd.events.record import SYSTEM, current_cause, make
 from dnsd.fastpath import AnswerCache, AnswerCaches
@@ -42,6 +39,7 @@ from dnsd.geo.database import GeoDatabase, reopened
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore, PersistError
 from dnsd.health.view import HealthView
+from dnsd.loading import key_files, load_snapshot, zone_keys
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
@@ -51,7 +49,7 @@ from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler, TcpLimits
 from dnsd.net.udp import Answerer, UdpProtocol
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
-from dnsd.process_tools import in_daemon_thread, loading, release_free_memory
+from dnsd.process_tools import in_daemon_thread, release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reaper import release_later
@@ -65,15 +63,12 @@ from dnsd.snapshot import (
     NodeSettings,
     Snapshot,
     SnapshotHolder,
-    compile_snapshot,
     with_serials,
 )
 from dnsd.workers import Follower, WorkerPool
-from dnsd.xfr.content import prepare_transfers
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
 from dnsd.xfr.versions import ZoneVersions
-from dnsd.zone_keys import ZoneKeys
 
 if TYPE_CHECKING:
     from dnsd.cluster.bus import RedisBus
@@ -113,73 +108,6 @@ class ServerOptions:
     worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
     follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
     server_file: ServerFile | None = None  # `--config FILE`: reloads read it again
-
-
-def load_snapshot(
-    config_dir: Path,
-    generation: int,
-    geo: GeoDatabase | None = None,
-    node: NodeSettings | None = None,
-    key_dir: Path | None = None,
-    create_keys: bool = False,
-    previous: Snapshot | None = None,
-    cache: ParseCache | None = None,
-    cancelled: Callable[[], bool] | None = None,
-) -> Snapshot:
-    """Read, validate and compile; raises ConfigError. Safe to run in a worker thread, and
-    meant to: it also converts each zone's records for transfers (seconds for a zone of
-    100,000 records), so the event loop never does. With `cache` and `previous` (a reload)
-    only files whose content changed are parsed again, and zones from unchanged files
-    keep their compiled tree and their transfer conversion. `cancelled`: LoadCancelled
-    once it returns True (looked at while reading and between the steps)."""
-    with loading():
-        return _load_snapshot(config_dir, generation, geo, node, key_dir, create_keys,
-                              previous, cache, cancelled)  # fmt: skip
-
-
-def _load_snapshot(
-    config_dir: Path,
-    generation: int,
-    geo: GeoDatabase | None,
-    node: NodeSettings | None,
-    key_dir: Path | None,
-    create_keys: bool,
-    previous: Snapshot | None,
-    cache: ParseCache | None,
-    cancelled: Callable[[], bool] | None,
-) -> Snapshot:
-    config, warnings = load_config(config_dir, cache=cache, cancelled=cancelled)
-    if cancelled is not None and cancelled():
-        raise LoadCancelled
-    snapshot = compile_snapshot(
-        config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node,
-        previous=previous,
-    )  # fmt: skip
-    if cancelled is not None and cancelled():
-        raise LoadCancelled
-    prepare_transfers(snapshot)
-    if key_dir is not None:
-        snapshot = with_keys(snapshot, zone_keys(config.zones, key_dir, create_keys))
-    release_free_memory()
-    return snapshot
-
-
-def zone_keys(zones: tuple[Zone, ...], key_dir: Path, create: bool) -> dict[str, ZoneKeys]:
-    """The DNSSEC keys of every zone with `dnssec:` (made at the first start when missing;
-    a `--workers` process only reads them). A key that cannot be read fails the load."""
-    found, reasons = {}, []
-    for zone in zones:
-        if zone.dnssec_algorithm is None:
-            continue
-        try:
-            found[zone.name] = ensure_keys(
-                key_dir, zone.name, zone.dnssec_algorithm, create, zone.dnssec_split_keys
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            reasons.append(Reason(zone.file, 0, "dnssec", f"cannot load the zone's keys: {exc}"))
-    if reasons:
-        raise ConfigError(reasons)
-    return found
 
 
 class DnsServer:
@@ -639,7 +567,7 @@ class DnsServer:
                 continue
             if self.versions is not None:  # a new day is a new signed version (fresh RRSIGs)
                 self._new_view(self.store.view)
-            files = _key_files(key_dir, snap.signing)
+            files = key_files(key_dir, snap.signing)
             now = time.time()
             due = any((k.next_change() or now + 1) <= now for k in snap.signing.values())
             if files == seen and not due:
@@ -875,16 +803,6 @@ class DnsServer:
         await self._tcp_handler.close_all()
         for tcp in self._tcp:
             await tcp.wait_closed()
-
-
-def _key_files(key_dir: Path, signing: Mapping[str, ZoneKeys]) -> dict[Path, float]:
-    """The key files of the signed zones and their modification times."""
-    found = {}
-    for zone in signing:
-        for path in key_dir_of(key_dir, zone).glob("K*.json"):
-            with contextlib.suppress(OSError):
-                found[path] = path.stat().st_mtime
-    return found
 
 
 OVERRIDE_EXPIRY_CHECK_S = 0.5

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from dnsd.geo.database import GeoDatabase
+from dnsd.loading import load_snapshot
 from dnsd.net.rrl import RrlSettings
 from dnsd.net.tcp import TcpLimits
-from dnsd.server import DnsServer, ServerOptions, load_snapshot
+from dnsd.server import DnsServer, ServerOptions
 
 DATA = Path(__file__).parent / "data"
 GEO = GeoDatabase()

@@ -108,7 +108,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Features around the core: DNSSEC, zone transfers and TSIG.
     ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
-    ("query", ["resolve", "fastpath", "explain"]),
+    ("query", ["resolve", "fastpath", "explain", "loading"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: room for the services split out of server.py (listeners, reload, signals).
     # `cluster` (the Redis bus, its health and config channels) applies shared config
@@ -159,6 +159,8 @@ ALLOWED: dict[str, set[str]] = {
                 "zone_lookup", "dnssec", "xfr"},
     "fastpath": {"_fastloop", "answer_table", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
                  "reply", "zone_lookup", "dnssec", "resolve"},
+    "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
+                "zone_keys"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
     "net": {"_fastloop", "answer_table", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
     "workers": {"health"},
@@ -169,17 +171,17 @@ ALLOWED: dict[str, set[str]] = {
     "octodns": {"geo", "provision"},
     "serverfile": {"errors", "config", "admin"},
     "serverfile_reload": {"errors", "admin", "serverfile"},
-    "geoip_cli": {"errors", "geo", "snapshot", "steering", "server"},
+    "geoip_cli": {"errors", "geo", "snapshot", "steering", "loading"},
     "serve": {*BASE, "serverfile_reload", "_fastloop", "config", "cookie_key", "cookies", "geo", "tsig_keyring",
               "zone_keys", "snapshot", "health", "reply", "request", "dnssec", "xfr",
               "cluster", "resolve", "fastpath", "net", "workers", "admin", "provision", "serverfile"},
-    "server": {*BASE, "events", "serverfile_reload", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
+    "server": {*BASE, "events", "serverfile_reload", "loading", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
                "xfr", "cluster", "resolve", "fastpath", "net", "workers", "admin",
                "provision", "serverfile", "serve"},
-    "drill": {"admin_url", "errors", "config", "geo", "logsetup", "snapshot", "health", "explain",
+    "drill": {"admin_url", "loading", "errors", "config", "geo", "logsetup", "snapshot", "health", "explain",
               "admin", "server"},
     "lab": {"drill"},
-    "cli": {*BASE, "admin_url", "geoip_cli", "serverfile_reload", "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
+    "cli": {*BASE, "admin_url", "loading", "geoip_cli", "serverfile_reload", "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
             "health", "dnssec", "xfr", "cluster", "explain", "net", "admin", "serverfile",
             "server", "drill", "lab", "octodns", "provision"},
     "__main__": {"cli"},

@@ -144,8 +144,9 @@ async def _demo(args: argparse.Namespace) -> int:
     import tempfile
 
     from dnsd.geo.database import GeoDatabase
+    from dnsd.loading import load_snapshot
     from dnsd.logsetup import setup_logging
-    from dnsd.server import DnsServer, ServerOptions, load_snapshot
+    from dnsd.server import DnsServer, ServerOptions
     from dnsd.snapshot import NodeSettings
 
     setup_logging("warning", "text")

@@ -20,7 +20,7 @@ from dnsd.drill.backend import DemoBackend
 from dnsd.health.probes import ProbeTarget, probe
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
-from dnsd.server import load_snapshot
+from dnsd.loading import load_snapshot
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.client import ClientInfo
 from tests.health_harness import Recorder, wait_for, write_config

@@ -15,7 +15,7 @@ import dns.message
 import dns.opcode
 import dns.tsigkeyring
 
-from dnsd.server import load_snapshot
+from dnsd.loading import load_snapshot
 from dnsd.snapshot import SnapshotHolder, with_serials
 from dnsd.xfr.notify import NotifySender
 

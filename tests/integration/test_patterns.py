@@ -19,10 +19,10 @@ from dnsd.geo.database import GeoDatabase
 from dnsd.geo.locate import locate
 from dnsd.geo.regions import region_table
 from dnsd.health.view import HealthView
+from dnsd.loading import load_snapshot
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import answer_query
-from dnsd.server import load_snapshot
 from tests.unit.test_steering import binomial_ok
 
 ZONES = Path(__file__).parent.parent.parent / "zones"

@@ -284,7 +284,8 @@ def test_connection_cap_refuses_while_every_connection_is_busy(strict_server) ->
 
 
 def test_ipv6_listener(tmp_path) -> None:
-    from dnsd.server import DnsServer, ServerOptions, load_snapshot
+    from dnsd.loading import load_snapshot
+    from dnsd.server import DnsServer, ServerOptions
 
     srv = ServerThread(DATA / "good")
     srv.server = DnsServer(

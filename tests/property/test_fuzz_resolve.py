@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import HealthView
+from dnsd.loading import load_snapshot
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
-from dnsd.server import load_snapshot
 from tests.conftest import DATA, GEO
 
 SNAP = load_snapshot(DATA / "good", 1, GEO)

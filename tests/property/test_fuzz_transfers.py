@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from dnsd.config.zonefile import ZoneFileError, read_zone_file
 from dnsd.health.view import HealthView
+from dnsd.loading import load_snapshot
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
-from dnsd.server import load_snapshot
 from dnsd.snapshot import SnapshotHolder
 from dnsd.xfr.outgoing import transfer_type
 from dnsd.xfr.service import TransferService

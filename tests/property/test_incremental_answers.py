@@ -10,7 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from dnsd.health.view import BackendHealth, RttSample, view_of
-from dnsd.server import load_snapshot
+from dnsd.loading import load_snapshot
 from dnsd.xfr.lb_answers import LbAnswers, lb_index, view_change
 
 POOLS = ["a", "b", "c", "d"]

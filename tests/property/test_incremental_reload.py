@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dnsd.config.loader import ParseCache
 from dnsd.errors import ConfigError
-from dnsd.server import load_snapshot
+from dnsd.loading import load_snapshot
 
 ZONE = """\
 zone: inc.test

@@ -13,7 +13,7 @@ from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import target_of
 from dnsd.health.scheduler import next_delay
 from dnsd.health.store import HealthStore
-from dnsd.server import load_snapshot
+from dnsd.loading import load_snapshot
 from tests.health_harness import write_config
 
 

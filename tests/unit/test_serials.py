@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from dnsd.health.view import HealthView
-from dnsd.server import load_snapshot
+from dnsd.loading import load_snapshot
 from dnsd.xfr.serials import next_serial, serial_gt
 from dnsd.xfr.versions import ZoneVersions
 
