@@ -217,7 +217,7 @@ def reload_stall(directory: Path, records: int, nice: int | None) -> None:
             started = time.perf_counter()
             dnsd.signal(signal.SIGHUP)
             deadline = time.monotonic() + 1200
-            while sum("reloaded" in line for line in dnsd.lines) < reload:
+            while sum(": reloaded " in line for line in dnsd.lines) < reload:
                 assert time.monotonic() < deadline, dnsd.output
                 time.sleep(0.01)
             reload_s = time.perf_counter() - started

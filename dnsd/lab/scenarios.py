@@ -158,6 +158,9 @@ def partial_outage(lab: Lab) -> DrillResult:
     return finish(result)
 
 
+STUB_WAIT_S = 5.0
+
+
 def node_down(lab: Lab) -> DrillResult:
     """WNAM's dnsd node killed: WNAM's resolver keeps answering through the other two
     nodes (lost = 0); the slowest answer meanwhile is the resolver's retry time."""
@@ -174,7 +177,9 @@ def node_down(lab: Lab) -> DrillResult:
     end = watch.now() + 5.0
     while watch.now() < end:
         started = time.monotonic()
-        got = ask(WNAM.ns, WNAM.resolver, timeout=3.0)
+        # Lost: no answer within a stub resolver's wait (glibc's default timeout: 5 s);
+        # the resolver's own retry to another NS may take unbound's backed-off 3 s+.
+        got = ask(WNAM.ns, WNAM.resolver, timeout=STUB_WAIT_S)
         took = time.monotonic() - started
         result.timeline.append(("resolver", Answer(watch.now(), "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)))  # fmt: skip
         slowest = max(slowest, took)
