@@ -26,7 +26,7 @@ from dnsd.admin.context import GATE
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
-from dnsd.admin.status import answering_pool, shared_region_states
+from dnsd.admin.status import answering_pool, region_details_under, shared_region_states
 from dnsd.admin.webhooks import Alerts, Webhook
 from dnsd.config.loader import LoadCancelled, ParseCache
 from dnsd.dnssec.apex import with_keys
@@ -183,7 +183,7 @@ class DnsServer:
         self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
         # Failover and failback events: the active pools compared after every change.
         self.moves = ActivePoolWatch(
-            self._region_states, lambda: self.holder.current.config, lambda: self.store.view,
+            self._region_states, lambda: self.holder.current, lambda: self.store.view,
             self.events,
         )  # fmt: skip
         self._watched: tuple[int, int] = (-1, -1)
@@ -381,11 +381,16 @@ class DnsServer:
         threads = list(self._udp_threads)
         return threads[0].loop if threads else self.options.serving_loop
 
-    def _region_states(self, names: Iterable[str]) -> RegionStates:
-        """Per load balancer, the pool each client region gets now: the computation the
-        status document and the metrics share (dnsd.admin.status), read without copies."""
-        now, lbs = time.time(), self.holder.current.config.load_balancers
-        return {name: shared_region_states(self, lbs[name], now) for name in names}
+    @staticmethod
+    def _region_states(names: Iterable[str], snap: Snapshot, view: HealthView) -> RegionStates:
+        """Per load balancer, the pool each client region gets under `snap` and `view`:
+        the computation the status document and the metrics share (dnsd.admin.status)."""
+        now, lbs = time.time(), snap.config.load_balancers
+        states = {}
+        for name in names:
+            active, failed, _ = region_details_under(snap, view, lbs[name], now)
+            states[name] = (active, failed)
+        return states
 
     def _serve_serials(self, serials: dict[str, int]) -> None:
         """A worker: serve the SOA serials the main process decided."""
@@ -769,6 +774,7 @@ class DnsServer:
             task.cancel()
         if self._key_watch is not None:
             self._key_watch.cancel()
+
         if self._reporting is not None:
             self._reporting.cancel()
             if self.follower is not None:  # the last counts, so none are lost at a restart

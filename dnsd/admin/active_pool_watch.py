@@ -12,9 +12,10 @@ those regions, not every region it would steer on its own."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from dnsd.admin.status import FAIL_OPEN, answering_pool
 from dnsd.config.model import LB_PREFIX, Config
@@ -27,6 +28,8 @@ from dnsd.health.view import HealthView
 RegionStates = Mapping[str, tuple[Mapping[str, str], Sequence[str]]]
 CAUSE_KINDS: Final = frozenset({"backend_health", "override", "config"})
 MAX_CAUSES: Final = 4
+SLICE: Final = 50  # load balancers steered between two chances for the event loop to run
+SLICE_PAUSE_S: Final = 0.005
 
 
 def reached_regions(states: RegionStates) -> dict[str, set[str]]:
@@ -152,29 +155,32 @@ def changed_trickles(old: HealthView, new: HealthView) -> set[str]:
 
 class ActivePoolWatch:
     """Compares the active pools after each change with the ones before and adds the
-    events to the journal: only the load balancers that reach what changed are steered
-    again (a pool's health moves the few that use it, not 10,000). Armed once the server
-    serves: the first verdicts after a start move nothing (a restart is not a failover)."""
+    events to the journal: only the load balancers that reach what changed are steered,
+    under the snapshot and health view before the change and under the ones after (a
+    pool's health moves the few that use it, not 10,000; nothing is steered at start).
+    Armed once the server serves: the first verdicts after a start move nothing (a
+    restart is not a failover)."""
 
     def __init__(
         self,
-        states: Callable[[Iterable[str]], RegionStates],
-        config: Callable[[], Config],
+        states: Callable[[Iterable[str], Any, HealthView], RegionStates],
+        snapshot: Callable[[], Any],
         view: Callable[[], HealthView],
         journal: EventLog,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._states = states
-        self._config = config
+        self._states = states  # (names, snapshot, view) -> their active pools per region
+        self._snapshot = snapshot
         self._view = view
         self._journal = journal
         self._clock = clock
         self._reach: Reach | None = None
-        self._seen_view = HealthView()
-        self._last: dict[str, tuple[Mapping[str, str], Sequence[str]]] = {}
+        self._seen: tuple[Any, HealthView] | None = None  # the snapshot and view compared to
         self._last_pools: dict[str, bool] = {}
         self._causes: list[tuple[str, str]] = []  # (cause, actor) since the last check
         self.armed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._busy = self._again = False
         journal.listeners.append(self.note)
 
     def note(self, event: Event) -> None:
@@ -184,29 +190,37 @@ class ActivePoolWatch:
             self._causes.append(why)
 
     def arm(self) -> None:
-        """The starting point failovers are measured from."""
-        self.armed = True
-        config, view = self._config(), self._view()
-        self._reach, self._seen_view = Reach(config), view
-        self._last = dict(self._states(config.load_balancers))
-        self._last_pools = {n: view.pool_healthy(p) for n, p in config.pools.items()}
+        """The starting point failovers are measured from: O(pools), no steering."""
+        snap, view = self._snapshot(), self._view()
+        self._reach, self._seen = Reach(snap.config), (snap, view)
+        self._last_pools = {n: view.pool_healthy(p) for n, p in snap.config.pools.items()}
         self._causes.clear()
+        self.armed = True
 
     def check(self) -> None:
-        if not self.armed or self._reach is None:
+        if self._busy:  # a check in slices runs: this one after it
+            self._again = True
+            return
+        if not self.armed or self._reach is None or self._seen is None:
             self._causes.clear()
             return
         causes, self._causes = self._causes, []
         cause = "; ".join(dict.fromkeys(c for c, _ in causes)) or "health change"
         actor = ", ".join(dict.fromkeys(a for _, a in causes)) or PROBE
-        config, view = self._config(), self._view()
-        if config is not self._reach.config:  # a reload: everything may have moved
+        old_snap, old_view = self._seen
+        snap, view = self._snapshot(), self._view()
+        config, old = snap.config, old_snap.config
+        pools = changed_pools(old_view, view)
+        if config is not old:  # a reload: what it changed, and what that reaches
             self._reach = Reach(config)
-            pools, lbs = set(config.pools), list(config.load_balancers)
+            pools |= {p for p, pool in config.pools.items() if old.pools.get(p) != pool}
+            redefined = {n for n, lb in config.load_balancers.items()
+                         if old.load_balancers.get(n) != lb}  # fmt: skip
+            trickles = changed_trickles(old_view, view) | redefined
         else:
-            pools = changed_pools(self._seen_view, view)
-            lbs = self._reach.affected(pools, changed_trickles(self._seen_view, view))
-        self._seen_view = view
+            trickles = changed_trickles(old_view, view)
+        lbs = self._reach.affected(pools, trickles)
+        self._seen = (snap, view)
         at = self._clock()
         for name in sorted(pools):
             pool = config.pools.get(name)
@@ -218,10 +232,57 @@ class ActivePoolWatch:
                 self._journal.add(make(at, "pool_health", cause, actor, pool=name, healthy=healthy))
         if not lbs:
             return
-        last = self._last
-        fresh = self._states(lbs)
-        self._last = {n: s for n, s in last.items() if n in config.load_balancers}
-        self._last.update(fresh)
-        before = {n: last[n] for n in fresh if n in last}
+        was_there = [n for n in lbs if n in old.load_balancers]
+        if len(lbs) > SLICE and self._running_loop():
+            # Many load balancers (a reload, a pool many use): steered a slice at a time,
+            # the event loop answering in between; a check asked for meanwhile runs after.
+            self._busy = True
+            task = asyncio.get_running_loop().create_task(
+                self._check_in_slices(
+                    old_snap, old_view, snap, view, was_there, lbs, (at, cause, actor)
+                )
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        before = self._states(was_there, old_snap, old_view)
+        self._compare(before, self._states(lbs, snap, view), at, cause, actor)
+
+    async def _check_in_slices(
+        self, old_snap: Any, old_view: HealthView, snap: Any, view: HealthView,
+        was_there: list[str], lbs: list[str], why: tuple[float, str, str],
+    ) -> None:  # fmt: skip
+        try:
+            before = await self._states_in_slices(was_there, old_snap, old_view)
+            fresh = await self._states_in_slices(lbs, snap, view)
+            self._compare(before, fresh, *why)
+        finally:
+            self._busy = False
+        if self._again:
+            self._again = False
+            self.check()
+
+    async def _states_in_slices(
+        self, names: list[str], snap: Any, view: HealthView
+    ) -> dict[str, Any]:
+        states: dict[str, Any] = {}
+        for start in range(0, len(names), SLICE):
+            states.update(self._states(names[start : start + SLICE], snap, view))
+            await asyncio.sleep(SLICE_PAUSE_S)  # the serving thread's turn at the GIL
+        return states
+
+    def _compare(
+        self, before: Mapping[str, Any], fresh: Mapping[str, Any], at: float, cause: str,
+        actor: str,
+    ) -> None:  # fmt: skip
+        assert self._reach is not None
         for event in moves(before, fresh, self._reach.nested_only, at, cause, actor):
             self._journal.add(event)
+
+    @staticmethod
+    def _running_loop() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True

@@ -312,7 +312,14 @@ def shared_region_details(
     server: ServerControl, lb: Any, now: float
 ) -> tuple[Mapping[str, str], Sequence[str], Mapping[str, str]]:
     """`region_details` without the copies (shared by the class; never to be changed)."""
-    snap, view = server.holder.current, server.store.view
+    return region_details_under(server.holder.current, server.store.view, lb, now)
+
+
+def region_details_under(
+    snap: Any, view: Any, lb: Any, now: float
+) -> tuple[Mapping[str, str], Sequence[str], Mapping[str, str]]:
+    """`shared_region_details` under a given snapshot and health view (the failover
+    watch compares the ones before a change with the ones after)."""
     index = lb_index(snap.config)
     kind = index.classes[lb.name]
     generation = view.generation if kind in index.by_rtt else view.states_generation
