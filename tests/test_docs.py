@@ -85,7 +85,7 @@ SOURCES = [
 ] + [ROOT / "README.md"]
 # Planning notes the users never get: the project's own docs are in docs/.
 PRIVATE_NOTES = re.compile(
-    r"shared/spec|\bspec/|(?<![\w/-])(interfaces|config|conventions)\.md|§\d+(?:\.\d+)* of (?!RFC)"
+    r"shared/spe[c]|\bspec/|(?<![\w/-])(interfaces|config|conventions)\.md|§\d+(?:\.\d+)* of (?!RFC)"
 )
 ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+|(?<![&\w])#\d+\b")
 MD_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
