@@ -100,3 +100,21 @@ def lb(
         rtt_max_age_s=rtt_max_age_s,
         client_region=client_region,  # type: ignore[arg-type]
     )  # type: ignore[arg-type]
+
+
+def primary_standby_zone(zone: str) -> str:
+    """A zone whose `www` is load-balanced (`web`) over a primary and a standby pool of one
+    unprobed backend each: the smallest config with an active pool to report."""
+    return f"""\
+zone: {zone}
+soa: {{mname: ns1.{zone}., rname: h.{zone}.}}
+records:
+  "@": {{NS: ns1.{zone}.}}
+  ns1: {{A: 192.0.2.1}}
+  www: {{lb: web}}
+pools:
+  primary: {{backends: [{{name: p1, address: 192.0.2.10}}]}}
+  standby: {{backends: [{{name: s1, address: 192.0.2.20}}]}}
+load_balancers:
+  web: {{ttl: 1, default_pools: [primary, standby]}}
+"""

@@ -7,23 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.admin_client import http
+from tests.builders import primary_standby_zone
 from tests.dnsclient import ask
 from tests.processes import DnsdProcess
 
 TOKEN = "truth-token"
-CONFIG = """\
-zone: truth.test
-soa: {mname: ns1.truth.test., rname: h.truth.test.}
-records:
-  "@": {NS: ns1.truth.test.}
-  ns1: {A: 192.0.2.1}
-  www: {lb: web}
-pools:
-  primary: {backends: [{name: p1, address: 192.0.2.10}]}
-  standby: {backends: [{name: s1, address: 192.0.2.20}]}
-load_balancers:
-  web: {ttl: 1, default_pools: [primary, standby]}
-"""
+CONFIG = primary_standby_zone("truth.test")
 
 
 def web(port: int) -> dict:

@@ -8,24 +8,13 @@ import re
 from pathlib import Path
 
 from tests.admin_client import http
+from tests.builders import primary_standby_zone
 from tests.processes import DnsdProcess, Redis
 from tests.test_alert_rules import dashboard_metrics, rule_metrics
 
 ROOT = Path(__file__).parent.parent.parent
 SCRAPED = re.compile(r"^(?:# (?:HELP|TYPE) )?(dnsd_[a-zA-Z0-9_]+)", flags=re.M)
-CONFIG = """\
-zone: names.test
-soa: {mname: ns1.names.test., rname: h.names.test.}
-records:
-  "@": {NS: ns1.names.test.}
-  ns1: {A: 192.0.2.1}
-  www: {lb: web}
-pools:
-  primary: {backends: [{name: p1, address: 192.0.2.10}]}
-  standby: {backends: [{name: s1, address: 192.0.2.20}]}
-load_balancers:
-  web: {ttl: 1, default_pools: [primary, standby]}
-"""
+CONFIG = primary_standby_zone("names.test")
 
 
 def test_every_metric_the_rules_and_the_dashboard_read_is_exported(tmp_path: Path) -> None:
