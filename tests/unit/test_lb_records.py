@@ -1,0 +1,54 @@
+"""The one rule from a steering decision to records (dnsd.steering.records), which the
+query path and zone transfers both only convert: a CNAME alone, else one A or AAAA per
+address (ANY as A), nothing for a negative answer; every record at the decision's TTL —
+for a nested load balancer the outer one's, with the innermost decision's answer."""
+
+from __future__ import annotations
+
+import pytest
+from dnslib import QTYPE
+
+from dnsd.steering import LbDecision
+from dnsd.steering.records import LbRecord, decision_records
+
+
+def decision(
+    addresses: tuple[str, ...] = (), cname: str | None = None, ttl: int = 30
+) -> LbDecision:
+    return LbDecision(lb="lb", policy="off", ttl=ttl, addresses=addresses, cname=cname)
+
+
+def nested(inner: LbDecision, ttl: int) -> LbDecision:
+    return LbDecision(lb="outer", policy="off", ttl=ttl, pool="lb:lb", nested=inner)
+
+
+V4 = ("192.0.2.1", "192.0.2.2")
+V6 = ("2001:db8::1",)
+
+
+@pytest.mark.parametrize(
+    ("made", "qtype", "expected"),
+    [
+        (decision(V4), QTYPE.A, (LbRecord(1, 30, "192.0.2.1"), LbRecord(1, 30, "192.0.2.2"))),
+        (decision(V6, ttl=60), QTYPE.AAAA, (LbRecord(28, 60, "2001:db8::1"),)),
+        (decision(V4[:1]), QTYPE.ANY, (LbRecord(1, 30, "192.0.2.1"),)),
+        (decision(cname="origin.example.net."), QTYPE.A, (LbRecord(5, 30, "origin.example.net."),)),
+        (decision(cname="origin.example.net."), QTYPE.AAAA, (LbRecord(5, 30, "origin.example.net."),)),
+        (decision(cname="origin.example.net."), QTYPE.ANY, (LbRecord(5, 30, "origin.example.net."),)),
+        (decision(), QTYPE.A, ()),
+        (decision(), QTYPE.AAAA, ()),
+        (nested(decision(V6, ttl=60), ttl=20), QTYPE.AAAA, (LbRecord(28, 20, "2001:db8::1"),)),
+        (nested(decision(cname="o.example.net."), ttl=20), QTYPE.A, (LbRecord(5, 20, "o.example.net."),)),
+        (nested(decision(), ttl=20), QTYPE.A, ()),
+    ],
+    ids=["A", "AAAA", "ANY-as-A", "CNAME-A", "CNAME-AAAA", "CNAME-ANY", "empty-A", "empty-AAAA",
+         "nested-AAAA", "nested-CNAME", "nested-empty"],
+)  # fmt: skip
+def test_decision_records(made: LbDecision, qtype: int, expected: tuple[LbRecord, ...]) -> None:
+    assert decision_records(made, qtype) == expected
+
+
+def test_the_record_types_are_the_dns_type_codes() -> None:
+    made = decision_records(decision(V4[:1]), QTYPE.A) + decision_records(decision(V6), QTYPE.AAAA)
+    made += decision_records(decision(cname="o.example.net."), QTYPE.A)
+    assert [QTYPE.get(r.rtype) for r in made] == ["A", "AAAA", "CNAME"]
