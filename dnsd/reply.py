@@ -31,7 +31,8 @@ from dnsd.cookies import split as split_cookie
 from dnsd.dnsname import key_of_labels, name_end, to_label
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.steering import LbDecision
-from dnsd.steering.client import ClientInfo, steered_type
+from dnsd.steering.client import ClientInfo
+from dnsd.steering.records import decision_records
 from dnsd.zone_lookup import Lookup
 
 EDNS_PAYLOAD: Final = 1232  # advertised UDP payload (DNS flag day 2020 value)
@@ -43,6 +44,12 @@ CLASS_ANY: Final = 255
 
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# A load balancer's records (dnsd.steering.records) as dnslib RDATA, by type.
+_LB_RDATA: Final[dict[int, Callable[[str], A | AAAA | CNAME]]] = {
+    QTYPE.A: A,
+    QTYPE.AAAA: AAAA,
+    QTYPE.CNAME: CNAME,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +166,11 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
             reply.add_answer(RR(owner, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if decision is not None:
         owner = qname if result.lb_owner is None else to_label(result.lb_owner)
-        qtype = steered_type(query.q.qtype)
-        final = decision.innermost()
-        if final.cname:
-            reply.add_answer(RR(owner, QTYPE.CNAME, ttl=decision.ttl, rdata=CNAME(final.cname)))
-        for address in final.addresses:
-            rdata = AAAA(address) if qtype == QTYPE.AAAA else A(address)
-            reply.add_answer(RR(owner, qtype, ttl=decision.ttl, rdata=rdata))
-        if not final.cname and not final.addresses:
+        records = decision_records(decision, query.q.qtype)
+        for record in records:
+            rdata = _LB_RDATA[record.rtype](record.value)
+            reply.add_answer(RR(owner, record.rtype, ttl=record.ttl, rdata=rdata))
+        if not records:
             result.negative = True
     for rrset in result.authority:
         label = to_label(rrset.owner)
