@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 import dns.name
+import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rdtypes.ANY.CNAME
@@ -35,6 +36,7 @@ from dnsd.geo.locate import NOWHERE
 from dnsd.health.view import HealthView
 from dnsd.snapshot import CompiledZone, Snapshot
 from dnsd.steering import ClientInfo, SteeringInputs, steer
+from dnsd.steering.records import CNAME, LbRecord, decision_records
 
 NO_LOCATION = ClientInfo(address=ipaddress.IPv4Address(0), location=NOWHERE)
 DRAW_SEED = 0  # the fixed random source of transferred answers
@@ -191,9 +193,9 @@ def _remember(table: dict[int, Any], key: object, value: object) -> None:
     table[id(key)] = (key, value)
 
 
-# What one load balancer answers a client with no location: its TTL, then a CNAME target
-# or its A and AAAA addresses. Load balancers of one class share one such tuple.
-Answer = tuple[int, str | None, tuple[str, ...], tuple[str, ...]]
+# What one load balancer answers a client with no location: its TTL, then its records (a
+# CNAME, or its A and AAAA addresses). Load balancers of one class share one such tuple.
+Answer = tuple[int, tuple[LbRecord, ...]]
 # A class, and the trickle override its members have (a member with its own override
 # decides apart from the others).
 Group = tuple[int, float | None]
@@ -280,7 +282,7 @@ class LbAnswers:
                 by_group[(kind, own_ratio)] = answer
                 h = answers.get(answer)
                 if h is None:
-                    h = answers[answer] = _digest(repr(answer))
+                    h = answers[answer] = _digest(repr(_digest_form(answer)))
                 share = (share + h * weight) % P
                 records += count * _records(answer)
             shares[kind] = (share, records)
@@ -300,40 +302,53 @@ class LbAnswers:
 
 def decide(snap: Snapshot, view: HealthView, lb_name: str, now: float) -> Answer:
     """The full answer path's decision (`steer`) for a client with no location, with a
-    fixed random source: the same health gives the same content."""
+    fixed random source: the same health gives the same content. Its records are the A
+    query's then the AAAA query's (`decision_records`); a CNAME answers for the name
+    alone."""
     lb = snap.config.load_balancers[lb_name]
-    found: dict[int, tuple[str, ...]] = {}
+    records: list[LbRecord] = []
     ttl = 0
     for qtype in (QTYPE.A, QTYPE.AAAA):
         inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
         decision = steer(inputs, lb, qtype)
-        final = decision.innermost()
         ttl = decision.ttl
-        if final.cname:
-            return (ttl, str(final.cname), (), ())
-        found[qtype] = tuple(str(a) for a in final.addresses)
-    return (ttl, None, found[QTYPE.A], found[QTYPE.AAAA])
+        made = decision_records(decision, qtype)
+        if made and made[0].rtype == CNAME:
+            return (ttl, made)
+        records.extend(made)
+    return (ttl, tuple(records))
 
 
 def rrsets_of(owner: str, answer: Answer) -> list[dns.rrset.RRset]:
-    ttl, cname, v4, v6 = answer
+    """The answer's records as dnspython RRsets, one per type."""
+    ttl, records = answer
     name = dns.name.from_text(owner)
-    if cname is not None:
-        target = dns.name.from_text(cname)
-        rdata = dns.rdtypes.ANY.CNAME.CNAME(IN, dns.rdatatype.CNAME, target)
-        return [dns.rrset.from_rdata_list(name, ttl, [rdata])]
-    out = []
-    if v4:
-        out.append(dns.rrset.from_rdata_list(name, ttl, [A(IN, dns.rdatatype.A, a) for a in v4]))
-    if v6:
-        rdatas = [AAAA(IN, dns.rdatatype.AAAA, a) for a in v6]
-        out.append(dns.rrset.from_rdata_list(name, ttl, rdatas))
-    return out
+    by_type: dict[int, list[dns.rdata.Rdata]] = {}
+    for record in records:
+        by_type.setdefault(record.rtype, []).append(_rdata(record))
+    return [dns.rrset.from_rdata_list(name, ttl, rdatas) for rdatas in by_type.values()]
+
+
+def _rdata(record: LbRecord) -> dns.rdata.Rdata:
+    if record.rtype == CNAME:
+        target = dns.name.from_text(record.value)
+        return dns.rdtypes.ANY.CNAME.CNAME(IN, dns.rdatatype.CNAME, target)
+    kind = AAAA if record.rtype == dns.rdatatype.AAAA else A
+    return kind(IN, record.rtype, record.value)
+
+
+def _digest_form(answer: Answer) -> tuple[int, str | None, tuple[str, ...], tuple[str, ...]]:
+    """(TTL, CNAME target or None, A addresses, AAAA addresses): what an answer's share of
+    the zone digest is the hash of (digests stay those of earlier versions)."""
+    ttl, records = answer
+    cname = next((r.value for r in records if r.rtype == CNAME), None)
+    v4 = tuple(r.value for r in records if r.rtype == dns.rdatatype.A)
+    v6 = tuple(r.value for r in records if r.rtype == dns.rdatatype.AAAA)
+    return (ttl, cname, v4, v6)
 
 
 def _records(answer: Answer) -> int:
-    _, cname, v4, v6 = answer
-    return 1 if cname is not None else len(v4) + len(v6)
+    return len(answer[1])
 
 
 def _digest(text: str) -> int:

@@ -10,6 +10,7 @@ from dnslib import QTYPE
 
 from dnsd.steering import LbDecision
 from dnsd.steering.records import LbRecord, decision_records
+from dnsd.xfr.lb_answers import rrsets_of
 
 
 def decision(
@@ -52,3 +53,16 @@ def test_the_record_types_are_the_dns_type_codes() -> None:
     made = decision_records(decision(V4[:1]), QTYPE.A) + decision_records(decision(V6), QTYPE.AAAA)
     made += decision_records(decision(cname="o.example.net."), QTYPE.A)
     assert [QTYPE.get(r.rtype) for r in made] == ["A", "AAAA", "CNAME"]
+
+
+def test_transfers_convert_the_records_one_rrset_per_type() -> None:
+    both = decision_records(decision(V4), QTYPE.A) + decision_records(decision(V6), QTYPE.AAAA)
+    assert [r.to_text() for r in rrsets_of("www.example.test.", (30, both))] == [
+        "www.example.test. 30 IN A 192.0.2.1\nwww.example.test. 30 IN A 192.0.2.2",
+        "www.example.test. 30 IN AAAA 2001:db8::1",
+    ]
+    cname = decision_records(decision(cname="o.example.net."), QTYPE.A)
+    assert [r.to_text() for r in rrsets_of("www.example.test.", (30, cname))] == [
+        "www.example.test. 30 IN CNAME o.example.net."
+    ]
+    assert rrsets_of("www.example.test.", (30, ())) == []
