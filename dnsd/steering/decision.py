@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dnsd.affinity import AffinityDecision
+from dnsd.steering.records import A, decision_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class LbDecision:
             "eligible": [b.name for b in aff.original] if aff else [],
             "zonal_match": aff.zonal_match if aff else False,
             "modified_eligible": [b.name for b in aff.modified] if aff else [],
-            "answer": list(inner.addresses) or ([inner.cname] if inner.cname else []),
+            "answer": [r.value for r in decision_records(self, A)],  # the same for AAAA
             "ttl": self.ttl,
             "trail": self.trail(),
         }

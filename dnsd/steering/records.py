@@ -2,7 +2,8 @@
 
 The one rule from a decision to records — the query path (`dnsd.reply.fill`, dnslib) and
 the transferred and signed load-balanced names (`dnsd.xfr.lb_answers`, dnspython) only
-turn these values into their library's records:
+turn these values into their library's records, and an explanation's `answer` lists
+their values (`LbDecision.to_json`):
 
 * the innermost decision has a CNAME target: one CNAME record (a name with a CNAME holds
   nothing else; steering never picks both, see `steering.pick.answer_node`);
@@ -16,10 +17,12 @@ Every record has the decision's TTL (the load balancer's, for a nested one the o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from dnsd.steering.client import steered_type
-from dnsd.steering.decision import LbDecision
+
+if TYPE_CHECKING:  # the decision's explanation lists these records' values
+    from dnsd.steering.decision import LbDecision
 
 A: Final = 1
 CNAME: Final = 5
