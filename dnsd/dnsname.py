@@ -134,7 +134,8 @@ def wire_length(key: str) -> int:
 def name_end(wire: bytes, pos: int, pointers: bool = True) -> int | None:
     """Where the wire-format name at `pos` ends: after its root label, or after its
     compression pointer when `pointers` (a question as sent never has one). None when the
-    name is malformed (a reserved label type) or cut short. The one label walker."""
+    name is malformed (a reserved label type) or cut short. With `wire_labels`, the only
+    code that walks a wire name's labels."""
     end = len(wire)
     while pos < end:
         length = wire[pos]
@@ -144,3 +145,13 @@ def name_end(wire: bytes, pos: int, pointers: bool = True) -> int | None:
             return pos + 2 if pointers and length & 0xC0 == 0xC0 and pos + 2 <= end else None
         pos += length + 1
     return None
+
+
+def wire_labels(name: bytes) -> list[bytes]:
+    """The labels of an uncompressed wire name that `name_end` accepted, as sent (case
+    kept), without the root label: `key_of_labels` makes the lookup's key of them."""
+    labels, pos = [], 0
+    while name[pos]:
+        labels.append(name[pos + 1 : pos + 1 + name[pos]])
+        pos += name[pos] + 1
+    return labels

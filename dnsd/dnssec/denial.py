@@ -21,7 +21,7 @@ import dns.message
 import dns.name
 import dns.rdatatype
 
-from dnsd.dnsname import name_end
+from dnsd.dnsname import key_of_labels, name_end, wire_labels
 from dnsd.dnssec import wire
 from dnsd.dnssec.signer import make_signature, nsec_types, window
 from dnsd.snapshot import CompiledZone
@@ -31,7 +31,6 @@ AA: Final = 0x04  # in the third octet of the header
 QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name
 KEPT: Final = 64
 EDNS_PAYLOAD: Final = 1232  # what dnsd advertises (dnsd.reply.EDNS_PAYLOAD)
-_PLAIN: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +121,9 @@ def _denial(prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool,
     types = (
         wire.NXNAME_BITMAP
         if nxdomain
-        else wire.bitmap(nsec_types(zone, _text(qname), nxname=False, absent=qtype))
+        else wire.bitmap(
+            nsec_types(zone, key_of_labels(wire_labels(qname)), nxname=False, absent=qtype)
+        )
     )
     ttl = zone.negative_ttl
     nsec = wire.successor(qname) + types
@@ -190,17 +191,3 @@ def _with_co(additional: bytes, count: int) -> bytes:
             out[after + 6] |= wire.CO_FLAG >> 8
         pos = after + 10 + rdlen
     return bytes(out)
-
-
-def _text(qname: bytes) -> str:
-    """The lower-case text the zone lookup uses for a wire name (dnsd.reply.lookup_name):
-    bytes no configured name can hold as `\\DDD` escapes."""
-    labels, pos = [], 0
-    while qname[pos]:
-        label = qname[pos + 1 : pos + 1 + qname[pos]].lower()
-        if set(label) <= _PLAIN:
-            labels.append(label.decode("ascii"))
-        else:
-            labels.append("".join(chr(b) if b in _PLAIN else f"\\{b:03d}" for b in label))
-        pos += qname[pos] + 1
-    return ".".join(labels) + "." if labels else "."
