@@ -48,7 +48,7 @@ from dnsd import answer_table
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
-from dnsd.dnsname import name_end
+from dnsd.dnsname import key_of_labels, name_end, wire_labels
 from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
@@ -585,14 +585,10 @@ class AnswerCaches:
 
 def _name_text(qname: bytes) -> str | None:
     """Wire labels → "www.example.test." in lower case; None for bytes no config name has."""
-    labels, pos = [], 0
-    while qname[pos]:
-        label = qname[pos + 1 : pos + 1 + qname[pos]]
-        if not set(label) <= _NAME_BYTES:
-            return None
-        labels.append(label.decode("ascii").lower())
-        pos += qname[pos] + 1
-    return ".".join(labels) + "." if labels else "."
+    labels = wire_labels(qname)
+    if not all(set(label) <= _NAME_BYTES for label in labels):
+        return None
+    return key_of_labels(labels)
 
 
 def _plain_class(parsed: Parsed) -> bool:

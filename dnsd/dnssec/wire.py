@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
+from dnsd.dnsname import wire_labels
 from dnsd.zone_keys import ZoneKey
 
 NSEC: Final = 47
@@ -41,10 +42,7 @@ def signature(key: ZoneKey, data: bytes) -> bytes:
 def label_count(owner: bytes) -> int:
     """RRSIG Labels (RFC 4034 §3.1.3): the owner's labels, the root and a leading `*` not
     counted."""
-    count, pos = 0, 0
-    while owner[pos]:
-        count += 1
-        pos += owner[pos] + 1
+    count = len(wire_labels(owner))
     return count - 1 if owner[:2] == b"\x01*" else count
 
 
