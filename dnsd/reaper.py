@@ -52,6 +52,21 @@ def release_later(obj: Any) -> None:
     del obj
 
 
+def free_in_steps(*containers: list[Any] | dict[Any, Any] | set[Any]) -> None:
+    """Empty big containers one item at a time, in the calling thread. Dropping one whole
+    frees every object in it in one C call, which holds the GIL (every thread of a
+    serving process) for as long: ~100 ms for the intermediate tables of a
+    100,000-record zone file. For what a worker thread builds and throws away itself;
+    what the event loop lets go goes to `release_later`."""
+    for container in containers:
+        if isinstance(container, dict):
+            while container:
+                container.popitem()
+        else:
+            while container:
+                container.pop()
+
+
 def pending() -> int:
     """Objects handed over and not yet freed (for tests and the curious)."""
     return _queue.qsize()

@@ -137,7 +137,7 @@ ALLOWED: dict[str, set[str]] = {
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
-    "config": {"errors", "dnsname", "rdata", "atomic_files", "process_tools", "geo"},
+    "config": {"errors", "dnsname", "rdata", "atomic_files", "process_tools", "reaper", "geo"},
     "tsig_keyring": {"config"},
     "zone_keys": set(),
     "snapshot": {"config", "errors", "dnsname", "rdata", "geo", "cookies", "tsig_keyring",

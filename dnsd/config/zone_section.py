@@ -15,11 +15,12 @@ from dnslib import QTYPE, RD, RR, SOA
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
 from dnsd.config.yamlio import LineDict, LineList
-from dnsd.config.zonefile import FileRecord, ZoneFileError, free_in_steps, read_zone_file
+from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
 from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
 from dnsd.errors import Reason
 from dnsd.rdata import SIGNER_MANAGED, from_text, from_wire, target, type_number, type_problem
 from dnsd.rdata import type_text as rtype_name
+from dnsd.reaper import free_in_steps
 
 MAX_TTL = 2**31 - 1
 # Record types a zone may hold: every type dnspython knows but the meta types and the
@@ -96,6 +97,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
                 lb_names[owner] = lb
                 lb_uses.append(LbUse(lb, ck.file, node.line_of("lb"), join(path, "lb")))
             _check_owner(ck, node.line, path, owner, origin, sets, lb)
+    free_in_steps(from_file, types_at)  # not at return, in one C call (dnsd.reaper)
     _check_signed(ck, doc, rrsets)
     if not any(s.owner == origin and s.rtype == QTYPE.NS for s in rrsets):
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
@@ -180,8 +182,9 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         line = min(lines.get((owner, types[(owner, s.rtype)]), 0) for s in at)
         _check_owner(fk, line, owner, owner, origin, at, None)
     ck.reasons.extend(fk.reasons)
-    free_in_steps(found)  # not in one C call that holds the GIL (zonefile.free_in_steps)
-    free_in_steps(lines)
+    # The parse's intermediate tables, emptied here rather than freed at return in one C
+    # call that holds the GIL (dnsd.reaper.free_in_steps).
+    free_in_steps(found, lines, by_key, types, ttls, by_owner)
     return soa, sets
 
 
