@@ -4,34 +4,25 @@ one named order, reload on SIGHUP, stop on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import random
 import signal
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnsd import __version__
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.gate import Token, TokenGate
-from dnsd.admin.guard import ConnectionGuard
-from dnsd.admin.metrics import ActivePools, CockpitCollector, Metrics, StateCollector
-from dnsd.admin.status import answering_pool, shared_region_states
+from dnsd.admin.metrics import Metrics
 from dnsd.admin.webhooks import Alerts, Webhook
 from dnsd.config.loader import ParseCache
-from dnsd.errors import ConfigError
 from dnsd.events import EventLog
-from dnsd.fastpath import AnswerCache, AnswerCaches
-from dnsd.geo.age import log_database as log_geoip_database
-from dnsd.geo.database import GeoDatabase
+from dnsd.fastpath import AnswerCaches
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView
-from dnsd.loading import load_snapshot
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
@@ -39,16 +30,17 @@ from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler, TcpLimits
-from dnsd.net.udp import Answerer
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
 from dnsd.process_tools import release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.reload_result import ReloadResult
+from dnsd.serve import metric_sources
 from dnsd.serve import systemd as systemd_steps
 from dnsd.serve.admin_listener import AdminListener
 from dnsd.serve.answering import Answering
 from dnsd.serve.cluster_news import ClusterNews, open_bus
 from dnsd.serve.failover_watch import FailoverWatch
+from dnsd.serve.first_load import load_first
 from dnsd.serve.following import Following
 from dnsd.serve.key_watch import follow_keys
 from dnsd.serve.listeners import DnsListeners
@@ -56,10 +48,12 @@ from dnsd.serve.loop_watch import watch_loops
 from dnsd.serve.override_expiry import expire_overrides
 from dnsd.serve.probing import start_probing
 from dnsd.serve.reloading import Reloader, ReloadStep
+from dnsd.serve.serials import Serials
+from dnsd.serve.steps import BackgroundLoops, Step, run_steps
 from dnsd.serve.worker_pool import start_workers
 from dnsd.serverfile_reload import ServerFile, ServerFileRead
 from dnsd.serverfile_reload import apply as apply_server_file
-from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder, with_serials
+from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder
 from dnsd.workers import Follower, WorkerPool
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
@@ -70,8 +64,6 @@ if TYPE_CHECKING:
     from dnsd.cluster.config_channel import ConfigSync
 
 log = logging.getLogger("dnsd.server")
-# A start or stop step: a plain call, or a coroutine the server awaits before the next step.
-Step = Callable[[], Awaitable[object] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +142,7 @@ class DnsServer:
         # Set with stop_requested by SIGTERM/SIGINT: a config load in progress gives up
         # (read by its worker thread, hence not an asyncio.Event).
         self.loads_cancelled = threading.Event()
-        self._tasks: list[asyncio.Task[None]] = []  # the background loops, ended at stop
+        self.background = BackgroundLoops()  # the loops that run until the server stops
         # systemd (Type=notify): the main process speaks for the service; workers stay quiet.
         self.systemd = SystemdNotifier({} if options.follow_fd is not None else None)
         # Alerts come from the main process only (workers see no events): one per change.
@@ -162,9 +154,6 @@ class DnsServer:
         self.failover = FailoverWatch(self.holder, self.store, self.events)
         self.moves = self.failover.moves
         self.audit = AuditLog(options.state_dir)
-        news = ClusterNews(self.bus, self.events, self.audit, self.holder) if self.bus else None
-        if main and self.bus is not None and news is not None:
-            self.bus.connection_listeners.append(news.connection)
         if watch:
             self.events.listeners.append(self.alerts.send)
             self.metrics.register(self.alerts)
@@ -179,14 +168,18 @@ class DnsServer:
             "workers": None,
         }
         self.store.view_listeners.append(self._on_view)
+        # The answering functions of the serving loops: one per loop, each its own tally.
         self.answers = Answering(self.holder, lambda: self.view, self.metrics, self.rng,
                                  options.query_log_sample)  # fmt: skip
+        self.answerer, self.batch_answerer = self.answers.answerer, self.answers.batch_answerer
+        self.answering = self.answers.answering
         # Zone versions (serials, the IXFR journal) and NOTIFY live in the main process.
         self.versions = ZoneVersions(options.state_dir) if options.follow_fd is None else None
+        self.serials = Serials(self.holder, self.store, self.versions, lambda: self.follower)
         self.notifier = NotifySender(self.holder)
         if self.versions is not None:
-            self.holder.swap(self.versions.update(snapshot, self.store.view, time.time()))
-            self.view_steps["serials"] = self._new_view
+            self.holder.swap(self.serials.stamp(snapshot))
+            self.view_steps["serials"] = self.serials.on_view
             self.versions.listeners.append(self.notifier.changed)
         # What a successful reload sets off once the new snapshot serves, in this order:
         # the probes follow the new config (the main process; a worker's views come from
@@ -199,7 +192,7 @@ class DnsServer:
         }
         self.reloader = Reloader(
             options.config_dir, options.key_dir, options.create_keys, options.server_file,
-            self.holder, self.parse_cache, self.loads_cancelled.is_set, self._with_serials,
+            self.holder, self.parse_cache, self.loads_cancelled.is_set, self.serials.stamp,
             self.store, self.events, self.metrics, self.systemd, self.reload_steps,
         )  # fmt: skip
         # Config API writes happen in the main process, which reloads its workers.
@@ -209,69 +202,60 @@ class DnsServer:
             else None
         )
         self.config_sync: ConfigSync | None = None
-        if news is not None and self._config_writer is not None:
+        if self.bus is not None and self._config_writer is not None:  # the main process
+            news = ClusterNews(self.bus, self.events, self.audit, self.holder)
+            self.bus.connection_listeners.append(news.connection)
             self.config_sync = news.config_sync(self._config_writer, options.state_dir)
         self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
+        # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
+        loop_udp_answer = self.answerer(self.cache, "udp")
         tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
             self.loops,
         )  # fmt: skip
-        # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         self.listeners = DnsListeners(
-            tcp_handler, self.answerer(self.cache, "udp"), self._thread_answering, self.rrl,
-            self.loops, options.udp_loop, options.serving_loop, options.reuse_port,
+            tcp_handler, loop_udp_answer, self._thread_answering, self.rrl, self.loops,
+            options.udp_loop, options.serving_loop, options.reuse_port,
         )  # fmt: skip
         self.admin = AdminListener(self, self.admin_tokens, self.audit, self.descriptors.admin,
                                    options.reuse_port)  # fmt: skip
         self.following = (
             Following(options.follow_fd, self.metrics, self.loops) if not main else None
         )
-        active = ActivePools(
-            self.holder, self.store, lambda lb, now: shared_region_states(self, lb, now),
-            answering_pool,
-        )  # fmt: skip
-        self.metrics.add_text(active.text)
-        cockpit = CockpitCollector(self.holder, self.store, self.serving_loop, __version__)
-        collectors = (StateCollector(self.holder, self.store), cockpit, tcp_handler, self.rrl)
-        for collector in (*collectors, self.loops):
-            self.metrics.register(collector)
-        if self.bus is not None:
-            self.metrics.register(self.bus)
-        if options.answer_cache:
-            self.metrics.register(self.caches)
-        # Started in this order, each step on what the ones before made: a first health view
-        # (the first probe round, or a worker's pipe) before any port answers; the DNS ports
-        # before what names them (the admin API, systemd's READY=1, the workers' --listen);
-        # the workers last among the view steps' owners, once the failover watch is armed.
+        caches = self.caches if options.answer_cache else None
+        metric_sources.register(self, self.serving_loop, tcp_handler, self.rrl, self.loops,
+                                self.bus, caches)  # fmt: skip
+        # Started in this order: a first health view (the first probe round, or a worker's
+        # pipe) before any port answers and before the failover watch measures from it; the
+        # DNS ports bound before what names them (systemd's READY=1, the workers' --listen:
+        # port 0 made real); the rest in the order dnsd has always started in.
+        loops = self.background  # started by steps here, cancelled by a stop step
         self.start_steps: dict[str, Step | None] = {
             "health": self._start_probing if main else self._follow,
             "dns listeners": lambda: self.listeners.bind_all(options.listen),
             "admin listener": (lambda: self.admin.start(*options.admin)) if options.admin else None,
-            "key watch": self._watch_keys if options.key_dir is not None else None,
+            "key watch": loops.starting(self._follow_keys) if options.key_dir is not None else None,
             "alerts": self.alerts.start if hooks or options.server_file is not None else None,
             "failover watch": self.failover.arm if main else None,
             "systemd": self._start_systemd if self.systemd.enabled else None,
             "workers": self._start_workers if options.workers > 1 and main else None,
-            "loop watch": lambda: self._run_in_background(
-                watch_loops(self.loops, self.systemd, lambda: self.ready_to_serve, self.holder)
-            ),
-            "override expiry": (  # the main process owns the overrides
-                (lambda: self._run_in_background(expire_overrides(self.store))) if main else None
-            ),
+            "loop watch": loops.starting(self._watch_loops),
+            "override expiry": loops.starting(expire_overrides, self.store) if main else None,
         }
-        # Stopped in this order: systemd hears STOPPING=1 first and the background loops end;
-        # a worker sends its last counts; the workers stop before what they report to; the
-        # last serials and events reach the disk; the DNS listeners close last, so queries
-        # are answered until the end.
+        # Stopped in this order: systemd hears STOPPING=1 first; a worker sends its last
+        # counts; the workers stop before what they report to; the last serials and events
+        # reach the disk; the DNS listeners close last, so queries are answered to the end.
+        writer = self._config_writer
         self.stop_steps: dict[str, Step | None] = {
-            "systemd": self._stop_background,
+            "systemd": self.systemd.stopping,
+            "background loops": loops.cancel,
             "counts": self.following.stop if self.following is not None else None,
             "workers": self._stop_workers,
             "admin listener": self.admin.close,
-            "config writer": self._config_writer.reader.close if self._config_writer else None,
+            "config writer": writer.reader.close if writer is not None else None,
             "probes": self.scheduler.stop,
-            "serials": self._flush_serials if self.versions is not None else None,
+            "serials": self.serials.flush,  # the last serials on disk before the process ends
             "notifies": self.notifier.stop,
             "failover watch": self.failover.stop,
             "alerts": self.alerts.stop,
@@ -280,20 +264,6 @@ class DnsServer:
             "bus": self.bus.stop if self.bus is not None else None,
             "dns listeners": self.listeners.close,
         }
-
-    def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
-        """One query at a time (TCP, the event loop's UDP): a batch of one."""
-        return self.answers.answerer(cache, transport)
-
-    def batch_answerer(self, cache: AnswerCache | None, transport: str) -> BatchAnswerer:
-        return self.answers.batch_answerer(cache, transport)
-
-    def answering(
-        self, cache: AnswerCache | None, transport: str
-    ) -> tuple[BatchAnswerer, CacheHits | None]:
-        """The answering function of one loop and what the compiled loop needs to answer
-        the cache's hits itself (dnsd.serve.answering)."""
-        return self.answers.answering(cache, transport)
 
     def _thread_answering(self) -> tuple[BatchAnswerer, CacheHits | None]:
         """A new UDP thread's: its own cache and tally, nothing per query shared."""
@@ -306,30 +276,10 @@ class DnsServer:
         threads = list(self.listeners.udp_threads)
         return threads[0].loop if threads else self.options.serving_loop
 
-    def _serve_serials(self, serials: dict[str, int]) -> None:
-        """A worker: serve the SOA serials the main process decided."""
-        self.holder.swap(with_serials(self.holder.current, serials))
-
-    def _with_serials(self, snapshot: Snapshot) -> Snapshot:
-        """A reloaded snapshot with its serials: decided here, or by the main process."""
-        if self.versions is not None:
-            return self.versions.update(snapshot, self.store.view, time.time())
-        if self.follower is not None:
-            return with_serials(snapshot, self.follower.serials)
-        return snapshot
-
     def _on_view(self, view: HealthView) -> None:
         for step in self.view_steps.values():
             if step is not None:
                 step(view)
-
-    def _new_view(self, view: HealthView) -> None:
-        """Every health view: a zone whose transferred answers changed gets a new serial."""
-        assert self.versions is not None
-        current = self.holder.current
-        updated = self.versions.update(current, view, time.time())
-        if updated is not current:
-            self.holder.swap(updated)
 
     def _apply_server_file(self, _generation: int, filed: ServerFileRead | None) -> None:
         if filed is not None:
@@ -348,10 +298,6 @@ class DnsServer:
     @property
     def admin_bound(self) -> tuple[str, int] | None:
         return self.admin.bound
-
-    @property
-    def admin_guard(self) -> ConnectionGuard | None:
-        return self.admin.guard
 
     @property
     def view(self) -> HealthView:
@@ -394,10 +340,10 @@ class DnsServer:
 
     async def start(self) -> None:
         self.stop_requested = asyncio.Event()
-        await _run_steps(self.start_steps)
+        await run_steps(self.start_steps)
 
     async def stop(self) -> None:
-        await _run_steps(self.stop_steps)
+        await run_steps(self.stop_steps)
 
     async def _start_probing(self) -> None:
         await start_probing(self.scheduler, self.bus, self.config_sync,
@@ -407,75 +353,46 @@ class DnsServer:
         """A worker: health views and reloads come from the main process (dnsd.workers)."""
         assert self.following is not None and self.stop_requested is not None
         self.follower = await self.following.start(
-            self.reload, self.stop_requested, self._serve_serials,
+            self.reload, self.stop_requested, self.serials.serve,
             self.options.first_round_wait_s * 3,
         )  # fmt: skip
 
-    def _watch_keys(self) -> None:
+    def _follow_keys(self) -> Awaitable[None]:
         assert self.options.key_dir is not None
-        renew = (lambda: self._new_view(self.store.view)) if self.versions is not None else None
-        self._run_in_background(follow_keys(self.options.key_dir, self.holder, renew))
+        renew = self.serials.renew if self.versions is not None else None  # signed versions
+        return follow_keys(self.options.key_dir, self.holder, renew)
+
+    def _watch_loops(self) -> Awaitable[None]:
+        return watch_loops(self.loops, self.systemd, lambda: self.ready_to_serve, self.holder)
 
     def _start_systemd(self) -> None:
-        ready = lambda: self.ready  # noqa: E731
-        self._run_in_background(systemd_steps.tell_ready(self.systemd, ready, self.holder,
-                                                         self.bound))  # fmt: skip
+        self.background.start(
+            systemd_steps.tell_ready(self.systemd, lambda: self.ready, self.holder, self.bound)
+        )
         if self.systemd.watchdog_s:
-            self._run_in_background(systemd_steps.watchdog(self.systemd))
+            self.background.start(systemd_steps.watchdog(self.systemd))
 
     def _start_workers(self) -> None:
         serials = self.versions.serials if self.versions is not None else dict
         self.pool = start_workers(self.options.workers, self.options.worker_argv, self.bound,
                                   self.store, serials, self.metrics, self.loops)  # fmt: skip
-        pool = self.pool
+        pool = self.pool  # what a view and a reload set off from now on
         self.view_steps["workers"] = pool.publish
         self.reload_steps["workers"] = lambda generation, _filed: pool.reloaded(generation)
-
-    def _run_in_background(self, loop: Awaitable[None]) -> None:
-        self._tasks.append(asyncio.ensure_future(loop))
-
-    def _stop_background(self) -> None:
-        self.systemd.stopping()
-        for task in self._tasks:
-            task.cancel()
 
     async def _stop_workers(self) -> None:
         if self.pool is not None:
             self.view_steps["workers"] = None
             await self.pool.stop()
 
-    async def _flush_serials(self) -> None:
-        """The last serials on disk before the process ends."""
-        assert self.versions is not None
-        await asyncio.to_thread(self.versions.flush)
-
-
-async def _run_steps(steps: dict[str, Step | None]) -> None:
-    for step in steps.values():
-        if step is not None and inspect.isawaitable(done := step()):
-            await done
-
 
 async def serve(options: ServerOptions) -> int:
-    try:
-        geo = GeoDatabase(options.geoip)
-    except (OSError, ValueError) as exc:
-        log.error("cannot open GeoIP database %s: %s", options.geoip or "(embedded)", exc)
-        return 1
-    if options.follow_fd is None:  # the main process speaks for its workers
-        log_geoip_database(geo, time.time(), log)  # a WARNING when it is stale
     cache = ParseCache()  # the reloads parse only the files that changed since
-    try:
-        snapshot = await asyncio.to_thread(
-            load_snapshot, options.config_dir, 1, geo, options.node, options.key_dir,
-            options.create_keys, None, cache,
-        )  # fmt: skip
-    except ConfigError as exc:
-        for reason in exc.reasons:
-            log.error("%s", reason)
+    snapshot = await load_first(options.config_dir, options.geoip, options.node,
+                                options.key_dir, options.create_keys,
+                                options.follow_fd is None, cache)  # fmt: skip
+    if snapshot is None:
         return 1
-    for warning in snapshot.warnings:
-        log.warning("%s", warning)
     server = DnsServer(options, snapshot, cache)
     await server.start()
     release_free_memory()  # what starting (serials, the transfer digests) freed too
