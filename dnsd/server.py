@@ -220,9 +220,8 @@ class DnsServer:
         )  # fmt: skip
         self.admin = AdminListener(self, self.admin_tokens, self.audit, self.descriptors.admin,
                                    options.reuse_port)  # fmt: skip
-        self.following = (
-            Following(options.follow_fd, self.metrics, self.loops) if not main else None
-        )
+        fd = options.follow_fd  # a worker's pipe to the main process
+        self.following = Following(fd, self.metrics, self.loops) if fd is not None else None
         caches = self.caches if options.answer_cache else None
         metric_sources.register(self, self.serving_loop, tcp_handler, self.rrl, self.loops,
                                 self.bus, caches)  # fmt: skip
@@ -230,11 +229,11 @@ class DnsServer:
         # pipe) before any port answers and before the failover watch measures from it; the
         # DNS ports bound before what names them (systemd's READY=1, the workers' --listen:
         # port 0 made real); the rest in the order dnsd has always started in.
-        loops = self.background  # started by steps here, cancelled by a stop step
+        loops, admin = self.background, options.admin  # loops: cancelled by a stop step
         self.start_steps: dict[str, Step | None] = {
             "health": self._start_probing if main else self._follow,
             "dns listeners": lambda: self.listeners.bind_all(options.listen),
-            "admin listener": (lambda: self.admin.start(*options.admin)) if options.admin else None,
+            "admin listener": (lambda: self.admin.start(*admin)) if admin is not None else None,
             "key watch": loops.starting(self._follow_keys) if options.key_dir is not None else None,
             "alerts": self.alerts.start if hooks or options.server_file is not None else None,
             "failover watch": self.failover.arm if main else None,
