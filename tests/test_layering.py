@@ -110,7 +110,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The query path composes core and features: one packet in, one reply out.
     ("query", ["resolve", "fastpath", "explain", "loading"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
-    # `serve`: room for the services split out of server.py (listeners, reload, signals).
+    # `serve`: the services `server` constructs and starts in order (listeners, reloading,
+    # systemd, the key and loop watches, a worker's pipe, …), one module each.
     # `cluster` (the Redis bus, its health and config channels) applies shared config
     # changes through `provision`'s writer.
     ("outer", ["net", "workers", "admin", "provision", "cluster", "octodns", "serverfile",
@@ -172,12 +173,14 @@ ALLOWED: dict[str, set[str]] = {
     "serverfile": {"errors", "config", "admin"},
     "serverfile_reload": {"errors", "admin", "serverfile"},
     "geoip_cli": {"errors", "geo", "snapshot", "steering", "loading"},
-    "serve": {*BASE, "serverfile_reload", "_fastloop", "config", "cookie_key", "cookies", "geo", "tsig_keyring",
-              "zone_keys", "snapshot", "health", "reply", "request", "dnssec", "xfr",
-              "cluster", "resolve", "fastpath", "net", "workers", "admin", "provision", "serverfile"},
-    "server": {*BASE, "events", "serverfile_reload", "loading", "config", "geo", "zone_keys", "snapshot", "health", "reply", "request", "dnssec",
-               "xfr", "cluster", "resolve", "fastpath", "net", "workers", "admin",
-               "provision", "serverfile", "serve"},
+    # The services the server is made of: each one job, none wires the others together.
+    "serve": {"dnsd", "errors", "process_tools", "ratelog", "reaper", "reload_result",
+              "events", "serverfile_reload", "config", "geo", "loading", "snapshot", "health",
+              "reply", "request", "dnssec", "xfr", "resolve", "fastpath", "net", "workers",
+              "admin", "provision", "cluster"},
+    "server": {"process_tools", "reload_result", "events", "serverfile_reload", "config",
+               "snapshot", "health", "xfr", "fastpath", "net", "workers", "admin", "provision",
+               "cluster", "serve"},
     "drill": {"admin_url", "loading", "errors", "config", "geo", "logsetup", "snapshot", "health", "explain",
               "admin", "server"},
     "lab": {"drill"},

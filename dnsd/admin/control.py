@@ -1,7 +1,8 @@
 """What the admin API, the status document and the metrics need from a running server.
 
-A narrow seam: `dnsd.admin` depends on this protocol, never on `dnsd.server` (which builds
-the admin app and passes itself in), so there is no import cycle, not even for types.
+A narrow seam: `dnsd.admin` depends on this protocol, never on `dnsd.server` or `dnsd.serve`
+(the server's admin listener builds the admin app with the server passed in), so there is
+no import cycle, not even for types.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ FOLD_AT = 50_000
 class Tally:
     """Query counts of one answering loop, keyed by the reply's bytes 2–60 (flags, rcode,
     counts, question), and its answer-latency histogram. Only that loop writes them (see
-    DnsServer.answerer: the updates are inlined there); a scrape reads a copy. Folding into
+    dnsd.serve.answering: the updates are inlined there); a scrape reads a copy. Folding into
     labelled totals happens under a lock so a scrape never sees a count twice or not at all."""
 
     buckets = LATENCY_BUCKETS

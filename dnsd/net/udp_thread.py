@@ -107,7 +107,7 @@ class Backlog:
 @dataclass(frozen=True, slots=True)
 class CacheHits:
     """What the compiled loop needs to answer cache hits itself: the loop's answer cache,
-    random source and metrics tally (DnsServer.answering builds it beside the answerer)."""
+    random source and metrics tally (dnsd.serve.answering builds it beside the answerer)."""
 
     cache: AnswerCache
     rng: random.Random

@@ -395,9 +395,9 @@ def test_an_admin_connection_must_send_its_headers_in_time(config_copy, monkeypa
     import socket
     import time
 
-    import dnsd.server
+    import dnsd.serve.admin_listener
 
-    monkeypatch.setattr(dnsd.server, "ADMIN_HEADER_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(dnsd.serve.admin_listener, "ADMIN_HEADER_TIMEOUT_S", 0.3)
     srv = ServerThread(config_copy, admin_token=TOKEN).start()
     try:
         silent = socket.create_connection(("127.0.0.1", srv.admin_port))

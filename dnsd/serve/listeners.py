@@ -1,0 +1,110 @@
+"""The DNS listeners: UDP and TCP bound on the same port per listen address, UDP handed to
+a blocking socket-loop thread (`--udp-loop thread`) or kept on the event loop, and closed
+again at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+
+from dnsd.net.rrl import ResponseRateLimiter
+from dnsd.net.supervisor import ServingLoops
+from dnsd.net.tcp import TcpHandler
+from dnsd.net.udp import Answerer, UdpProtocol
+from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
+
+log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+UDP_RECEIVE_BUFFER = 4 << 20
+
+
+class DnsListeners:
+    def __init__(
+        self,
+        tcp_handler: TcpHandler,
+        loop_udp_answer: Answerer,
+        thread_answering: Callable[[], tuple[BatchAnswerer, CacheHits | None]],
+        rrl: ResponseRateLimiter,
+        loops: ServingLoops,
+        udp_loop: str,
+        serving_loop: str,
+        reuse_port: bool,
+    ) -> None:
+        self.tcp_handler = tcp_handler
+        self.loop_udp_answer = loop_udp_answer  # the event loop's UDP: shares TCP's cache
+        self.thread_answering = thread_answering  # a new UDP thread's own cache and tally
+        self.rrl = rrl
+        self.loops = loops
+        self.udp_loop = udp_loop
+        self.serving_loop = serving_loop
+        self.reuse_port = reuse_port
+        self.bound: list[tuple[str, int]] = []
+        self.udp_threads: list[UdpThread] = []
+        self._udp: list[asyncio.DatagramTransport] = []
+        self._tcp: list[asyncio.Server] = []
+
+    async def bind_all(self, listen: tuple[tuple[str, int], ...]) -> None:
+        for host, port in listen:
+            self.bound.append(await self.bind(host, port))
+        for host, port in self.bound:
+            log.info("listening on %s port %d (udp+tcp; udp loop: %s)", host, port,
+                     self.udp_loop)  # fmt: skip
+
+    async def bind(self, host: str, port: int) -> tuple[str, int]:
+        """Bind TCP and UDP on the same port; with port 0, find one free for both."""
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            reuse_port = self.reuse_port or None
+            tcp = await asyncio.start_server(
+                self.tcp_handler, host, port, reuse_address=True, reuse_port=reuse_port
+            )
+            actual = tcp.sockets[0].getsockname()[1]
+            try:
+                udp, _ = await loop.create_datagram_endpoint(
+                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl),
+                    local_addr=(host, actual),
+                    family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                    reuse_port=reuse_port,
+                )
+            except OSError:
+                tcp.close()
+                if port:
+                    raise
+                continue
+            self._tcp.append(tcp)
+            grow_receive_buffer(udp.get_extra_info("socket"))
+            if self.udp_loop == "thread":
+                # Hand the bound socket to a blocking loop thread instead of the event loop.
+                sock = udp.get_extra_info("socket").dup()
+                udp.close()
+                sock.setblocking(True)
+                # Each thread has its own cache and tally: nothing per query is shared.
+                own, hits = self.thread_answering()
+                thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops)
+                self.udp_threads.append(thread)
+                thread.start()
+            else:
+                self._udp.append(udp)
+            return host, actual
+        raise OSError(f"no free port for both UDP and TCP on {host}")
+
+    async def close(self) -> None:
+        """UDP first, then TCP: the open TCP connections are closed, then waited for."""
+        for udp in self._udp:
+            udp.close()
+        for thread in self.udp_threads:
+            await asyncio.to_thread(thread.stop)
+        for tcp in self._tcp:
+            tcp.close()
+        await self.tcp_handler.close_all()
+        for tcp in self._tcp:
+            await tcp.wait_closed()
+
+
+def grow_receive_buffer(sock: socket.socket) -> None:
+    """A burst of queries waits in the kernel instead of being dropped: ask for 4 MiB (the
+    kernel caps it at net.core.rmem_max; the default is about 208 KiB)."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECEIVE_BUFFER)
