@@ -271,3 +271,16 @@ def test_the_snapshot_imports_no_feature_and_no_outer_unit() -> None:
         u for name, units in LAYERS if name in ("features", "query", "outer") for u in units
     }
     assert not unit_graph()["snapshot"] & features
+
+
+def test_the_manual_shows_the_same_layers() -> None:
+    """docs/development.md's layer table names the units of each layer this test enforces."""
+    text = (PACKAGE.parent / "docs" / "development.md").read_text()
+    shown = {
+        row[0]: set(re.findall(r"`([\w.]+)`", row[1]))
+        for row in (line.strip("|").split("|")[:2] for line in text.splitlines())
+        if len(row) == 2 and row[0].strip() in {name for name, _ in LAYERS}
+        for row in [[row[0].strip(), row[1]]]
+    }
+    for name, units in LAYERS:
+        assert shown.get(name) == set(units) - {"dnsd", "__main__"}, name
