@@ -73,3 +73,11 @@ def test_big_containers_are_taken_apart_through_small_objects() -> None:
     parts = reaper._elements_of_big_containers(tree)
     leaves = [p for p in parts if isinstance(p, Leaf)]
     assert len(leaves) == 25_000
+
+
+def test_free_in_steps_empties_every_kind_of_container() -> None:
+    items = [object() for _ in range(2000)]
+    as_list, as_dict, as_set = list(items), {i: o for i, o in enumerate(items)}, set(items)
+    reaper.free_in_steps(as_list, as_dict, as_set)
+    assert (as_list, as_dict, as_set) == ([], {}, set())
+    assert len(items) == 2000  # what others still hold is untouched
