@@ -275,7 +275,7 @@ def test_the_snapshot_imports_no_feature_and_no_outer_unit() -> None:
 
 def test_the_manual_shows_the_same_layers() -> None:
     """docs/development.md's layer table names the units of each layer this test enforces."""
-    text = (PACKAGE.parent / "docs" / "development.md").read_text()
+    text = PACKAGE.parent.joinpath("docs/development.md").read_text()
     shown = {
         row[0]: set(re.findall(r"`([\w.]+)`", row[1]))
         for row in (line.strip("|").split("|")[:2] for line in text.splitlines())
