@@ -30,7 +30,7 @@ lint:
 ## test: install everything, lint, and run the whole suite; prints line coverage of dnsd/
 ## (in-process code only: the `dnsd serve` processes that e2e tests start are not traced)
 test: deps lint
-	$(PYTHON) -m pytest --cov=dnsd --cov-report=term:skip-covered
+	$(PYTHON) -m pytest --durations=25 --cov=dnsd --cov-report=term:skip-covered
 
 ## test-latest: the same with the newest releases instead of tests/constraints.txt (the lock)
 test-latest:
