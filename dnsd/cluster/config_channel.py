@@ -135,7 +135,7 @@ class ConfigSync:
 
     def receive(self, channel: str, raw: str | bytes) -> None:
         with self.bus.rejections():
-            record = record_of(self.bus.open_message(raw))
+            record = record_of(self.bus.open_message(raw, newest=None))
             if record.digest != self.head:
                 self._wake.set()
 
@@ -176,7 +176,7 @@ class ConfigSync:
         if raw_head is None:
             return length == 0 and self.seq == 0
         try:
-            head = self.bus.open_message(raw_head)
+            head = self.bus.open_message(raw_head, newest=None)
         except Rejected as exc:
             self.bus.reject(exc.reason, f"{SEQ_KEY}: {exc}")
             return False  # _follow rewrites it from the chain
@@ -195,7 +195,7 @@ class ConfigSync:
         for entry_id, fields in raw_entries:
             raw = fields.get(b"record", fields.get("record", b""))
             try:
-                records.append((entry_id, record_of(self.bus.open_message(raw))))
+                records.append((entry_id, record_of(self.bus.open_message(raw, newest=None))))
             except Rejected as exc:
                 self.bus.reject(exc.reason, f"{LOG_KEY} entry {entry_id!r}: {exc}")
                 bad.append(entry_id)
@@ -240,7 +240,7 @@ class ConfigSync:
     async def _write_head(self, client: aioredis.Redis, tail: Record | None) -> None:
         if tail is None:
             return
-        head = {"node": self.bus.node, "at": time.time(), "seq": tail.seq, "digest": tail.digest}
+        head = {"node": self.bus.node, "at": self.bus.now(), "seq": tail.seq, "digest": tail.digest}
         await client.set(SEQ_KEY, self.bus.sealer.seal(head))
 
     async def _append(
@@ -266,7 +266,7 @@ class ConfigSync:
                 for text in sealed:
                     pipe.xadd(LOG_KEY, {"record": text})
                 last = records[-1]
-                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": time.time(),
+                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": self.bus.now(),
                                                         "seq": last.seq, "digest": last.digest}))  # fmt: skip
                 for text in sealed:
                     pipe.publish(CHANNEL, text)
@@ -288,7 +288,7 @@ class ConfigSync:
                 self._pending.append((changes, written_on or self.head))
                 return
             record = new_record(self.history[-1] if self.history else None, self.bus.node,
-                                self.bus.node, time.time(), entries)  # fmt: skip
+                                self.bus.node, self.bus.now(), entries)  # fmt: skip
             if len(self.bus.sealer.seal(record.body())) > MAX_RECORD_BYTES:
                 log.error("config change of %d entries too large to share (over %d bytes): "
                           "applied here only", len(entries), MAX_RECORD_BYTES)  # fmt: skip

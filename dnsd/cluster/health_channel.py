@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, get_args
 
@@ -78,14 +77,20 @@ class Observation:
 
 
 def observation_of(
-    node: str, target: ProbeTarget, source: str, health: SourceHealth, now: float
+    node: str,
+    target: ProbeTarget,
+    source: str,
+    health: SourceHealth,
+    now: float,
+    offset: float = 0.0,
 ) -> Observation:
+    """`now`: the cluster's time; `offset`: from the probes' clock to it."""
     rtt = health.rtt
     last = health.state.last
     return Observation(
         monitor=target.monitor, host=target.host, port=target.port, source=source,
         state=health.state.state, ewma_ms=rtt.ewma_ms if rtt else None,
-        samples=rtt.samples if rtt else 0, last_at=last.at if last else now,
+        samples=rtt.samples if rtt else 0, last_at=last.at + offset if last else now,
         node=node, published_at=now,
     )  # fmt: skip
 
@@ -98,6 +103,9 @@ class HealthChannel:
         self._own: dict[str, Observation] = {}  # this node's latest, re-sent on reconnect
         self._last_expiry = 0.0
         store.remote.max_age_s = max_age_s
+        # Versions of overrides, publication times and their ageing on the Redis server's
+        # clock: nodes whose own clocks disagree still agree on what is newer and how old.
+        store.use_clock(bus.now)
         store.observation_listeners.append(self._on_local)
         store.override_listeners.append(self._on_overrides)
         bus.channels.append(self)
@@ -178,7 +186,8 @@ class HealthChannel:
 
     # -- publishing ---------------------------------------------------------------------------
     def _on_local(self, target: ProbeTarget, source: str, health: SourceHealth) -> None:
-        obs = observation_of(self.node, target, source, health, time.time())
+        obs = observation_of(self.node, target, source, health, self.bus.now(),
+                             self.bus.clock_offset)  # fmt: skip
         self._own[obs.field] = obs
         client = self.bus.client
         if client is not None:

@@ -32,7 +32,7 @@ PASSWORD = "s3cret-Pa55-for-dnsd"
 # The minimal command set dnsd needs (docs/operations.md "Production Redis").
 ACL = (
     f"user dnsd on >{PASSWORD} ~dnsd:* &dnsd:* resetchannels &dnsd:* -@all +ping +get +set "
-    "+hgetall +hset +publish +subscribe +xadd +xrange +xrevrange +xlen +xdel +watch +unwatch "
+    "+time +hgetall +hset +publish +subscribe +xadd +xrange +xrevrange +xlen +xdel +watch +unwatch "
     "+multi +exec +discard"
 )
 CONFIG = """\
@@ -391,3 +391,54 @@ def test_a_diverged_node_says_so_in_a_webhook_and_comes_back(
     assert dig(b.port, "again.c.test") == ["192.0.2.50"]
     until(lambda: len(receiver.received) >= 2, 5, "the in_sync webhook")
     assert json.loads(receiver.received[-1][1])["state"] == "in_sync"
+
+
+# -- a skewed clock ---------------------------------------------------------------------------
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def skewed(seconds: int) -> dict[str, str]:
+    """The environment that runs a process with its wall clock `seconds` off (libfaketime,
+    installed by scripts/install-test-deps.sh); its monotonic clock stays true."""
+    assert FAKETIME_LIB.exists(), "libfaketime is installed by `make deps` (Debian faketime)"
+    return {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": f"{seconds:+d}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
+
+
+def test_a_node_whose_clock_is_behind_deletes_nothing_and_receives_everything(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    """A node 30 s behind used to refuse the other's config records as "from the future"
+    and delete them from Redis every second, and to refuse its override documents: times
+    are now checked against the Redis server's clock, and the config history is ordered by
+    its chain alone."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    zones = tmp_path / "b" / "zones"
+    zones.mkdir(parents=True)
+    (zones / "c.yaml").write_text(CONFIG)
+    b = DnsdProcess(
+        zones, "--redis", url, "--node", "b", "--pop-region", REGION["b"],
+        "--redis-key-file", str(tmp_path / "cluster.key"), "--state-dir", str(tmp_path / "b" / "state"),
+        env={"DNSD_ADMIN_TOKEN": TOKEN, **skewed(-30)},
+    ).__enter__()  # fmt: skip
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    put_record(a, "ahead", "192.0.2.61")
+    until(lambda: dig(b.port, "ahead.c.test") == ["192.0.2.61"], 5, "a's change served by b")
+    put_record(b, "behind", "192.0.2.62")
+    until(lambda: dig(a.port, "behind.c.test") == ["192.0.2.62"], 5, "b's change served by a")
+    until(lambda: converged(a, b), 5, "the same digest")
+    time.sleep(2.5)  # the lagging node used to delete a's records every second
+    assert int(redis.cli("xlen", LOG_KEY)) == sync_of(a)["seq"] == sync_of(b)["seq"] == 2
+    assert converged(a, b)
+    code, body = http(
+        a.admin_port, "PUT", "/api/v1/overrides/backends/p1/b2", {"state": "down"}, TOKEN
+    )
+    assert code == 200, body
+    until(lambda: status(b)["overrides"]["backends"] == {"p1/b2": "down"}, 8, "a's override on b")
+    assert status(a)["bus"]["rejected"] == status(b)["bus"]["rejected"] == {}
