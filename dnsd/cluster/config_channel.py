@@ -51,6 +51,7 @@ CHANNEL = "dnsd:config"
 STATE_FILE = "config-sync.json"
 CHECK_S = 1.0  # how often the shared head is compared with ours
 RETRY_S = 30.0  # a refused change is tried again this often (or when the history moves)
+READ_PAGE = 1000  # stream entries read per command
 MAX_RECORD_BYTES = 60 * 1024  # one change set's sealed record (the seal's own limit is 64 KiB)
 
 
@@ -115,6 +116,12 @@ class ConfigSync:
         )
         diverged.add_metric([], 1.0 if self.state == "diverged" else 0.0)
         yield diverged
+        stalled = GaugeMetricFamily(
+            "dnsd_config_sync_stalled",
+            "1 while Redis is reachable but the shared config history cannot be read or written",
+        )
+        stalled.add_metric([], 1.0 if self.state == "stalled" else 0.0)
+        yield stalled
         seq = GaugeMetricFamily(
             "dnsd_config_sync_seq", "Records of the shared config history applied here"
         )
@@ -152,7 +159,13 @@ class ConfigSync:
                 async with self._lock:
                     await self._step(client)
             except (RedisError, OSError) as exc:
+                # Connected, yet the shared history cannot be read or written: not in step
+                # (a timeout, a refused command); said so until a step succeeds again.
                 self.bus.errors_total += 1
+                self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                if self.state in ("in_sync", "connecting"):
+                    log.error("config sync STALLED: %s", self.last_error)
+                    self.state = "stalled"
                 log.debug("config sync: %s", exc)
             except Exception:  # never the end of the sync: logged, tried again
                 log.exception("config sync step failed")
@@ -189,19 +202,29 @@ class ConfigSync:
     async def _read_chain(self, client: aioredis.Redis) -> list[Record]:
         """The stream's chain; whatever in it is not a sealed, linked record is refused,
         counted and removed."""
-        raw_entries: list[Any] = await client.xrange(LOG_KEY) or []
         records: list[tuple[Any, Record]] = []
         bad: list[Any] = []
-        for entry_id, fields in raw_entries:
-            raw = fields.get(b"record", fields.get("record", b""))
-            try:
-                records.append((entry_id, record_of(self.bus.open_message(raw, newest=None))))
-            except Rejected as exc:
-                self.bus.reject(exc.reason, f"{LOG_KEY} entry {entry_id!r}: {exc}")
-                bad.append(entry_id)
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                self.bus.reject("malformed", f"{LOG_KEY} entry {entry_id!r}: {exc}")
-                bad.append(entry_id)
+        start: Any = "-"
+        while True:  # pages of READ_PAGE: one XRANGE of a stream stuffed with junk times out
+            page: list[Any] = await client.xrange(LOG_KEY, min=start, count=READ_PAGE) or []
+            junk: list[Any] = []
+            for entry_id, fields in page:
+                raw = fields.get(b"record", fields.get("record", b""))
+                try:
+                    records.append((entry_id, record_of(self.bus.open_message(raw, newest=None))))
+                except Rejected as exc:
+                    self.bus.reject(exc.reason, f"{LOG_KEY} entry {entry_id!r}: {exc}")
+                    junk.append(entry_id)
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    self.bus.reject("malformed", f"{LOG_KEY} entry {entry_id!r}: {exc}")
+                    junk.append(entry_id)
+            if junk:  # removed page by page, so a stall never has to start over
+                await client.xdel(LOG_KEY, *junk)
+            if len(page) < READ_PAGE:
+                break
+            last = page[-1][0]
+            start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+            await asyncio.sleep(0)  # the DNS loop runs between pages
         linked, orphans = chain([r for _, r in records])
         orphan_ids = {id(r) for r in orphans}
         for entry_id, record in records:
@@ -367,6 +390,10 @@ class ConfigSync:
         self.state, self.diverged_reason = "diverged", reason
 
     def _in_sync(self) -> None:
+        if self.state == "stalled":
+            log.warning("config sync no longer stalled (digest %s, seq %d)", self.head[:16],
+                        self.seq)  # fmt: skip
+            self.last_error = None
         if self.state == "diverged":
             log.warning("config sync back in step with the cluster (digest %s, seq %d)",
                         self.head[:16], self.seq)  # fmt: skip

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, get_args
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from dnsd.cluster.bus import RedisBus
 from dnsd.cluster.seal import Rejected
@@ -37,6 +37,7 @@ OBS_HASH = f"{PREFIX}:observations"
 OBS_CHANNEL = f"{PREFIX}:observations"
 OVERRIDES_KEY = f"{PREFIX}:overrides"
 OVERRIDES_CHANNEL = f"{PREFIX}:overrides"
+SCAN_PAGE = 1000  # hash fields read per command on reconnect
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +125,7 @@ class HealthChannel:
         self.store.expire_remote()
 
     async def catch_up(self, client: aioredis.Redis) -> None:
-        observations: dict[Any, Any] = await client.hgetall(OBS_HASH)
-        for raw in observations.values():
-            self._receive_observation(raw)
+        await self._read_observations(client)
         for obs in list(self._own.values()):  # what we learned while Redis was away
             await self._publish_observation(client, obs)
         stored = await client.get(OVERRIDES_KEY)
@@ -134,6 +133,37 @@ class HealthChannel:
             self._receive_overrides(stored)
         if stored is None or self._opened(stored) != self._overrides_body():
             await self._publish_overrides(client, self.store.overrides_document())  # ours is newer
+
+    async def _read_observations(self, client: aioredis.Redis) -> None:
+        """The shared hash, a page of SCAN_PAGE fields per command (one HGETALL of a hash
+        that whoever can write to Redis filled with junk outlasts the socket timeout, and
+        then every reconnect did): each field is opened; what is not sealed by the
+        cluster is counted, skipped and deleted, so the next reconnect is fast again."""
+        cursor: Any = 0
+        page: Any
+        while True:
+            try:
+                cursor, page = await client.hscan(OBS_HASH, cursor, count=SCAN_PAGE)
+            except ResponseError as exc:  # an ACL without +hscan: the old way
+                log.debug("HSCAN refused (%s): HGETALL", exc)
+                cursor, page = 0, await client.hgetall(OBS_HASH)
+            junk = []
+            for field, raw in dict(page).items():
+                try:
+                    self.bus.sealer.open(raw)
+                except Rejected as exc:
+                    self.bus.reject(exc.reason, f"{OBS_HASH} field {str(field)[:80]}: {exc}")
+                    junk.append(field)
+                    continue
+                self._receive_observation(raw)
+            if junk:
+                try:
+                    await client.hdel(OBS_HASH, *junk)
+                except ResponseError as exc:  # an ACL without +hdel: skipped every time
+                    log.debug("HDEL refused: %s", exc)
+            if not cursor:
+                return
+            await asyncio.sleep(0)  # the DNS loop runs between pages
 
     def receive(self, channel: str, raw: str | bytes) -> None:
         if channel == OBS_CHANNEL:

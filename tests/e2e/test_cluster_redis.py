@@ -32,7 +32,7 @@ PASSWORD = "s3cret-Pa55-for-dnsd"
 # The minimal command set dnsd needs (docs/operations.md "Production Redis").
 ACL = (
     f"user dnsd on >{PASSWORD} ~dnsd:* &dnsd:* resetchannels &dnsd:* -@all +ping +get +set "
-    "+time +hgetall +hset +publish +subscribe +xadd +xrange +xrevrange +xlen +xdel +watch +unwatch "
+    "+time +hgetall +hscan +hset +hdel +publish +subscribe +xadd +xrange +xrevrange +xlen +xdel +watch +unwatch "
     "+multi +exec +discard"
 )
 CONFIG = """\
@@ -442,3 +442,51 @@ def test_a_node_whose_clock_is_behind_deletes_nothing_and_receives_everything(
     assert code == 200, body
     until(lambda: status(b)["overrides"]["backends"] == {"p1/b2": "down"}, 8, "a's override on b")
     assert status(a)["bus"]["rejected"] == status(b)["bus"]["rejected"] == {}
+
+
+# -- junk in Redis ----------------------------------------------------------------------------
+JUNK = 100_000
+FILL = (  # JUNK fields in the observations hash and JUNK entries in the config stream
+    "for i = 1, tonumber(ARGV[1]) do "
+    "redis.call('HSET', KEYS[1], 'junk|' .. i, '{\"body\": \"x\"}') "
+    "redis.call('XADD', KEYS[2], '*', 'record', 'junk') end return 1"
+)
+
+
+def test_junk_in_redis_is_read_in_pages_counted_and_removed(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    """100,000 unsealed fields in the observations hash and 100,000 unsealed entries in the
+    config stream (written by whoever can write to Redis, without the key) used to make
+    every reconnect's HGETALL and every config check's XRANGE outlast the 2 s socket
+    timeout (300,000 in the report; 100,000 already stall the config sync for good). They are now
+    read in pages, counted, skipped and deleted."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    b = node(tmp_path, "b", url)
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    put_record(a, "before", "192.0.2.71")
+    until(lambda: dig(b.port, "before.c.test") == ["192.0.2.71"], 5, "a change before the junk")
+    redis.cli("eval", FILL, "2", "dnsd:observations", LOG_KEY, str(JUNK))
+    redis.cli("client", "kill", "type", "pubsub")  # every node reconnects and reads it all
+    put_record(a, "after", "192.0.2.72")
+    took = until(lambda: dig(b.port, "after.c.test") == ["192.0.2.72"], 20, "a change after")
+    code, body = http(
+        a.admin_port, "PUT", "/api/v1/overrides/backends/p1/b2", {"state": "down"}, TOKEN
+    )
+    assert code == 200, body
+    until(lambda: status(b)["overrides"]["backends"] == {"p1/b2": "down"}, 5, "the override on b")
+    until(lambda: converged(a, b), 10, "the same digest")
+    assert int(redis.cli("xlen", LOG_KEY)) == sync_of(a)["seq"] == 2  # the junk is gone
+    until(lambda: int(redis.cli("hlen", "dnsd:observations")) < 100, 10, "junk fields gone")
+    redis.cli("client", "kill", "type", "pubsub")  # and the next reconnect is quick
+    until(lambda: all(status(p)["bus"]["connected"] for p in (a, b)), 5, "reconnected")
+    metrics = http(a.admin_port, "GET", "/metrics")[1] + http(b.admin_port, "GET", "/metrics")[1]
+    assert 'dnsd_redis_rejected_total{reason="malformed"}' in metrics
+    assert rejected(a, b) >= JUNK  # every field counted (by whoever read it first)
+    print(f"with {JUNK} junk fields and entries: a change served by b {took:.2f} s later")
