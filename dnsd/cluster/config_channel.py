@@ -10,8 +10,8 @@ atomic write, reload — and remembers its history in `STATE_DIR/config-sync.jso
 Nothing unsealed is trusted: an entry of the stream that is not sealed by the cluster, or
 does not link into the chain, or a head that is not the chain's, is counted in
 `dnsd_redis_rejected_total`, removed or rewritten, and changes nothing. A Redis that lost
-everything (restarted without persistence) or part of it is re-seeded from the nodes'
-copies; a node that missed changes catches up; one whose history cannot meet the shared one,
+everything (restarted without persistence) or part of it — its end, or its start after
+an XTRIM — is re-seeded from the nodes' copies; a node that missed changes catches up; one whose history cannot meet the shared one,
 or whose directory refuses a change, says so loudly — `config_sync.state: diverged` in the
 status API, the `config_sync` webhook, `dnsd_config_sync_diverged 1` — and keeps serving
 its last good config.
@@ -238,6 +238,16 @@ class ConfigSync:
 
     async def _follow(self, client: aioredis.Redis) -> None:
         shared = await self._read_chain(client)
+        if shared and shared[0].prev != GENESIS:  # trimmed (XTRIM): the start is missing
+            whole = self._restorable(shared)
+            if whole is not None:
+                if not await self._restore(client, shared, whole):
+                    self._wake.set()  # the stream moved meanwhile: look again
+                    return
+                log.warning("config sync: Redis's history began at seq %d: restored the %d "
+                            "record(s) before it from this node's copy", shared[0].seq,
+                            len(whole) - len(shared))  # fmt: skip
+                shared = whole
         self.shared_seq = shared[-1].seq if shared else 0
         steps = plan(self.history, shared)
         if steps.diverged is not None:
@@ -259,6 +269,42 @@ class ConfigSync:
             return
         await self._write_head(client, shared[-1] if shared else None)
         self._in_sync()
+
+    def _restorable(self, shared: Sequence[Record]) -> list[Record] | None:
+        """The whole history, when the shared one lacks its start and ours holds it: our
+        records up to the shared first, then the shared ones (they must agree where both
+        have a record). None when ours cannot fill the gap."""
+        at = {r.digest: i for i, r in enumerate(self.history)}
+        k = at.get(shared[0].digest)
+        if not k:  # not ours, or (impossible: ours starts at GENESIS) our first
+            return None
+        for j, record in enumerate(shared):
+            if k + j < len(self.history) and self.history[k + j].digest != record.digest:
+                return None  # the two fork after the gap: plan() says diverged
+        return [*self.history[:k], *shared]
+
+    async def _restore(
+        self, client: aioredis.Redis, shared: Sequence[Record], whole: Sequence[Record]
+    ) -> bool:
+        """Replace the stream (exactly `shared`) by `whole`, atomically with the head;
+        False when the stream moved. XDEL and XADD, so the ACL needs nothing more."""
+        async with client.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(LOG_KEY)
+                entries: list[Any] = await pipe.xrange(LOG_KEY, count=len(shared) + 1) or []
+                if len(entries) != len(shared):
+                    return False
+                pipe.multi()
+                pipe.xdel(LOG_KEY, *[entry_id for entry_id, _ in entries])
+                for record in whole:
+                    pipe.xadd(LOG_KEY, {"record": self.bus.sealer.seal(record.body())})
+                last = whole[-1]
+                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": self.bus.now(),
+                                                        "seq": last.seq, "digest": last.digest}))  # fmt: skip
+                await pipe.execute()
+            except WatchError:
+                return False
+        return True
 
     async def _write_head(self, client: aioredis.Redis, tail: Record | None) -> None:
         if tail is None:

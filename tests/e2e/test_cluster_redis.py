@@ -490,3 +490,36 @@ def test_junk_in_redis_is_read_in_pages_counted_and_removed(
     assert 'dnsd_redis_rejected_total{reason="malformed"}' in metrics
     assert rejected(a, b) >= JUNK  # every field counted (by whoever read it first)
     print(f"with {JUNK} junk fields and entries: a change served by b {took:.2f} s later")
+
+
+def test_a_trimmed_history_is_restored_and_lagging_and_new_nodes_converge(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    """`XTRIM dnsd:config:log MAXLEN 1` used to leave a node that lagged, and a new one,
+    "diverged" for good, while the nodes holding the whole history never put it back: a
+    node whose copy holds what the stream lacks now restores it."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    b = node(tmp_path, "b", url)
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    for i in (1, 2, 3):
+        put_record(a, f"t{i}", f"192.0.2.8{i}")
+    until(lambda: converged(a, b) and sync_of(b)["seq"] == 3, 5, "b has three records")
+    b.stop()  # b lags behind by the next change
+    put_record(a, "t4", "192.0.2.84")
+    until(lambda: int(redis.cli("xlen", LOG_KEY)) == 4, 5, "the fourth record shared")
+    redis.cli("xtrim", LOG_KEY, "maxlen", "1")
+    until(lambda: int(redis.cli("xlen", LOG_KEY)) == 4, 5, "a restores the whole history")
+    b = node(tmp_path, "b", url)  # its state directory holds seq 3
+    cleanup.append(b)
+    c = node(tmp_path, "c", url)  # a new node: nothing yet
+    cleanup.append(c)
+    until(lambda: converged(a, b, c), 15, "the lagging and the new node in step")
+    assert sync_of(b)["seq"] == sync_of(c)["seq"] == 4
+    assert dig(b.port, "t4.c.test") == ["192.0.2.84"]
+    assert dig(c.port, "t1.c.test") == ["192.0.2.81"]
