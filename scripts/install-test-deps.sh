@@ -10,6 +10,7 @@ command -v dig >/dev/null 2>&1 || debs+=(dnsutils)
 command -v unbound >/dev/null 2>&1 || debs+=(unbound)
 command -v chromium >/dev/null 2>&1 || debs+=(chromium)  # status page tests
 command -v redis-server >/dev/null 2>&1 || debs+=(redis-server)  # multi-node health tests
+command -v faketime >/dev/null 2>&1 || debs+=(faketime)  # a cluster node with a skewed clock
 command -v openssl >/dev/null 2>&1 || debs+=(openssl)  # self-signed certificates for HTTPS probe tests
 command -v knotd >/dev/null 2>&1 || debs+=(knot)  # a real secondary and the differential peer
 command -v kdig >/dev/null 2>&1 || debs+=(knot-dnsutils)  # kdig: AXFR/IXFR with TSIG

@@ -388,7 +388,8 @@ async def _override(
     meta: OverrideMeta | None = None
     if request.method == "PUT":
         body = await json_object(request, allowed | META_FIELDS)
-        meta = override_meta(body, token.name, time.time())
+        # `for` counts from the clock the store expires overrides on (the cluster's)
+        meta = override_meta(body, token.name, request.app[SERVER].store.now())
         if body.get(field) is None:
             return error(400, f'the body needs "{field}" (DELETE removes an override)')
         value = body[field]

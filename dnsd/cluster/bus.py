@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from dnsd.cluster.connection import RedisTarget
 from dnsd.cluster.seal import Rejected, RejectReason, Sealer
@@ -96,6 +96,8 @@ class RedisBus:
         self.last_error: str | None = None
         self.primary: tuple[str, int] | None = None  # with Sentinel: where we are connected
         self.rejected: dict[str, int] = {}
+        self.clock_offset = 0.0  # the Redis server's clock minus ours (`now`)
+        self._last_now = 0.0
         self._client: aioredis.Redis | None = None
         self._sentinel: Any = None
         self._pubsub: Any = None  # the subscription of the current connection
@@ -131,6 +133,7 @@ class RedisBus:
             try:
                 self._client, self._sentinel = self.target.connect()
                 await self._client.ping()
+                await self._read_clock(self._client)
                 pubsub = self._pubsub = self._client.pubsub()
                 await pubsub.subscribe(*(name for c in self.channels for name in c.channels))
                 connection = pubsub.connection
@@ -183,8 +186,28 @@ class RedisBus:
                 next_tick = now + TICK_S
                 await self._tick()
 
+    async def _read_clock(self, client: aioredis.Redis) -> None:
+        """How far the Redis server's clock is from ours. Nodes' clocks may disagree by
+        any amount; they all share the one of their Redis, so what is "too far in the
+        future" is judged on that clock, never on this node's own."""
+        try:
+            before = time.time()
+            seconds, micros = await client.time()
+            after = time.time()
+        except ResponseError as exc:  # an ACL without +time: our own clock, as before
+            ERROR_LOG.log(time.time(), logging.WARNING, "redis %s: TIME refused (%s): "
+                          "judging times on this node's clock", self.url, exc)  # fmt: skip
+            return
+        self.clock_offset = seconds + micros / 1e6 - (before + after) / 2
+
+    def now(self) -> float:
+        """The cluster's time: the Redis server's clock as last measured, never backwards."""
+        self._last_now = max(self._last_now, time.time() + self.clock_offset)
+        return self._last_now
+
     async def _tick(self) -> None:
         assert self._client is not None
+        await self._read_clock(self._client)
         if self._sentinel is not None:
             # A demoted primary that stays up keeps our subscription open: ask Sentinel.
             primary = await self.target.primary(self._sentinel)
@@ -263,23 +286,24 @@ class RedisBus:
         """The connection while Redis is reachable."""
         return self._client if self.connected else None
 
-    def open_message(self, raw: str | bytes, newest: str = "at") -> dict[str, Any]:
+    def open_message(self, raw: str | bytes, newest: str | None = "at") -> dict[str, Any]:
         """A sealed message from a node of this cluster, opened: Rejected otherwise (a
-        bad seal, a node outside --cluster-nodes, a time in the future, too large)."""
+        bad seal, a node outside --cluster-nodes, a time in the future, too large).
+        `newest`: the field whose time may not be in the future (None: no time check)."""
         if len(raw) > MAX_MESSAGE:
             raise Rejected("malformed", f"a message of {len(raw)} bytes")
         body = self.sealer.open(raw)
         sender = body.get("node")
         if not isinstance(sender, str):
             raise Rejected("malformed", "a message that names no node")
-        self.check_sender(sender, float(body.get(newest, 0.0)))
+        self.check_sender(sender, None if newest is None else float(body.get(newest, 0.0)))
         return body
 
-    def check_sender(self, node: str, newest: float) -> None:
+    def check_sender(self, node: str, newest: float | None) -> None:
         if self.nodes is not None and node not in self.nodes:
             raise Rejected("node", f"node {str(node)[:64]!r} is not in --cluster-nodes")
-        if not math.isfinite(newest) or newest > time.time() + MAX_SKEW_S:
-            raise Rejected("future", "a time more than 5 s ahead of this node's clock")
+        if newest is not None and (not math.isfinite(newest) or newest > self.now() + MAX_SKEW_S):
+            raise Rejected("future", "a time more than 5 s ahead of the Redis server's clock")
 
     @contextlib.contextmanager
     def rejections(self) -> Iterator[None]:

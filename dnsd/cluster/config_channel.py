@@ -10,8 +10,8 @@ atomic write, reload — and remembers its history in `STATE_DIR/config-sync.jso
 Nothing unsealed is trusted: an entry of the stream that is not sealed by the cluster, or
 does not link into the chain, or a head that is not the chain's, is counted in
 `dnsd_redis_rejected_total`, removed or rewritten, and changes nothing. A Redis that lost
-everything (restarted without persistence) or part of it is re-seeded from the nodes'
-copies; a node that missed changes catches up; one whose history cannot meet the shared one,
+everything (restarted without persistence) or part of it — its end, or its start after
+an XTRIM — is re-seeded from the nodes' copies; a node that missed changes catches up; one whose history cannot meet the shared one,
 or whose directory refuses a change, says so loudly — `config_sync.state: diverged` in the
 status API, the `config_sync` webhook, `dnsd_config_sync_diverged 1` — and keeps serving
 its last good config.
@@ -51,6 +51,7 @@ CHANNEL = "dnsd:config"
 STATE_FILE = "config-sync.json"
 CHECK_S = 1.0  # how often the shared head is compared with ours
 RETRY_S = 30.0  # a refused change is tried again this often (or when the history moves)
+READ_PAGE = 1000  # stream entries read per command
 MAX_RECORD_BYTES = 60 * 1024  # one change set's sealed record (the seal's own limit is 64 KiB)
 
 
@@ -115,6 +116,12 @@ class ConfigSync:
         )
         diverged.add_metric([], 1.0 if self.state == "diverged" else 0.0)
         yield diverged
+        stalled = GaugeMetricFamily(
+            "dnsd_config_sync_stalled",
+            "1 while Redis is reachable but the shared config history cannot be read or written",
+        )
+        stalled.add_metric([], 1.0 if self.state == "stalled" else 0.0)
+        yield stalled
         seq = GaugeMetricFamily(
             "dnsd_config_sync_seq", "Records of the shared config history applied here"
         )
@@ -135,7 +142,7 @@ class ConfigSync:
 
     def receive(self, channel: str, raw: str | bytes) -> None:
         with self.bus.rejections():
-            record = record_of(self.bus.open_message(raw))
+            record = record_of(self.bus.open_message(raw, newest=None))
             if record.digest != self.head:
                 self._wake.set()
 
@@ -152,7 +159,13 @@ class ConfigSync:
                 async with self._lock:
                     await self._step(client)
             except (RedisError, OSError) as exc:
+                # Connected, yet the shared history cannot be read or written: not in step
+                # (a timeout, a refused command); said so until a step succeeds again.
                 self.bus.errors_total += 1
+                self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                if self.state in ("in_sync", "connecting"):
+                    log.error("config sync STALLED: %s", self.last_error)
+                    self.state = "stalled"
                 log.debug("config sync: %s", exc)
             except Exception:  # never the end of the sync: logged, tried again
                 log.exception("config sync step failed")
@@ -176,7 +189,7 @@ class ConfigSync:
         if raw_head is None:
             return length == 0 and self.seq == 0
         try:
-            head = self.bus.open_message(raw_head)
+            head = self.bus.open_message(raw_head, newest=None)
         except Rejected as exc:
             self.bus.reject(exc.reason, f"{SEQ_KEY}: {exc}")
             return False  # _follow rewrites it from the chain
@@ -189,19 +202,29 @@ class ConfigSync:
     async def _read_chain(self, client: aioredis.Redis) -> list[Record]:
         """The stream's chain; whatever in it is not a sealed, linked record is refused,
         counted and removed."""
-        raw_entries: list[Any] = await client.xrange(LOG_KEY) or []
         records: list[tuple[Any, Record]] = []
         bad: list[Any] = []
-        for entry_id, fields in raw_entries:
-            raw = fields.get(b"record", fields.get("record", b""))
-            try:
-                records.append((entry_id, record_of(self.bus.open_message(raw))))
-            except Rejected as exc:
-                self.bus.reject(exc.reason, f"{LOG_KEY} entry {entry_id!r}: {exc}")
-                bad.append(entry_id)
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                self.bus.reject("malformed", f"{LOG_KEY} entry {entry_id!r}: {exc}")
-                bad.append(entry_id)
+        start: Any = "-"
+        while True:  # pages of READ_PAGE: one XRANGE of a stream stuffed with junk times out
+            page: list[Any] = await client.xrange(LOG_KEY, min=start, count=READ_PAGE) or []
+            junk: list[Any] = []
+            for entry_id, fields in page:
+                raw = fields.get(b"record", fields.get("record", b""))
+                try:
+                    records.append((entry_id, record_of(self.bus.open_message(raw, newest=None))))
+                except Rejected as exc:
+                    self.bus.reject(exc.reason, f"{LOG_KEY} entry {entry_id!r}: {exc}")
+                    junk.append(entry_id)
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    self.bus.reject("malformed", f"{LOG_KEY} entry {entry_id!r}: {exc}")
+                    junk.append(entry_id)
+            if junk:  # removed page by page, so a stall never has to start over
+                await client.xdel(LOG_KEY, *junk)
+            if len(page) < READ_PAGE:
+                break
+            last = page[-1][0]
+            start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+            await asyncio.sleep(0)  # the DNS loop runs between pages
         linked, orphans = chain([r for _, r in records])
         orphan_ids = {id(r) for r in orphans}
         for entry_id, record in records:
@@ -215,6 +238,16 @@ class ConfigSync:
 
     async def _follow(self, client: aioredis.Redis) -> None:
         shared = await self._read_chain(client)
+        if shared and shared[0].prev != GENESIS:  # trimmed (XTRIM): the start is missing
+            whole = self._restorable(shared)
+            if whole is not None:
+                if not await self._restore(client, shared, whole):
+                    self._wake.set()  # the stream moved meanwhile: look again
+                    return
+                log.warning("config sync: Redis's history began at seq %d: restored the %d "
+                            "record(s) before it from this node's copy", shared[0].seq,
+                            len(whole) - len(shared))  # fmt: skip
+                shared = whole
         self.shared_seq = shared[-1].seq if shared else 0
         steps = plan(self.history, shared)
         if steps.diverged is not None:
@@ -237,10 +270,46 @@ class ConfigSync:
         await self._write_head(client, shared[-1] if shared else None)
         self._in_sync()
 
+    def _restorable(self, shared: Sequence[Record]) -> list[Record] | None:
+        """The whole history, when the shared one lacks its start and ours holds it: our
+        records up to the shared first, then the shared ones (they must agree where both
+        have a record). None when ours cannot fill the gap."""
+        at = {r.digest: i for i, r in enumerate(self.history)}
+        k = at.get(shared[0].digest)
+        if not k:  # not ours, or (impossible: ours starts at GENESIS) our first
+            return None
+        for j, record in enumerate(shared):
+            if k + j < len(self.history) and self.history[k + j].digest != record.digest:
+                return None  # the two fork after the gap: plan() says diverged
+        return [*self.history[:k], *shared]
+
+    async def _restore(
+        self, client: aioredis.Redis, shared: Sequence[Record], whole: Sequence[Record]
+    ) -> bool:
+        """Replace the stream (exactly `shared`) by `whole`, atomically with the head;
+        False when the stream moved. XDEL and XADD, so the ACL needs nothing more."""
+        async with client.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(LOG_KEY)
+                entries: list[Any] = await pipe.xrange(LOG_KEY, count=len(shared) + 1) or []
+                if len(entries) != len(shared):
+                    return False
+                pipe.multi()
+                pipe.xdel(LOG_KEY, *[entry_id for entry_id, _ in entries])
+                for record in whole:
+                    pipe.xadd(LOG_KEY, {"record": self.bus.sealer.seal(record.body())})
+                last = whole[-1]
+                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": self.bus.now(),
+                                                        "seq": last.seq, "digest": last.digest}))  # fmt: skip
+                await pipe.execute()
+            except WatchError:
+                return False
+        return True
+
     async def _write_head(self, client: aioredis.Redis, tail: Record | None) -> None:
         if tail is None:
             return
-        head = {"node": self.bus.node, "at": time.time(), "seq": tail.seq, "digest": tail.digest}
+        head = {"node": self.bus.node, "at": self.bus.now(), "seq": tail.seq, "digest": tail.digest}
         await client.set(SEQ_KEY, self.bus.sealer.seal(head))
 
     async def _append(
@@ -266,7 +335,7 @@ class ConfigSync:
                 for text in sealed:
                     pipe.xadd(LOG_KEY, {"record": text})
                 last = records[-1]
-                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": time.time(),
+                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": self.bus.now(),
                                                         "seq": last.seq, "digest": last.digest}))  # fmt: skip
                 for text in sealed:
                     pipe.publish(CHANNEL, text)
@@ -288,7 +357,7 @@ class ConfigSync:
                 self._pending.append((changes, written_on or self.head))
                 return
             record = new_record(self.history[-1] if self.history else None, self.bus.node,
-                                self.bus.node, time.time(), entries)  # fmt: skip
+                                self.bus.node, self.bus.now(), entries)  # fmt: skip
             if len(self.bus.sealer.seal(record.body())) > MAX_RECORD_BYTES:
                 log.error("config change of %d entries too large to share (over %d bytes): "
                           "applied here only", len(entries), MAX_RECORD_BYTES)  # fmt: skip
@@ -367,6 +436,10 @@ class ConfigSync:
         self.state, self.diverged_reason = "diverged", reason
 
     def _in_sync(self) -> None:
+        if self.state == "stalled":
+            log.warning("config sync no longer stalled (digest %s, seq %d)", self.head[:16],
+                        self.seq)  # fmt: skip
+            self.last_error = None
         if self.state == "diverged":
             log.warning("config sync back in step with the cluster (digest %s, seq %d)",
                         self.head[:16], self.seq)  # fmt: skip

@@ -18,12 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, get_args
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from dnsd.cluster.bus import RedisBus
 from dnsd.cluster.seal import Rejected
@@ -38,6 +37,7 @@ OBS_HASH = f"{PREFIX}:observations"
 OBS_CHANNEL = f"{PREFIX}:observations"
 OVERRIDES_KEY = f"{PREFIX}:overrides"
 OVERRIDES_CHANNEL = f"{PREFIX}:overrides"
+SCAN_PAGE = 1000  # hash fields read per command on reconnect
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +78,20 @@ class Observation:
 
 
 def observation_of(
-    node: str, target: ProbeTarget, source: str, health: SourceHealth, now: float
+    node: str,
+    target: ProbeTarget,
+    source: str,
+    health: SourceHealth,
+    now: float,
+    offset: float = 0.0,
 ) -> Observation:
+    """`now`: the cluster's time; `offset`: from the probes' clock to it."""
     rtt = health.rtt
     last = health.state.last
     return Observation(
         monitor=target.monitor, host=target.host, port=target.port, source=source,
         state=health.state.state, ewma_ms=rtt.ewma_ms if rtt else None,
-        samples=rtt.samples if rtt else 0, last_at=last.at if last else now,
+        samples=rtt.samples if rtt else 0, last_at=last.at + offset if last else now,
         node=node, published_at=now,
     )  # fmt: skip
 
@@ -98,6 +104,9 @@ class HealthChannel:
         self._own: dict[str, Observation] = {}  # this node's latest, re-sent on reconnect
         self._last_expiry = 0.0
         store.remote.max_age_s = max_age_s
+        # Versions of overrides, publication times and their ageing on the Redis server's
+        # clock: nodes whose own clocks disagree still agree on what is newer and how old.
+        store.use_clock(bus.now)
         store.observation_listeners.append(self._on_local)
         store.override_listeners.append(self._on_overrides)
         bus.channels.append(self)
@@ -116,9 +125,7 @@ class HealthChannel:
         self.store.expire_remote()
 
     async def catch_up(self, client: aioredis.Redis) -> None:
-        observations: dict[Any, Any] = await client.hgetall(OBS_HASH)
-        for raw in observations.values():
-            self._receive_observation(raw)
+        await self._read_observations(client)
         for obs in list(self._own.values()):  # what we learned while Redis was away
             await self._publish_observation(client, obs)
         stored = await client.get(OVERRIDES_KEY)
@@ -126,6 +133,37 @@ class HealthChannel:
             self._receive_overrides(stored)
         if stored is None or self._opened(stored) != self._overrides_body():
             await self._publish_overrides(client, self.store.overrides_document())  # ours is newer
+
+    async def _read_observations(self, client: aioredis.Redis) -> None:
+        """The shared hash, a page of SCAN_PAGE fields per command (one HGETALL of a hash
+        that whoever can write to Redis filled with junk outlasts the socket timeout, and
+        then every reconnect did): each field is opened; what is not sealed by the
+        cluster is counted, skipped and deleted, so the next reconnect is fast again."""
+        cursor: Any = 0
+        page: Any
+        while True:
+            try:
+                cursor, page = await client.hscan(OBS_HASH, cursor, count=SCAN_PAGE)
+            except ResponseError as exc:  # an ACL without +hscan: the old way
+                log.debug("HSCAN refused (%s): HGETALL", exc)
+                cursor, page = 0, await client.hgetall(OBS_HASH)
+            junk = []
+            for field, raw in dict(page).items():
+                try:
+                    self.bus.sealer.open(raw)
+                except Rejected as exc:
+                    self.bus.reject(exc.reason, f"{OBS_HASH} field {str(field)[:80]}: {exc}")
+                    junk.append(field)
+                    continue
+                self._receive_observation(raw)
+            if junk:
+                try:
+                    await client.hdel(OBS_HASH, *junk)
+                except ResponseError as exc:  # an ACL without +hdel: skipped every time
+                    log.debug("HDEL refused: %s", exc)
+            if not cursor:
+                return
+            await asyncio.sleep(0)  # the DNS loop runs between pages
 
     def receive(self, channel: str, raw: str | bytes) -> None:
         if channel == OBS_CHANNEL:
@@ -178,7 +216,8 @@ class HealthChannel:
 
     # -- publishing ---------------------------------------------------------------------------
     def _on_local(self, target: ProbeTarget, source: str, health: SourceHealth) -> None:
-        obs = observation_of(self.node, target, source, health, time.time())
+        obs = observation_of(self.node, target, source, health, self.bus.now(),
+                             self.bus.clock_offset)  # fmt: skip
         self._own[obs.field] = obs
         client = self.bus.client
         if client is not None:

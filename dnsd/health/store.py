@@ -361,6 +361,14 @@ class HealthStore:
         self.events.add(override_event(table_name, key, old, value, meta, cause, self._clock()))
         self.publish()
 
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Stamp and age shared state on `clock` (a cluster's common one) from now on."""
+        self._clock = clock
+
+    def now(self) -> float:
+        """The time overrides are stamped and expire on (the cluster's, with --redis)."""
+        return self._clock()
+
     def _require_snapshot(self) -> Snapshot:
         if self._snapshot is None:
             raise RuntimeError("no configuration loaded")

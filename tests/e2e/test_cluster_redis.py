@@ -32,7 +32,7 @@ PASSWORD = "s3cret-Pa55-for-dnsd"
 # The minimal command set dnsd needs (docs/operations.md "Production Redis").
 ACL = (
     f"user dnsd on >{PASSWORD} ~dnsd:* &dnsd:* resetchannels &dnsd:* -@all +ping +get +set "
-    "+hgetall +hset +publish +subscribe +xadd +xrange +xrevrange +xlen +xdel +watch +unwatch "
+    "+time +hgetall +hscan +hset +hdel +publish +subscribe +xadd +xrange +xrevrange +xlen +xdel +watch +unwatch "
     "+multi +exec +discard"
 )
 CONFIG = """\
@@ -391,3 +391,135 @@ def test_a_diverged_node_says_so_in_a_webhook_and_comes_back(
     assert dig(b.port, "again.c.test") == ["192.0.2.50"]
     until(lambda: len(receiver.received) >= 2, 5, "the in_sync webhook")
     assert json.loads(receiver.received[-1][1])["state"] == "in_sync"
+
+
+# -- a skewed clock ---------------------------------------------------------------------------
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def skewed(seconds: int) -> dict[str, str]:
+    """The environment that runs a process with its wall clock `seconds` off (libfaketime,
+    installed by scripts/install-test-deps.sh); its monotonic clock stays true."""
+    assert FAKETIME_LIB.exists(), "libfaketime is installed by `make deps` (Debian faketime)"
+    return {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": f"{seconds:+d}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
+
+
+def test_a_node_whose_clock_is_behind_deletes_nothing_and_receives_everything(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    """A node 30 s behind used to refuse the other's config records as "from the future"
+    and delete them from Redis every second, and to refuse its override documents: times
+    are now checked against the Redis server's clock, and the config history is ordered by
+    its chain alone."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    zones = tmp_path / "b" / "zones"
+    zones.mkdir(parents=True)
+    (zones / "c.yaml").write_text(CONFIG)
+    b = DnsdProcess(
+        zones, "--redis", url, "--node", "b", "--pop-region", REGION["b"],
+        "--redis-key-file", str(tmp_path / "cluster.key"), "--state-dir", str(tmp_path / "b" / "state"),
+        env={"DNSD_ADMIN_TOKEN": TOKEN, **skewed(-30)},
+    ).__enter__()  # fmt: skip
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    put_record(a, "ahead", "192.0.2.61")
+    until(lambda: dig(b.port, "ahead.c.test") == ["192.0.2.61"], 5, "a's change served by b")
+    put_record(b, "behind", "192.0.2.62")
+    until(lambda: dig(a.port, "behind.c.test") == ["192.0.2.62"], 5, "b's change served by a")
+    until(lambda: converged(a, b), 5, "the same digest")
+    time.sleep(2.5)  # the lagging node used to delete a's records every second
+    assert int(redis.cli("xlen", LOG_KEY)) == sync_of(a)["seq"] == sync_of(b)["seq"] == 2
+    assert converged(a, b)
+    code, body = http(
+        a.admin_port, "PUT", "/api/v1/overrides/backends/p1/b2", {"state": "down"}, TOKEN
+    )
+    assert code == 200, body
+    until(lambda: status(b)["overrides"]["backends"] == {"p1/b2": "down"}, 8, "a's override on b")
+    assert status(a)["bus"]["rejected"] == status(b)["bus"]["rejected"] == {}
+
+
+# -- junk in Redis ----------------------------------------------------------------------------
+JUNK = 100_000
+FILL = (  # JUNK fields in the observations hash and JUNK entries in the config stream
+    "for i = 1, tonumber(ARGV[1]) do "
+    "redis.call('HSET', KEYS[1], 'junk|' .. i, '{\"body\": \"x\"}') "
+    "redis.call('XADD', KEYS[2], '*', 'record', 'junk') end return 1"
+)
+
+
+def test_junk_in_redis_is_read_in_pages_counted_and_removed(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    """100,000 unsealed fields in the observations hash and 100,000 unsealed entries in the
+    config stream (written by whoever can write to Redis, without the key) used to make
+    every reconnect's HGETALL and every config check's XRANGE outlast the 2 s socket
+    timeout (300,000 in the report; 100,000 already stall the config sync for good). They are now
+    read in pages, counted, skipped and deleted."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    b = node(tmp_path, "b", url)
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    put_record(a, "before", "192.0.2.71")
+    until(lambda: dig(b.port, "before.c.test") == ["192.0.2.71"], 5, "a change before the junk")
+    redis.cli("eval", FILL, "2", "dnsd:observations", LOG_KEY, str(JUNK))
+    redis.cli("client", "kill", "type", "pubsub")  # every node reconnects and reads it all
+    put_record(a, "after", "192.0.2.72")
+    took = until(lambda: dig(b.port, "after.c.test") == ["192.0.2.72"], 20, "a change after")
+    code, body = http(
+        a.admin_port, "PUT", "/api/v1/overrides/backends/p1/b2", {"state": "down"}, TOKEN
+    )
+    assert code == 200, body
+    until(lambda: status(b)["overrides"]["backends"] == {"p1/b2": "down"}, 5, "the override on b")
+    until(lambda: converged(a, b), 10, "the same digest")
+    assert int(redis.cli("xlen", LOG_KEY)) == sync_of(a)["seq"] == 2  # the junk is gone
+    until(lambda: int(redis.cli("hlen", "dnsd:observations")) < 100, 10, "junk fields gone")
+    redis.cli("client", "kill", "type", "pubsub")  # and the next reconnect is quick
+    until(lambda: all(status(p)["bus"]["connected"] for p in (a, b)), 5, "reconnected")
+    metrics = http(a.admin_port, "GET", "/metrics")[1] + http(b.admin_port, "GET", "/metrics")[1]
+    assert 'dnsd_redis_rejected_total{reason="malformed"}' in metrics
+    assert rejected(a, b) >= JUNK  # every field counted (by whoever read it first)
+    print(f"with {JUNK} junk fields and entries: a change served by b {took:.2f} s later")
+
+
+def test_a_trimmed_history_is_restored_and_lagging_and_new_nodes_converge(
+    tmp_path: Path, cleanup: list[Any]
+) -> None:
+    """`XTRIM dnsd:config:log MAXLEN 1` used to leave a node that lagged, and a new one,
+    "diverged" for good, while the nodes holding the whole history never put it back: a
+    node whose copy holds what the stream lacks now restores it."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    b = node(tmp_path, "b", url)
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    for i in (1, 2, 3):
+        put_record(a, f"t{i}", f"192.0.2.8{i}")
+    until(lambda: converged(a, b) and sync_of(b)["seq"] == 3, 5, "b has three records")
+    b.stop()  # b lags behind by the next change
+    put_record(a, "t4", "192.0.2.84")
+    until(lambda: int(redis.cli("xlen", LOG_KEY)) == 4, 5, "the fourth record shared")
+    redis.cli("xtrim", LOG_KEY, "maxlen", "1")
+    until(lambda: int(redis.cli("xlen", LOG_KEY)) == 4, 5, "a restores the whole history")
+    b = node(tmp_path, "b", url)  # its state directory holds seq 3
+    cleanup.append(b)
+    c = node(tmp_path, "c", url)  # a new node: nothing yet
+    cleanup.append(c)
+    until(lambda: converged(a, b, c), 15, "the lagging and the new node in step")
+    assert sync_of(b)["seq"] == sync_of(c)["seq"] == 4
+    assert dig(b.port, "t4.c.test") == ["192.0.2.84"]
+    assert dig(c.port, "t1.c.test") == ["192.0.2.81"]
