@@ -503,13 +503,23 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
             join(path, "trickle_ratio"),
             "steering: random has no primary pool: the trickle ratio is ignored (docs/steering.md, trickle)",
         )
+    if steering == "off" and trickle:
+        # `off` reads as strict active/passive; a trickle sends a share to the standby anyway.
+        ck.warn(
+            d.line_of("trickle_ratio"),
+            join(path, "trickle_ratio"),
+            f"steering: off with trickle_ratio {trickle:g}: while the first default pool is "
+            f"healthy, {trickle:.0%} of answers still go to the next healthy pool (not strict "
+            "active/passive; docs/steering.md, trickle)",
+        )
     ttl = ck.get_int(d, "ttl", path, default=30, lo=0, hi=MAX_TTL)
     if ttl > MAX_LB_TTL:
         ck.warn(
             d.line_of("ttl"),
             join(path, "ttl"),
             f"ttl {ttl} s is above {MAX_LB_TTL} s: clients may keep a dead pool's answer that "
-            "long (outage bound = TTL + interval × unhealthy_threshold, docs/steering.md, the outage bound)",
+            "long (outage bound = TTL + interval × unhealthy_threshold + probe timeout, "
+            "docs/steering.md, the outage bound)",
         )
     return LoadBalancer(
         name=name,

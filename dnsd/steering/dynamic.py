@@ -18,6 +18,7 @@ from dnsd.steering.inputs import (
     defaults_then_fallback,
     last_pool_rtt_ms,
     pool_rtt_ms,
+    unique,
 )
 
 
@@ -28,13 +29,13 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     sources = [(region, f"client region {region}")] if region is not None else []
     if own != region:
         sources.append((own, f"this node ({own})"))
+    primary, why = _primary(lb, able, inp, sources)
     for source, vantage in sources:
         rtts = {r: pool_rtt_ms(inp, lb, r, source) for r in refs}
         measured = sorted((r for r in refs if rtts[r] is not None), key=lambda r: rtts[r])  # type: ignore[arg-type, return-value]
         if measured:
             rest = [r for r in refs if rtts[r] is None]
             shown = ", ".join(f"{r} {rtts[r]:.1f} ms" for r in measured)
-            primary, why = _primary(lb, able, inp, source, measured[0], rtts[measured[0]])  # type: ignore[arg-type]
             return Ordering(
                 measured + rest,
                 f"dynamic: RTT measured from {vantage}: {shown}{why}",
@@ -42,27 +43,39 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
                 primary=primary,
                 rtt_source=source,
             )
-    why = "no current RTT data" + (f" from {region} or this node" if region else " on this node")
+    nodata = "no current RTT data" + (f" from {region} or this node" if region else " on this node")
     return Ordering(
         refs,
-        f"dynamic: {why}: failover order",
+        f"dynamic: {nodata}: failover order{why}",
         location_dependent=region is not None,
-        primary=lb.default_pools[0],
+        primary=primary,
     )
 
 
 def _primary(
-    lb: LoadBalancer, able: Able, inp: SteeringInputs, source: str, fastest: str, fastest_ms: float
+    lb: LoadBalancer, able: Able, inp: SteeringInputs, sources: list[tuple[str, str]]
 ) -> tuple[str, str]:
-    """docs/steering.md, trickle: the primary is the best-ranked pool before health is applied — a
-    listed pool that failed keeps its last measured RTT, so when the fastest pool fails the
-    trickle does not move to a third pool; every answer fails over (the trickle plays no
-    part while the primary is down)."""
-    best, best_ms = fastest, fastest_ms
-    for ref in lb.default_pools:
-        if ref == fastest:
-            continue
-        last = last_pool_rtt_ms(inp, lb, ref, source)
-        if last is not None and last < best_ms and not able(ref):
-            best, best_ms = ref, last
-    return best, "" if best == fastest else f" (primary {best}, {best_ms:.1f} ms, is down)"
+    """docs/steering.md, trickle: the primary is the best-ranked pool before health is applied.
+
+    A listed pool that failed keeps its last measured RTT, a healthy one ranks by its current
+    RTT, from the first vantage point (in the order `order` walks them) where any listed pool
+    has either. So when the fastest pool fails the primary stays that pool — even when the
+    survivors have no current data (unmonitored pools), or only another vantage point measured
+    them — and every answer fails over to the first healthy candidate: the trickle plays no
+    part while the primary is down, and never sends a share to a third pool. No data anywhere:
+    the first default pool (failover order)."""
+    listed = unique(list(lb.default_pools) + ([lb.fallback_pool] if lb.fallback_pool else []))
+    for source, _vantage in sources:
+        ranked: list[tuple[float, int, str]] = []
+        for i, ref in enumerate(listed):
+            up = able(ref)
+            rtt = (
+                pool_rtt_ms(inp, lb, ref, source) if up else last_pool_rtt_ms(inp, lb, ref, source)
+            )
+            if rtt is not None:
+                ranked.append((rtt, i, ref))
+        if ranked:
+            best_ms, _, best = min(ranked)
+            down = "" if able(best) else f" (primary {best}, {best_ms:.1f} ms, is down)"
+            return best, down
+    return lb.default_pools[0], ""

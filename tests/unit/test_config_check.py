@@ -284,3 +284,28 @@ def test_proximity_accepts_a_fallback_pool_without_coordinates(tmp_path) -> None
         if not r.warning
     ]
     assert "the pool needs latitude and longitude" in str(errors[0])
+
+
+CLI_WARNINGS = [
+    ("load_balancers:\n  w: {default_pools: [p], ttl: 301}\n",
+     "load_balancers.w.ttl: ttl 301 s is above 300 s",
+     "outage bound = TTL + interval × unhealthy_threshold + probe timeout"),
+    ("load_balancers:\n  w: {steering: off, default_pools: [p], trickle_ratio: 0.1}\n",
+     "load_balancers.w.trickle_ratio: steering: off with trickle_ratio 0.1",
+     "10% of answers still go to the next healthy pool"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("lbs", "where", "words"), CLI_WARNINGS)
+def test_dnsd_check_cli_warns_on_the_outage_bound_and_a_trickle_on_off(
+    tmp_path, lbs, where, words
+) -> None:
+    """docs/steering.md: the TTL warning quotes the whole outage bound (the probe timeout
+    included); a trickle on an `off` load balancer is pointed out. Warnings keep exit 0."""
+    directory = write(tmp_path, z=HEADER + "  www: {lb: w}\n" + POOL + lbs)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dnsd", "check", str(directory)], capture_output=True, text=True
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert where in out and words in out, out

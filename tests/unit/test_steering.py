@@ -384,3 +384,77 @@ def test_dynamic_trickle_after_the_fastest_pool_fails_is_an_ordinary_failover() 
     assert failed == Counter({"p2": 10_000}), failed
     decision = run([dyn], health=rtt_view(rtts, region="local", down={"p1"}))
     assert decision.primary == "p1" and "primary p1, 20.0 ms, is down" in decision.reasons[0]
+
+
+def multi_rtt_view(rtts: dict[tuple[str, str], float], down=()):
+    """(pool, probe source) → EWMA ms, 5 fresh samples each; pools absent are unmonitored."""
+    states = {}
+    for p in ADDRESS:
+        rtt = {src: RttSample(ms, 5, NOW - 10.0) for (q, src), ms in rtts.items() if q == p}
+        states[(p, f"{p}-1")] = BackendHealth(
+            healthy=p not in down, probed="healthy", rtt=MappingProxyType(rtt)
+        )
+    return view_of(states)
+
+
+# (why, default pools, RTTs by (pool, source), client region, down, expected shares)
+THIRD_POOL_TABLE = [
+    (
+        "fastest fails, the survivors are unmonitored",
+        ["p2", "p3", "p1"],
+        {("p1", "local"): 20.0},
+        None,
+        {"p1"},
+        {"p2": 10_000},
+    ),
+    (
+        "fastest fails, measured only from the client's region",
+        ["p1", "p2", "p3"],
+        {("p1", "WEU"): 20.0, ("p2", "local"): 60.0, ("p3", "local"): 90.0},
+        "WEU",
+        {"p1"},
+        {"p2": 10_000},
+    ),
+    (
+        "fastest fails, client region measured it, the survivors unmonitored",
+        ["p3", "p2", "p1"],
+        {("p1", "WEU"): 20.0},
+        "WEU",
+        {"p1"},
+        {"p3": 10_000},
+    ),
+    (
+        "a slower unmonitored survivor fails: trickle unchanged",
+        ["p2", "p3", "p1"],
+        {("p1", "local"): 20.0},
+        None,
+        {"p3"},
+        {"p1": 9_000, "p2": 1_000},
+    ),
+    (
+        "all healthy, unmonitored survivors: fastest primary, first other the backup",
+        ["p2", "p3", "p1"],
+        {("p1", "local"): 20.0},
+        None,
+        set(),
+        {"p1": 9_000, "p2": 1_000},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "defaults", "rtts", "region", "down", "shares"),
+    THIRD_POOL_TABLE,
+    ids=[r[0] for r in THIRD_POOL_TABLE],
+)
+def test_dynamic_trickle_never_shares_to_a_third_pool(why, defaults, rtts, region, down, shares):
+    """docs/steering.md, trickle: the fastest pool stays the primary by its last RTT even when the
+    survivors have no current data, so its failure is an ordinary failover."""
+    dyn = lb("w", defaults, steering="dynamic", min_samples=3, rtt_max_age_s=600, trickle=0.1)
+    snap = snapshot(POOLS, [dyn])
+    client = located("GB", region) if region else CLIENT
+    inputs = SteeringInputs(snap, multi_rtt_view(rtts, down), client, random.Random(7), NOW)
+    got = Counter(steer(inputs, dyn, A).innermost().pool for _ in range(10_000))
+    assert set(got) == set(shares), got
+    for ref, expected in shares.items():
+        assert binomial_ok(got[ref], 10_000, expected / 10_000), got
