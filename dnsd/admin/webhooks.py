@@ -2,7 +2,8 @@
 journal, the log and `GET /api/v1/events` carry) are POSTed as JSON to each webhook that
 asked for their kind, with `X-Dnsd-Signature: sha256=HEX`, the HMAC-SHA256 of the body
 under the webhook's secret; `format: slack` sends `{"text": ...}` for Slack-compatible
-incoming webhooks. A body is the event's JSON with `event` (its kind) and `node`.
+incoming webhooks (its text escaped by Slack's rules: a backend's words can ping nobody nor
+disguise a link). A body is the event's JSON with `event` (its kind) and `node`.
 
 Events: `backend_health` (a backend's verdict changed), `override`, `failover` (regions of
 a load balancer left their first-choice pool: one event listing them), `failback`
@@ -25,6 +26,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -47,6 +49,8 @@ QUEUE_SIZE: Final = 256
 TRIES: Final = 5
 FIRST_WAIT_S: Final = 0.5
 TIMEOUT_S: Final = 5.0
+SLACK_TEXT_MAX: Final = 2000  # characters of a Slack message (a probe error can be 8 KiB)
+_CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +132,7 @@ class Alerts:
     async def _send(
         self, session: aiohttp.ClientSession, hook: Webhook, event: dict[str, Any]
     ) -> None:
-        payload = {"text": describe(event)} if hook.format == "slack" else event
+        payload = {"text": slack_text(event)} if hook.format == "slack" else event
         body = json.dumps(payload, sort_keys=True).encode()
         headers = {"Content-Type": "application/json",
                    "X-Dnsd-Signature": signature(hook.secret, body)}  # fmt: skip
@@ -162,6 +166,26 @@ def redacted_url(url: str) -> str:
     host = parts.hostname or "?"
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}/…" if parts.path not in ("", "/") else url
+
+
+def slack_escape(text: str) -> str:
+    """Slack's own escaping (api.slack.com/reference/surfaces/formatting): `&`, `<`, `>`
+    are control characters there — `<!channel>` pings everyone, `<http://x|y>` shows `y`
+    for a link to x. Only those three are escaped; Slack shows `&amp;` `&lt;` `&gt;` as
+    the characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_text(event: dict[str, Any]) -> str:
+    """The Slack message of an event: its one line with every character escaped — its
+    fields (a backend's status line in a probe error, an override's reason, a token's
+    name) are not ours, and the line itself has no markup of its own to keep. Line breaks
+    and other control characters become one space (a backend could otherwise start a
+    line of its own that looks like ours), and the line is bounded."""
+    line = _CONTROLS.sub(" ", describe(event))
+    if len(line) > SLACK_TEXT_MAX:
+        line = line[: SLACK_TEXT_MAX - 1] + "…"
+    return slack_escape(line)
 
 
 def describe(event: dict[str, Any]) -> str:

@@ -1,10 +1,12 @@
 """Alerts: a local HTTP receiver gets one signed `failover` webhook per failover
 within 2 s and the signature verifies; a receiver that answers 500 three times, then 200,
 gets the event once; a receiver that never answers does not slow DNS answers and its
-queue stays bounded (the overflow is counted)."""
+queue stays bounded (the overflow is counted); a hostile backend's status line reaches a
+Slack receiver escaped (no `<!channel>` ping, no disguised link)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -166,4 +168,78 @@ def test_pool_health_and_redis_events(config_copy: Path, tmp_path: Path) -> None
         assert lost["connected"] is False and str(redis.port) in lost["url"]
     finally:
         redis.kill()
+        loop.close()
+
+
+HOSTILE_LINE = b"HTTP/1.1 5O3 <!channel> <http://x|y> & co"  # a status aiohttp refuses,
+# so the probe error quotes the whole line, reason and all
+
+
+class HostileBackend:
+    """A raw HTTP server: 200 OK until `hostile`, then a status line whose reason is Slack
+    markup (a ping of everyone and a link shown as another)."""
+
+    def __init__(self) -> None:
+        self.hostile = False
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        line = HOSTILE_LINE if self.hostile else b"HTTP/1.1 200 OK"
+        writer.write(line + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+
+HOSTILE_ZONE = """\
+zone: hostile.test
+soa: {{mname: ns1.hostile.test., rname: h.hostile.test.}}
+records:
+  "@": {{NS: ns1.hostile.test.}}
+  ns1: {{A: 192.0.2.1}}
+  www: {{lb: web}}
+monitors:
+  m: {{type: http, interval: 200ms, timeout: 1s, unhealthy_threshold: 2, healthy_threshold: 2,
+      sources: [WEU]}}
+pools:
+  primary: {{monitor: m, backends: [{{name: p1, address: 127.0.0.1, port: {port}}}]}}
+  standby: {{backends: [{{name: s1, address: 192.0.2.20}}]}}
+load_balancers:
+  web: {{ttl: 1, default_pools: [primary, standby]}}
+"""
+
+
+def test_a_hostile_backends_status_line_reaches_slack_escaped(tmp_path: Path) -> None:
+    loop = LoopThread()
+    try:
+        backend = HostileBackend()
+        backend_port = loop.call(backend.start())
+        receiver = Receiver(loop)
+        hook_port = loop.call(receiver.start())
+        zones = tmp_path / "zones"
+        zones.mkdir()
+        (zones / "hostile.yaml").write_text(HOSTILE_ZONE.format(port=backend_port))
+        config = tmp_path / "dnsd.yaml"
+        config.write_text(
+            f"webhooks:\n  - {{url: 'http://127.0.0.1:{hook_port}/hook', "
+            f"events: [backend_health, failover], secret: {SECRET}, format: slack}}\n"
+        )
+        with DnsdProcess(zones, "--config", str(config), env={"DNSD_ADMIN_TOKEN": TOKEN}):
+            time.sleep(1.0)  # the first verdict (healthy) is in: it is no event
+            backend.hostile = True
+            deadline = time.monotonic() + 8
+            while len(receiver.received) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        texts = [json.loads(body)["text"] for _, body, _ in receiver.received]
+        health = next(t for t in texts if "backend_health" in t)
+        assert "&lt;!channel&gt; &lt;http://x|y&gt; &amp; co" in health, health
+        failover = next(t for t in texts if "failover" in t)
+        assert "&lt;!channel&gt;" in failover and "-&gt; standby" in failover, failover
+        for text in texts:  # Slack markup only of our own making: none
+            assert "<" not in text and ">" not in text and "\n" not in text, text
+            assert "&" not in text.replace("&amp;", "").replace("&lt;", "").replace("&gt;", "")
+    finally:
         loop.close()
