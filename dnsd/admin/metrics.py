@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dnslib import QTYPE, RCODE
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -82,6 +82,14 @@ class Metrics:
         )  # fmt: skip
         for result in ("ok", "failed"):
             self.reloads.labels(result)
+        # The latest reload's outcome: an alert resolves at the next good reload (a
+        # counter's increase would keep it firing for its whole window).
+        self.last_reload_ok = Gauge(
+            "dnsd_config_last_reload_successful",
+            "1 when the latest reload succeeded (or none was tried), 0 after a failed one",
+            registry=r,
+        )
+        self.last_reload_ok.set(1)
         self.register(_CountsCollector(self))
 
     def register(self, collector: Collector) -> None:
@@ -376,8 +384,16 @@ class StateCollector(Collector):
             labels=["pool", "backend", "source"],
         )
         pools = GaugeMetricFamily("dnsd_pool_up", "1 when the pool is healthy", labels=["pool"])
+        pool_override = GaugeMetricFamily(
+            "dnsd_pool_override",
+            "1 for the state an operator override forces on the pool (only while set)",
+            labels=["pool", "state"],
+        )
         for pool in snap.config.pools.values():
             pools.add_metric([pool.name], 1.0 if view.pool_healthy(pool) else 0.0)
+            forced = view.pool_overrides.get(pool.name)
+            if forced is not None:
+                pool_override.add_metric([pool.name, forced], 1.0)
             for backend in pool.backends:
                 health = view.backend(pool, backend)
                 names = [pool.name, backend.name]
@@ -394,6 +410,7 @@ class StateCollector(Collector):
         yield rtt_s
         yield rtt
         yield pools
+        yield pool_override
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes

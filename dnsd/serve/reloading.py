@@ -116,6 +116,7 @@ class Reloader:
                                  warnings=len(snapshot.warnings)))  # fmt: skip
             self.store.set_snapshot(snapshot)
             self.metrics.reloads.labels("ok").inc()
+            self.metrics.last_reload_ok.set(1)
             log.info("reloaded %s: generation %d", self.config_dir, generation)
             for step in self.steps.values():
                 if step is not None:
@@ -123,6 +124,7 @@ class Reloader:
             restart = list(filed.restart_needed) if filed is not None else []
             return ReloadResult(True, generation, [str(w) for w in snapshot.warnings], restart)
         self.metrics.reloads.labels("failed").inc()
+        self.metrics.last_reload_ok.set(0)
         self.events.add(make(time.time(), "reload_failed", reasons[0][:300] if reasons else
                              "reload failed", current_actor(), generation=current.generation,
                              errors=reasons[:20]))  # fmt: skip

@@ -67,3 +67,32 @@ def test_the_shipped_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     done = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
     problems = [line for line in done.stderr.splitlines() if "dnsd.service" in line]
     assert done.returncode == 0 and not problems, done.stderr
+
+
+def unit_settings(text: str) -> dict[str, list[str]]:
+    """Key → every value it is given in the unit (repeated keys add up, as in systemd)."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";", "[")) and "=" in line:
+            key, value = line.split("=", 1)
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def test_the_shipped_unit_leaves_the_config_directory_writable() -> None:
+    """ProtectSystem=strict makes everything but /dev, /proc, /sys read-only: the config
+    API and cluster config sync write the zones directory, so the unit must open it again
+    (ReadWritePaths) and hand it to its DynamicUser."""
+    settings = unit_settings((ROOT / "docs" / "dnsd.service").read_text())
+    argv = settings["ExecStart"][0].split()
+    config_dir = argv[argv.index("serve") + 1]
+    assert config_dir.startswith("/etc/")
+    assert settings.get("ProtectSystem") == ["strict"]
+    writable = [p for v in settings.get("ReadWritePaths", []) for p in v.split()]
+    assert any(
+        config_dir == p.lstrip("-") or config_dir.startswith(p.lstrip("-").rstrip("/") + "/")
+        for p in writable
+    ), f"{config_dir} is read-only under ProtectSystem=strict: {writable}"
+    if settings.get("DynamicUser") == ["yes"]:
+        assert any(f"chown -R dnsd:dnsd {config_dir}" in v for v in settings["ExecStartPre"])
