@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command in ("serve", "config"):
@@ -221,7 +223,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(reason, file=sys.stderr)
             if reasons:
                 return 1
-        return run_check(Path(args.dir))
+        code = run_check(Path(args.dir))
+        if argv_given is None:
+            # The whole process was the check: exit without freeing the loaded
+            # configuration object by object (about 1 s for 10,000 load balancers and
+            # 100,000 records); only the output streams have anything left to do.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
     if args.command == "serve":
         return run_serve(args)
     if args.command == "explain":

@@ -15,6 +15,7 @@ NS, CNAME, PTR, MX, SOA; SRV's target never). Every other type is a raw `RD`, pa
 from __future__ import annotations
 
 import functools
+import re
 from ipaddress import IPv4Address, IPv6Address
 from typing import Final
 
@@ -36,9 +37,11 @@ DNAME: Final = 39
 NOT_CONFIGURABLE: Final = frozenset({6, 46, 47, 50, 51})
 # DNSKEY CDS CDNSKEY: served as written in an unsigned zone; a signed zone makes its own.
 SIGNER_MANAGED: Final = frozenset({48, 59, 60})
+_DOTTED_QUAD: Final = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
 NXNAME: Final = 128  # RFC 9824's meta type (dnspython may not call it one)
 
 
+@functools.lru_cache(maxsize=512)
 def type_problem(rtype: int) -> str | None:
     """Why records of this type cannot be configured, or None."""
     if (
@@ -54,6 +57,7 @@ def type_problem(rtype: int) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=512)
 def type_number(text: str) -> int | None:
     """A type mnemonic or `TYPEnnn` → its number, or None when dnspython does not know it."""
     try:
@@ -62,6 +66,7 @@ def type_number(text: str) -> int | None:
         return None
 
 
+@functools.lru_cache(maxsize=512)
 def type_text(rtype: int) -> str:
     return dns.rdatatype.to_text(dns.rdatatype.RdataType.make(rtype))
 
@@ -70,6 +75,10 @@ def from_text(rtype: int, text: str, origin: str) -> RD:
     """Presentation text (relative names under `origin`) → RDATA. Raises on bad text."""
     if rtype == 1 or rtype == 28:  # an address has one spelling: ipaddress reads it 5x faster
         address = text.strip()
+        if rtype == 1 and _DOTTED_QUAD.fullmatch(address):
+            octets = tuple(int(o) for o in address.split("."))
+            if max(octets) <= 255:  # what IPv4Address accepts: no leading zeros, each <= 255
+                return A(octets)
         if "\\" not in address and not address.startswith('"'):
             return A(str(IPv4Address(address))) if rtype == 1 else AAAA(str(IPv6Address(address)))
     rdata = dns.rdata.from_text(
