@@ -383,6 +383,14 @@ class StateCollector(Collector):
             "EWMA probe RTT per source region in ms (deprecated: dnsd_probe_rtt_seconds)",
             labels=["pool", "backend", "source"],
         )
+        degraded = GaugeMetricFamily(
+            "dnsd_backend_quorum_degraded",
+            "1 while fewer than a quorum of the backend's probe sources are fresh (its verdict "
+            "is held, or decided by the fresh sources after quorum_hold)",
+            labels=["pool", "backend"],
+        )
+        # Per monitor, its backend with the fewest fresh sources: what an alert must see.
+        fresh: dict[str, int] = {}
         pools = GaugeMetricFamily("dnsd_pool_up", "1 when the pool is healthy", labels=["pool"])
         pool_override = GaugeMetricFamily(
             "dnsd_pool_override",
@@ -401,6 +409,12 @@ class StateCollector(Collector):
                 probed.add_metric(names, 0.0 if health.probed in ("unhealthy", "unknown") else 1.0)
                 if health.override:
                     override.add_metric([*names, health.override], 1.0)
+                if health.probed != "unmonitored":
+                    degraded.add_metric(names, 1.0 if health.quorum_degraded else 0.0)
+                    monitor = store.monitor_for(pool, backend)
+                    if monitor is not None:
+                        seen = fresh.get(monitor.name, health.sources_fresh)
+                        fresh[monitor.name] = min(seen, health.sources_fresh)
                 for source, sample in health.rtt.items():
                     rtt_s.add_metric([*names, source], sample.ewma_ms / 1000.0)
                     rtt.add_metric([*names, source], sample.ewma_ms)
@@ -411,6 +425,15 @@ class StateCollector(Collector):
         yield rtt
         yield pools
         yield pool_override
+        yield degraded
+        sources_fresh = GaugeMetricFamily(
+            "dnsd_health_sources_fresh",
+            "Probe sources of the monitor whose observations count (the fewest of its backends)",
+            labels=["monitor"],
+        )
+        for name, count in sorted(fresh.items()):
+            sources_fresh.add_metric([name], float(count))
+        yield sources_fresh
         probes = CounterMetricFamily("dnsd_probe_transitions", "Per-source probe state changes")
         probes.add_metric([], store.transitions_total)
         yield probes

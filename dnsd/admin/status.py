@@ -16,6 +16,7 @@ from dnsd import __version__
 from dnsd.admin.control import ServerControl
 from dnsd.admin.override_meta import active_overrides
 from dnsd.config.model import LB_PREFIX
+from dnsd.events.record import iso_z
 from dnsd.geo.age import geoip_status
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
@@ -112,6 +113,12 @@ def status_document(
                     "probed": health.probed,
                     "override": health.override,
                     "quorum": "degraded" if health.quorum_degraded else "ok",
+                    # docs/health.md "Lost quorum": since when, and `held` / `fresh`
+                    "quorum_since": None
+                    if health.quorum_since is None
+                    else iso_z(health.quorum_since),
+                    "quorum_verdict": None if not health.quorum_degraded else health.quorum_mode,
+                    "sources_fresh": health.sources_fresh,
                     "sources": sources,
                 }
             )

@@ -5,7 +5,9 @@ under the webhook's secret; `format: slack` sends `{"text": ...}` for Slack-comp
 incoming webhooks (its text escaped by Slack's rules: a backend's words can ping nobody nor
 disguise a link). A body is the event's JSON with `event` (its kind) and `node`.
 
-Events: `backend_health` (a backend's verdict changed), `override`, `failover` (regions of
+Events: `backend_health` (a backend's verdict changed), `quorum` (a backend lost its
+quorum of fresh probe sources, the fresh sources took over its verdict, or the quorum is
+back), `override`, `failover` (regions of
 a load balancer left their first-choice pool: one event listing them), `failback`
 (regions back on their first choice), `fail_open` (regions of a load balancer now
 answered with nothing healthy: the fallback, or every backend), `pool_health` (a pool
@@ -42,7 +44,7 @@ from dnsd.ratelog import RateLimitedLog
 log = logging.getLogger("dnsd.webhooks")
 FAILURE_LOG = RateLimitedLog(log)
 EVENTS: Final = (
-    "backend_health", "pool_health", "failover", "failback", "fail_open", "override", "config",
+    "backend_health", "quorum", "pool_health", "failover", "failback", "fail_open", "override", "config",
     "reload_failed", "redis", "config_sync",
 )  # fmt: skip
 QUEUE_SIZE: Final = 256

@@ -24,7 +24,7 @@ from typing import Any
 from dnslib import QTYPE, RCODE
 
 from dnsd.config import fields
-from dnsd.config.checker import Checker, join
+from dnsd.config.checker import Checker, join, parse_duration
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.model import (
     LB_PREFIX,
@@ -266,7 +266,24 @@ def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) ->
         expected_rcodes=_expected_rcodes(ck, d, path),
         query_name=_query_name(ck, d, path),
         query_type=_query_type(ck, d, path),
+        quorum_hold_s=_quorum_hold(ck, d, path),
     )
+
+
+def _quorum_hold(ck: Checker, d: LineDict, path: str) -> float | None:
+    """`quorum_hold`: a duration (default 30 s) or `forever` (docs/health.md "Lost quorum")."""
+    value = d.get("quorum_hold", 30.0)
+    if value == "forever":
+        return None
+    hold = parse_duration(value)
+    if hold is None:
+        ck.error(
+            d.line_of("quorum_hold"),
+            join(path, "quorum_hold"),
+            f"expected a duration such as 30s or 2m, or forever, got {value!r}",
+        )
+        return 30.0
+    return hold
 
 
 def _ca_file(ck: Checker, d: LineDict, path: str) -> str | None:

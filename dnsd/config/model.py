@@ -103,6 +103,9 @@ class Monitor:
     expected_rcodes: tuple[int, ...] = (0,)  # dns: rcodes that count as success (NOERROR)
     query_name: str = "."  # dns: the question a probe asks
     query_type: int = 6  # dns: SOA
+    # How long a verdict is held while fewer than a quorum of sources are fresh, before the
+    # fresh sources decide by their own majority (docs/health.md "Lost quorum"); None = forever.
+    quorum_hold_s: float | None = 30.0
 
 
 @dataclass(frozen=True, slots=True)

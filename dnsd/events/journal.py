@@ -29,7 +29,9 @@ MAX_BYTES: Final = 4 << 20  # one file; with the rotated one at most 8 MiB on di
 MEMORY_EVENTS: Final = 10_000
 FILE_NAME: Final = "events.jsonl"
 # How loudly each kind is logged (one line per event, its fields as JSON log fields).
-WARN_KINDS: Final = frozenset({"failover", "fail_open", "reload_failed", "redis", "config_sync"})
+WARN_KINDS: Final = frozenset(
+    {"quorum", "failover", "fail_open", "reload_failed", "redis", "config_sync"}
+)
 # Log record attributes an event's fields must not replace (`time` and `kind` are the
 # log line's own time and the `event` field).
 _RESERVED: Final = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {

@@ -18,6 +18,7 @@ from typing import Any, Final
 KINDS: Final = (
     "probe",  # one probe source's state changed (not sent to webhooks)
     "backend_health",  # a backend's verdict changed
+    "quorum",  # a backend lost its quorum of fresh sources, or has it back (docs/health.md)
     "pool_health",
     "failover",  # regions of a load balancer left for a pool that is not their first choice
     "failback",  # regions returned to their first-choice pool

@@ -33,12 +33,12 @@ from dnsd.health.overrides import (
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.remote import RemoteObservation, RemoteObservations
 from dnsd.health.verdict import (
+    QuorumVerdict,
     Verdict,
     effective,
     news_level,
     next_view,
-    quorum_degraded,
-    verdict,
+    quorum_verdict,
 )
 from dnsd.health.view import BackendHealth, BackendOverride, HealthView, PoolOverride, RttSample
 from dnsd.snapshot import NodeSettings, Snapshot
@@ -78,6 +78,7 @@ class HealthStore:
         self._sources: dict[tuple[ProbeTarget, str], SourceHealth] = {}
         self._snapshot: Snapshot | None = None
         self._verdicts: dict[tuple[str, str], Verdict] = {}
+        self._quorum: dict[tuple[str, str], QuorumVerdict] = {}  # how each verdict was reached
         self._last_publish = 0.0
         self.overrides = Overrides.load(state_dir, clock()) if state_dir else Overrides()
         self.node_name = "dnsd"  # who made an override, for ordering them across nodes
@@ -240,10 +241,22 @@ class HealthStore:
 
     def expire_remote(self) -> None:
         """Observations older than the bus's max age stop counting (not while it is down)."""
-        stale = self.remote.expire(self._clock())
+        now = self._clock()
+        stale = self.remote.expire(now)
         if stale:
             log.warning("%d observation(s) from other nodes expired", stale)
+        if stale or self._hold_ran_out(now):
             self.publish()
+
+    def _hold_ran_out(self, now: float) -> bool:
+        """A held verdict whose `quorum_hold` is over: the fresh sources may decide now."""
+        for pool, backend, monitor in self._monitored():
+            q = self._quorum.get((pool.name, backend.name))
+            hold = monitor.quorum_hold_s
+            held = q is not None and q.mode == "held" and q.since is not None
+            if held and hold is not None and q is not None and now - (q.since or now) >= hold:
+                return True
+        return False
 
     # -- the published view ------------------------------------------------------------------
     def publish(self) -> HealthView:
@@ -256,7 +269,15 @@ class HealthStore:
             sources = self.source_states(pool, backend)
             previous = self._verdicts.get(key)
             votes = [h.vote for h in sources.values()]
-            probed = verdict(votes, monitor.quorum, monitor.initial, previous)
+            before = self._quorum.get(key)
+            decision = quorum_verdict(
+                votes, monitor.quorum, monitor.initial, previous,
+                before.since if before else None, now, monitor.quorum_hold_s,
+            )  # fmt: skip
+            self._quorum[key] = decision
+            fresh = sum(1 for v in votes if v is not None)
+            self._quorum_news(pool.name, backend.name, before, decision, fresh, len(votes), now)
+            probed = decision.verdict
             level = news_level(previous, probed)
             if level is not None:
                 log.log(
@@ -274,8 +295,13 @@ class HealthStore:
                 probed=probed,
                 override=override,
                 rtt=MappingProxyType({s: h.rtt for s, h in sources.items() if h.rtt}),
-                quorum_degraded=quorum_degraded(votes, monitor.quorum, monitor.initial),
+                quorum_degraded=decision.mode != "ok",
+                quorum_since=decision.since,
+                quorum_mode=decision.mode,
+                sources_fresh=fresh,
             )
+        for key in [k for k in self._quorum if k not in backends]:
+            del self._quorum[key]  # a backend the config no longer monitors
         for key, override in overrides.backends.items():
             if key not in backends:  # an unmonitored backend can still be overridden
                 backends[key] = BackendHealth(healthy=override != "down", override=override)
@@ -288,6 +314,34 @@ class HealthStore:
             changed = self.view.states_generation != last_view.states_generation
             self.on_published(time.perf_counter() - started, changed)
         return self.view
+
+    def _quorum_news(
+        self,
+        pool: str,
+        backend: str,
+        before: QuorumVerdict | None,
+        after: QuorumVerdict,
+        fresh: int,
+        sources: int,
+        now: float,
+    ) -> None:
+        """A `quorum` event and a log line when a backend loses its quorum, when the fresh
+        sources take over from the held verdict, and when the quorum is back (docs/health.md
+        "Lost quorum": never silent)."""
+        old = before.mode if before else "ok"
+        if old == after.mode:
+            return
+        if after.mode == "held":
+            why = f"quorum lost: {fresh} of {sources} sources fresh, verdict held"
+        elif after.mode == "fresh":
+            why = f"quorum lost: {fresh} of {sources} sources fresh decide"
+        else:
+            why = "quorum back"
+        self.events.add(make(
+            now, "quorum", why, SYSTEM, pool=pool, backend=backend, old=old, new=after.mode,
+            verdict=after.verdict, sources_fresh=fresh,
+            since=iso_z(after.since) if after.since is not None else None,
+        ))  # fmt: skip
 
     # -- overrides ---------------------------------------------------------------------------
     def set_backend_override(

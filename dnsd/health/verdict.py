@@ -1,6 +1,7 @@
 """From probe states to health (docs/health.md, quorum, "Overrides"): pure, table-tested.
 
 * `verdict` — a backend's probed state from its sources' states and the monitor's quorum;
+* `quorum_verdict` — the same with a lost quorum bounded in time (`quorum_hold`);
 * `effective` — whether it serves, with the operator's override applied;
 * `next_view` — the next published view, and whether anything but RTTs changed (the
   answer cache keys its plans on that: `states_generation`).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
@@ -18,6 +20,17 @@ from dnsd.health.view import BackendHealth, BackendOverride, HealthView, PoolOve
 
 Verdict = State  # "unknown" until a source has decided, then "healthy" or "unhealthy"
 Initial = Literal["healthy", "unhealthy"]
+# How a verdict was reached: `ok` a quorum of fresh sources decided; `held` too few fresh
+# sources agree and the last verdict is kept; `fresh` the hold is over and the fresh sources
+# decided by their own majority (docs/health.md "Lost quorum").
+QuorumMode = Literal["ok", "held", "fresh"]
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumVerdict:
+    verdict: Verdict
+    mode: QuorumMode
+    since: float | None  # when the quorum was lost; None while a quorum decides
 
 
 def verdict(
@@ -57,6 +70,55 @@ def decide(states: list[State | None], quorum: int | None, initial: Initial) -> 
     if len(fresh) - down >= len(states) - needed + 1:
         return "healthy"
     return None
+
+
+def fresh_majority(states: Iterable[State | None], initial: Initial) -> Verdict | None:
+    """What the fresh sources say by their own majority (one fresh source decides alone), or
+    None on a tie or when no fresh source has decided. A source that has not decided yet
+    counts only as the monitor's `initial: unhealthy`, as in `decide`."""
+    down = up = 0
+    for s in states:
+        if s == "unhealthy" or (s == "unknown" and initial == "unhealthy"):
+            down += 1
+        elif s == "healthy":
+            up += 1
+    if down > up:
+        return "unhealthy"
+    if up > down:
+        return "healthy"
+    return None
+
+
+def quorum_verdict(
+    states: Iterable[State | None],
+    quorum: int | None,
+    initial: Initial,
+    last: Verdict | None,
+    lost_since: float | None,
+    now: float,
+    hold_s: float | None,
+) -> QuorumVerdict:
+    """The backend's probed state with a lost quorum bounded in time (docs/health.md "Lost
+    quorum"). `lost_since` is when the quorum was lost (the previous result's `since`, None
+    if it was not lost); `hold_s` None holds forever (the third-wave rule).
+
+    Holding the last verdict covers a short loss of checkers (a node restarting, a blip of
+    the bus): flapping a backend on one source's word then would be worse than waiting. A
+    regional outage is not short: after `hold_s` the sources that still probe decide, else a
+    failed backend would be answered for as long as the other nodes stay lost.
+    """
+    votes = list(states)
+    decided = decide(votes, quorum, initial)
+    if decided is not None:
+        return QuorumVerdict(decided, "ok", None)
+    since = now if lost_since is None else lost_since
+    held = last if last is not None else "unknown"
+    if hold_s is None or now - since < hold_s:
+        return QuorumVerdict(held, "held", since)
+    fresh = fresh_majority((v for v in votes if v is not None), initial)
+    if fresh is None:  # a tie (or nothing decided) among the fresh: still held
+        return QuorumVerdict(held, "held", since)
+    return QuorumVerdict(fresh, "fresh", since)
 
 
 def quorum_degraded(states: Iterable[State | None], quorum: int | None, initial: Initial) -> bool:

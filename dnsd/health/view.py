@@ -38,6 +38,11 @@ class BackendHealth:
     # Too few fresh probe sources for a quorum either way: the verdict is held (docs/health.md
     # "Stale sources"), which the status shows as `quorum: degraded`.
     quorum_degraded: bool = False
+    # While degraded (docs/health.md "Lost quorum"): since when, and whether the verdict is
+    # `held` or was decided by the `fresh` sources once `quorum_hold` ran out.
+    quorum_since: float | None = None
+    quorum_mode: Literal["ok", "held", "fresh"] = "ok"
+    sources_fresh: int = 0  # probe sources whose observation counts (votes)
 
 
 UNMONITORED = BackendHealth()

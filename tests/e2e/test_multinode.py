@@ -30,7 +30,7 @@ ADDRESSES = {"b1": "127.0.0.71", "b2": "127.0.0.72", "d1": "127.0.0.81", "d2": "
 ENAM_SUBNET = "12.0.0.0/24"  # the embedded database places it in the US (ENAM)
 
 
-def config(ports: dict[str, int]) -> str:
+def config(ports: dict[str, int], quorum_hold: str | None = None) -> str:
     def backend(name: str) -> str:
         return f"{{name: {name}, address: {ADDRESSES[name]}, port: {ports[name]}}}"
 
@@ -50,7 +50,7 @@ monitors:
     timeout: 0.5s
     healthy_threshold: 2
     unhealthy_threshold: {THRESHOLD}
-    sources: [WNAM, ENAM, WEU]
+    sources: [WNAM, ENAM, WEU]{f"{chr(10)}    quorum_hold: {quorum_hold}" if quorum_hold else ""}
 pools:
   p: {{monitor: web, backends: [{backend("b1")}, {backend("b2")}]}}
   d1: {{monitor: web, backends: [{backend("d1")}]}}
@@ -67,6 +67,7 @@ def running_cluster(
     max_age_s: float = 10,
     redis_ports: Callable[[LoopThread, Redis, list[Callable[[], None]]], dict[str, int]]
     | None = None,
+    quorum_hold: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The demo backends, a real redis-server and the three nodes of NODES on `directory`;
     `redis_ports(loop, redis, cleanups)` may put something between a node and Redis (it
@@ -77,7 +78,9 @@ def running_cluster(
         for n, a in ADDRESSES.items()
     }
     (directory / "zones").mkdir()
-    (directory / "zones" / "mn.yaml").write_text(config({n: b.port for n, b in backends.items()}))
+    (directory / "zones" / "mn.yaml").write_text(
+        config({n: b.port for n, b in backends.items()}, quorum_hold)
+    )
     (directory / "cluster.key").write_text(CLUSTER_KEY)
     redis = Redis().start()
     nodes: dict[str, DnsdProcess] = {}
