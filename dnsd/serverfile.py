@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,12 +141,25 @@ def _webhooks(ck: Checker, d: LineDict, directory: Path) -> tuple[Webhook, ...]:
     return tuple(out)
 
 
+def _read_small_regular(where: Path, cap: int) -> bytes:
+    """At most `cap` bytes of a regular file. Opened without blocking and refused unless
+    regular: a FIFO would block the caller, /dev/zero would grow memory without end."""
+    fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, cap + 1)
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise ValueError(f"larger than {cap // 1024} KiB")
+    return data
+
+
 def _read_secret(ck: Checker, item: LineDict, path: str, directory: Path) -> bytes | None:
     where = directory / str(item["secret_file"])
     try:
-        if where.stat().st_size > 4096:
-            raise ValueError("larger than 4 KiB")
-        secret = where.read_text(encoding="utf-8").strip()
+        secret = _read_small_regular(where, 4096).decode("utf-8").strip()
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         ck.error(item.line_of("secret_file"), path, f"cannot read: {reason}")

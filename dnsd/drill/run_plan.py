@@ -10,6 +10,9 @@ override outlives a killed drill only until its expiry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -450,13 +453,20 @@ class PlanRunner:
 
     async def _shell(self, command: str, what: str) -> None:
         proc = await asyncio.create_subprocess_shell(
-            command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a timeout ends its children too
         )
         try:
             async with asyncio.timeout(COMMAND_TIMEOUT_S):
                 output, _ = await proc.communicate()
         except TimeoutError:
-            proc.kill()
+            # Killing only the shell left a child to apply its fault after the drill had
+            # restored and exited: end the whole group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
             raise RuntimeError(
                 f"{what} {command!r} ran longer than {COMMAND_TIMEOUT_S:.0f}s"
             ) from None

@@ -44,12 +44,18 @@ def target_of(backend: Backend, monitor: Monitor) -> ProbeTarget:
 
 
 async def probe(
-    session: aiohttp.ClientSession, target: ProbeTarget, monitor: Monitor, source: str
+    session: aiohttp.ClientSession,
+    target: ProbeTarget,
+    monitor: Monitor,
+    source: str,
+    budget_s: float | None = None,
 ) -> ProbeResult:
     """One probe, retries included, within `timeout` as a whole (docs/health.md: each retry gets
-    the time left), so `retries` never stretches the outage bound."""
-    deadline = time.perf_counter() + monitor.timeout_s
-    result = await _once(session, target, monitor, source, monitor.timeout_s)
+    the time left), so `retries` never stretches the outage bound. `budget_s`: what is left of
+    the timeout after waiting for a probe slot (default: all of it)."""
+    budget = monitor.timeout_s if budget_s is None else max(0.001, min(budget_s, monitor.timeout_s))
+    deadline = time.perf_counter() + budget
+    result = await _once(session, target, monitor, source, budget)
     for _ in range(monitor.retries):
         left = deadline - time.perf_counter()
         if result.ok or result.local or left <= 0:

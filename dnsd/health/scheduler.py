@@ -8,6 +8,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter, deque
 from collections.abc import Callable
 
 import aiohttp
@@ -29,6 +30,84 @@ def next_delay(interval_s: float, elapsed_s: float, jitter: float, rng: random.R
     return max(0.0, interval_s * (1.0 - rng.uniform(0.0, jitter)) - elapsed_s)
 
 
+class FairSlots:
+    """A bounded number of probes at once, shared fairly between monitors (docs/health.md).
+
+    A freed slot goes to the waiting monitor with the fewest probes in flight, and no monitor
+    holds more than `share` of the slots while others could use them: a pool of hung backends
+    (each holding a slot for a whole timeout) cannot make another pool's probes queue behind
+    it. A waiter gives up after `timeout_s`, so waiting for a slot is part of the probe's
+    timeout."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.share = size
+        self.free = size
+        self.busy: Counter[str] = Counter()
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
+
+    async def acquire(self, group: str, timeout_s: float) -> bool:
+        """True with a slot held (give it back with `release`), False after `timeout_s`."""
+        if not self._waiting and self.free > 0 and self.busy[group] < self.share:
+            self._take(group)
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(group, deque()).append(waiter)
+        self._grant()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await waiter
+            return True
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():  # granted as the timer fired
+                self.release(group)
+            else:
+                self._forget(group, waiter)
+            if isinstance(exc, TimeoutError):
+                return False
+            raise
+
+    def set_groups(self, count: int) -> None:
+        """How many monitors probe: with more than one, a quarter of the slots stays for the
+        others (one monitor alone may use them all)."""
+        self.share = self.size if count <= 1 else max(1, self.size - self.size // 4)
+        self._grant()
+
+    def release(self, group: str) -> None:
+        self.busy[group] -= 1
+        if self.busy[group] <= 0:
+            del self.busy[group]
+        self.free += 1
+        self._grant()
+
+    def _take(self, group: str) -> None:
+        self.free -= 1
+        self.busy[group] += 1
+
+    def _forget(self, group: str, waiter: asyncio.Future[None]) -> None:
+        queue = self._waiting.get(group)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
+            if not queue:
+                del self._waiting[group]
+        waiter.cancel()
+
+    def _grant(self) -> None:
+        while self.free > 0 and self._waiting:
+            open_groups = [g for g in self._waiting if self.busy[g] < self.share]
+            if not open_groups:  # only capped monitors wait: the rest is kept for others
+                return
+            group = min(open_groups, key=lambda g: self.busy[g])
+            queue = self._waiting[group]
+            waiter = queue.popleft()
+            if not queue:
+                del self._waiting[group]
+            if waiter.done():
+                continue
+            self._take(group)
+            waiter.set_result(None)
+
+
 class ProbeScheduler:
     def __init__(
         self,
@@ -40,13 +119,14 @@ class ProbeScheduler:
         self.store = store
         self.jitter = jitter
         self.rng = rng or random.Random()
-        self._limit = asyncio.Semaphore(max_concurrent)
+        self._slots = FairSlots(max_concurrent)
         self._tasks: dict[tuple[ProbeTarget, str], asyncio.Task[None]] = {}
         self._monitors: dict[tuple[ProbeTarget, str], Monitor] = {}
         self._session: aiohttp.ClientSession | None = None
         self.probes_total = 0
         self.on_probe: Callable[[ProbeTarget, str, ProbeResult], None] | None = None
         self.local_failures = 0  # probes that could not run on this machine
+        self.slot_timeouts = 0  # probes that waited a whole timeout for a free slot
         self.first_round = asyncio.Event()
         self._pending_first: set[tuple[ProbeTarget, str]] = set()
 
@@ -63,6 +143,7 @@ class ProbeScheduler:
             self._monitors.pop(key, None)
             self._pending_first.discard(key)  # a removed target no longer holds readiness back
         self._monitors.update(plan)
+        self._slots.set_groups(len({target.monitor for target, _ in plan}))
         for key in plan:
             if key not in self._tasks:
                 self._pending_first.add(key)
@@ -80,8 +161,18 @@ class ProbeScheduler:
                 return
             started = time.monotonic()
             assert self._session is not None
-            async with self._limit:
-                result = await probe(self._session, target, monitor, source)
+            # The timeout covers waiting for a slot too: a probe that cannot start within it
+            # is a failed probe, like any other that takes longer than `timeout`.
+            if await self._slots.acquire(target.monitor, monitor.timeout_s):
+                try:
+                    left = monitor.timeout_s - (time.monotonic() - started)
+                    result = await probe(self._session, target, monitor, source, left)
+                finally:
+                    self._slots.release(target.monitor)
+            else:
+                self.slot_timeouts += 1
+                error = f"timeout after {monitor.timeout_s:g}s (no free probe slot)"
+                result = ProbeResult(False, time.time(), None, error)
             self.probes_total += 1
             if result.local:  # this machine's trouble, not the backend's: no verdict
                 self.local_failures += 1

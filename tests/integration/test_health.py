@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import random
+import socket
 import ssl
 import subprocess
 import time
@@ -23,7 +24,7 @@ from dnsd.health.store import HealthStore
 from dnsd.loading import load_snapshot
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.client import ClientInfo
-from tests.health_harness import Recorder, wait_for, write_config
+from tests.health_harness import HEADER, Recorder, wait_for, write_config
 
 FAST = """
 type: http
@@ -548,3 +549,62 @@ def test_a_deeply_nested_state_file_is_set_aside_and_leftovers_removed(tmp_path)
     assert store.backend_overrides == {}
     assert len(list(state.glob("overrides.json.corrupt-*"))) == 1
     assert not list(state.glob(".overrides.json*"))
+
+
+def test_a_pool_of_hung_backends_cannot_delay_another_pools_detection(tmp_path) -> None:
+    """docs/health.md (probe slots): 300 backends that accept and never answer hold probe slots
+    for a whole timeout each; another pool's failure is still seen within its outage bound
+    (interval × unhealthy_threshold + timeout = 0.7 s here). With one first-come queue for all
+    slots (100 here, so that 300 hung backends overload it 3×) the other pool's probes waited
+    behind the hung ones: 2.5–4 s."""
+    hung = []
+    for _ in range(300):  # listening, never accepting: connects succeed, requests hang
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        hung.append(sock)
+    big = "\n".join(
+        f"      - {{name: h{i}, address: 127.0.0.1, port: {s.getsockname()[1]}}}"
+        for i, s in enumerate(hung)
+    )
+
+    async def main() -> None:
+        backend = await DemoBackend("b0", control_port=None).start()
+        text = HEADER.replace("  www: {lb: www}\n", "  www: {lb: www}\n  big: {lb: big}\n")
+        text += (
+            "monitors:\n"
+            "  m: {type: http, path: /healthz, interval: 200ms, timeout: 300ms,"
+            " unhealthy_threshold: 2}\n"
+            "  hang: {type: http, path: /, interval: 200ms, timeout: 1s}\n"
+            f"pools:\n  p:\n    monitor: m\n    backends:\n"
+            f"      - {{name: b0, address: 127.0.0.1, port: {backend.port}}}\n"
+            f"  big:\n    monitor: hang\n    backends:\n{big}\n"
+            "load_balancers:\n  www: {default_pools: [p]}\n  big: {default_pools: [big]}\n"
+        )
+        (tmp_path / "z").mkdir()
+        (tmp_path / "z" / "h.test.yaml").write_text(text)
+        store = HealthStore(None)
+        store.set_snapshot(load_snapshot(tmp_path / "z", 1))
+        scheduler = ProbeScheduler(store, max_concurrent=100, rng=random.Random(1))
+        errs = []
+        scheduler.on_probe = lambda t, s, r: (
+            errs.append((time.monotonic(), r.error)) if t.port == backend.port else None
+        )
+        await scheduler.start()
+        try:
+            await wait_for(lambda: store.view.backends[("p", "b0")].probed == "healthy")
+            await asyncio.sleep(1.5)  # the hung probes fill the slots, wave after wave
+            assert scheduler.probes_total >= 60  # hung probes were timing out meanwhile
+            assert store.view.backends[("p", "b0")].healthy, errs
+            await backend.set_mode("503")
+            began = time.monotonic()
+            await wait_for(lambda: not store.view.backends[("p", "b0")].healthy)
+            took = time.monotonic() - began
+            assert took < 0.2 * 2 + 0.3 + 0.8, f"detected after {took:.2f} s"
+        finally:
+            await scheduler.stop()
+            await backend.stop()
+            for sock in hung:
+                sock.close()
+
+    asyncio.run(main())

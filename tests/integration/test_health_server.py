@@ -37,8 +37,10 @@ def test_hung_backend_never_delays_dns_answers(tmp_path: Path) -> None:
             backend.requests[""] + backend.requests["local"] >= 2
         )  # probes were hanging meanwhile
         assert not srv.server.store.view.backends[("p", "b0")].healthy  # and timed out
-        assert slowest < 0.1, f"slowest answer {slowest * 1000:.0f} ms"
-        assert answered > 100
+        # A probe blocking the loop would cost its whole 1 s timeout: bounds with room for a
+        # busy machine (typically ~5 ms and ~1,000 answers).
+        assert slowest < 0.3, f"slowest answer {slowest * 1000:.0f} ms"
+        assert answered > 50
     finally:
         srv.call(backend.stop())
         srv.stop()
