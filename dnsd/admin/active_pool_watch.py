@@ -4,7 +4,9 @@ included). After every health, override or config change the active pool of ever
 balancer per client region is compared with the one before: regions that left their
 first choice (or moved on from a second one) are one `failover` event per load balancer,
 regions back on their first choice one `failback` event; a pool's health changing is a
-`pool_health` event. Each names the cause and the actor of the change that moved it.
+`pool_health` event. Each names the cause and the actor of the change that moved it: changes
+by different actors (or for different causes) inside one burst are compared one after the
+other, each from the state the one before left, so none carries another's cause.
 
 A nested load balancer (reached from another one as `lb:NAME`, and named by no record)
 answers only for the client regions whose path goes through it: its events list only
@@ -28,8 +30,14 @@ from dnsd.health.view import HealthView
 RegionStates = Mapping[str, tuple[Mapping[str, str], Sequence[str]]]
 CAUSE_KINDS: Final = frozenset({"backend_health", "override", "config"})
 MAX_CAUSES: Final = 4
+MAX_STEPS: Final = 8  # changes with their own cause in one burst (more: merged into the last)
 SLICE: Final = 50  # load balancers steered between two chances for the event loop to run
 SLICE_PAUSE_S: Final = 0.005
+
+
+def merged(first: list[tuple[str, str]], then: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(cause, actor) pairs of both, without repeats, at most MAX_CAUSES."""
+    return list(dict.fromkeys([*first, *then]))[:MAX_CAUSES]
 
 
 def reached_regions(states: RegionStates) -> dict[str, set[str]]:
@@ -177,16 +185,41 @@ class ActivePoolWatch:
         self._reach: Reach | None = None
         self._seen: tuple[Any, HealthView] | None = None  # the snapshot and view compared to
         self._last_pools: dict[str, bool] = {}
-        self._causes: list[tuple[str, str]] = []  # (cause, actor) since the last check
+        self._causes: list[tuple[str, str]] = []  # (cause, actor) since the last step
+        # Per earlier change of this burst, the snapshot and view it left and its causes.
+        self._steps: list[tuple[Any, HealthView, list[tuple[str, str]]]] = []
+        # The snapshot and view when the last cause was noted (its change not yet applied).
+        self._noted: tuple[Any, HealthView] | None = None
         self.armed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy = self._again = False
         journal.listeners.append(self.note)
 
     def note(self, event: Event) -> None:
-        """Remember why things may move next (the check runs right after)."""
+        """Remember why things may move next (the check runs right after). A cause is noted
+        before its change is applied (an override or verdict before the view is published,
+        a reload before the new config's view): when the state moved since the last cause
+        was noted, that cause's change is in it, so that state is a step of its own and
+        this cause starts the next one."""
+        if event.kind not in CAUSE_KINDS:
+            return
         why = (event.cause, event.actor)
-        if event.kind in CAUSE_KINDS and len(self._causes) < MAX_CAUSES and why not in self._causes:
+        snap, view = self._snapshot(), self._view()
+        if event.kind == "config" and self._noted is not None:
+            snap = self._noted[0]  # already swapped: its change is the next step, not this one
+        if (
+            self.armed and self._causes and self._noted is not None
+            and (snap is not self._noted[0] or view is not self._noted[1])
+            and why not in self._causes
+        ):  # fmt: skip
+            if len(self._steps) < MAX_STEPS:
+                self._steps.append((snap, view, self._causes))
+                self._causes = []
+            else:  # a long burst: the last step takes this state and its causes too
+                self._steps[-1] = (snap, view, merged(self._steps[-1][2], self._causes))
+                self._causes = []
+        self._noted = (self._snapshot(), view)
+        if len(self._causes) < MAX_CAUSES and why not in self._causes:
             self._causes.append(why)
 
     def arm(self) -> None:
@@ -194,7 +227,7 @@ class ActivePoolWatch:
         snap, view = self._snapshot(), self._view()
         self._reach, self._seen = Reach(snap.config), (snap, view)
         self._last_pools = {n: view.pool_healthy(p) for n, p in snap.config.pools.items()}
-        self._causes.clear()
+        self._causes, self._steps, self._noted = [], [], None
         self.armed = True
 
     def check(self) -> None:
@@ -202,13 +235,44 @@ class ActivePoolWatch:
             self._again = True
             return
         if not self.armed or self._reach is None or self._seen is None:
-            self._causes.clear()
+            self._causes, self._steps, self._noted = [], [], None
             return
-        causes, self._causes = self._causes, []
+        steps = [*self._steps, (self._snapshot(), self._view(), self._causes)]
+        self._causes, self._steps, self._noted = [], [], None
+        self._run(steps)
+
+    def _run(self, steps: list[tuple[Any, HealthView, list[tuple[str, str]]]]) -> None:
+        """Each change of the burst from the state the one before it left, in order."""
+        for index, (snap, view, causes) in enumerate(steps):
+            planned = self._plan(snap, view, causes)
+            if planned is None:
+                continue
+            old_snap, old_view, was_there, lbs, why = planned
+            if len(lbs) > SLICE and self._running_loop():
+                # Many load balancers (a reload, a pool many use): steered a slice at a
+                # time, the event loop answering in between; the later steps and a check
+                # asked for meanwhile run after.
+                self._busy = True
+                task = asyncio.get_running_loop().create_task(
+                    self._check_in_slices(
+                        old_snap, old_view, snap, view, was_there, lbs, why, steps[index + 1 :]
+                    )
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return
+            before = self._states(was_there, old_snap, old_view)
+            self._compare(before, self._states(lbs, snap, view), *why)
+
+    def _plan(
+        self, snap: Any, view: HealthView, causes: list[tuple[str, str]]
+    ) -> tuple[Any, HealthView, list[str], list[str], tuple[float, str, str]] | None:
+        """From the state compared last to (snap, view): the pool_health events, and the
+        load balancers to steer before and after (None: nothing to steer)."""
+        assert self._reach is not None and self._seen is not None
         cause = "; ".join(dict.fromkeys(c for c, _ in causes)) or "health change"
         actor = ", ".join(dict.fromkeys(a for _, a in causes)) or PROBE
         old_snap, old_view = self._seen
-        snap, view = self._snapshot(), self._view()
         config, old = snap.config, old_snap.config
         pools = changed_pools(old_view, view)
         if config is not old:  # a reload: what it changed, and what that reaches
@@ -231,26 +295,14 @@ class ActivePoolWatch:
             if was is not None and was != healthy:
                 self._journal.add(make(at, "pool_health", cause, actor, pool=name, healthy=healthy))
         if not lbs:
-            return
+            return None
         was_there = [n for n in lbs if n in old.load_balancers]
-        if len(lbs) > SLICE and self._running_loop():
-            # Many load balancers (a reload, a pool many use): steered a slice at a time,
-            # the event loop answering in between; a check asked for meanwhile runs after.
-            self._busy = True
-            task = asyncio.get_running_loop().create_task(
-                self._check_in_slices(
-                    old_snap, old_view, snap, view, was_there, lbs, (at, cause, actor)
-                )
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            return
-        before = self._states(was_there, old_snap, old_view)
-        self._compare(before, self._states(lbs, snap, view), at, cause, actor)
+        return old_snap, old_view, was_there, lbs, (at, cause, actor)
 
     async def _check_in_slices(
         self, old_snap: Any, old_view: HealthView, snap: Any, view: HealthView,
         was_there: list[str], lbs: list[str], why: tuple[float, str, str],
+        rest: list[tuple[Any, HealthView, list[tuple[str, str]]]],
     ) -> None:  # fmt: skip
         try:
             before = await self._states_in_slices(was_there, old_snap, old_view)
@@ -258,7 +310,9 @@ class ActivePoolWatch:
             self._compare(before, fresh, *why)
         finally:
             self._busy = False
-        if self._again:
+        if rest:
+            self._run(rest)
+        if self._again and not self._busy:
             self._again = False
             self.check()
 

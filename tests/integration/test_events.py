@@ -13,6 +13,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from tests.processes import DnsdProcess
 
 ADMIN = "events-admin-token"  # DNSD_ADMIN_TOKEN: named "DNSD_ADMIN_TOKEN"
 ALICE = "alice-on-call-secret-0123"  # an override token named "alice"
+BOB = "bob-on-call-secret-0123456"  # an override token named "bob"
 ENV = {"DNSD_ADMIN_TOKEN": ADMIN}
 KINDS = "backend_health, pool_health, failover, failback, fail_open, override, config"
 ALL_REGIONS = len(REGIONS) + 1  # and clients no database places ("unknown")
@@ -60,10 +62,12 @@ def _setup(tmp_path: Path, backend_port: int, hook_port: int) -> tuple[Path, tup
     (zones / "ev.yaml").write_text(ZONE.format(port=backend_port))
     server_file = tmp_path / "dnsd.yaml"
     alice = hashlib.sha256(ALICE.encode()).hexdigest()
+    bob = hashlib.sha256(BOB.encode()).hexdigest()
     server_file.write_text(
         f"webhooks:\n  - {{url: 'http://127.0.0.1:{hook_port}/hook', events: [{KINDS}], "
         f"secret: {SECRET}}}\n"
         f"tokens:\n  - {{name: alice, scope: override, sha256: {alice}}}\n"
+        f"  - {{name: bob, scope: override, sha256: {bob}}}\n"
     )
     args = ("--config", str(server_file), "--state-dir", str(tmp_path / "state"))
     return zones, args
@@ -234,6 +238,50 @@ def test_overrides_and_config_changes_name_their_actor_and_cause(tmp_path: Path)
             before = len(events(port))
             assert http(port, "PUT", "/api/v1/overrides/pools/primary", {"state": "down"})[0] == 401
             assert len(events(port)) == before
+    finally:
+        loop.call(backend.stop())
+        loop.close()
+
+
+def test_two_operators_overrides_close_together_each_name_their_own_cause(tmp_path: Path) -> None:
+    """Alice takes pool primary down and Bob, 34 ms later (inside one burst the failover
+    watch looks at once), moves load balancer inner to its second pool: every derived event,
+    in the API and in the webhooks, names the one change that made it, not both."""
+    loop = LoopThread()
+    try:
+        backend = loop.call(DemoBackend("p1", control_port=None).start())
+        receiver = Receiver(loop)
+        zones, args = _setup(tmp_path, backend.port, loop.call(receiver.start()))
+        with DnsdProcess(zones, *args, env=ENV) as dnsd:
+            port = dnsd.admin_port
+            time.sleep(1.0)  # the first verdicts are in: primary is healthy
+            assert address(dnsd.port) == "127.0.0.1"
+            down = {"state": "down", "reason": "INC-8: primary db"}
+            trickle = {"trickle_ratio": 1.0, "reason": "INC-9: eu-a drain"}
+            with ThreadPoolExecutor(2) as pool:  # each request on its own, 34 ms apart
+                first = pool.submit(http, port, "PUT", "/api/v1/overrides/pools/primary", down,
+                                    ALICE)  # fmt: skip
+                time.sleep(0.034)
+                second = pool.submit(http, port, "PUT", "/api/v1/overrides/load_balancers/inner",
+                                     trickle, BOB)  # fmt: skip
+                assert first.result()[0] == 200 and second.result()[0] == 200
+            expected = {
+                ("failover", "web"): ("override", "alice"),
+                ("pool_health", None): ("override", "alice"),
+                ("failover", "inner"): ("trickle 1.0", "bob"),
+                ("failover", "outer"): ("trickle 1.0", "bob"),
+            }
+            for (kind, lb), why in expected.items():
+                sent = wait_for(receiver, lambda e, k=kind, n=lb: e["event"] == k and e["lb"] == n)
+                assert (sent["cause"], sent["actor"]) == why, sent
+            derived = [e for e in events(port) if e["kind"] in ("failover", "pool_health")]
+            assert {(e["kind"], e["lb"]): (e["cause"], e["actor"]) for e in derived} == expected
+            assert len(derived) == len(expected)
+            # the audit trail names each token too (it always did)
+            status, audit = http(port, "GET", "/api/v1/audit", token=ADMIN)
+            assert status == 200
+            tokens = [entry["token"] for entry in audit["entries"] if entry["method"] == "PUT"]
+            assert tokens[-2:] == ["alice", "bob"]
     finally:
         loop.call(backend.stop())
         loop.close()
