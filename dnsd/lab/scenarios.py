@@ -159,6 +159,7 @@ def partial_outage(lab: Lab) -> DrillResult:
 
 
 STUB_WAIT_S = 5.0
+STUB_ATTEMPTS = 2  # glibc's `options attempts:2` default
 
 
 def node_down(lab: Lab) -> DrillResult:
@@ -177,9 +178,13 @@ def node_down(lab: Lab) -> DrillResult:
     end = watch.now() + 5.0
     while watch.now() < end:
         started = time.monotonic()
-        # Lost: no answer within a stub resolver's wait (glibc's default timeout: 5 s);
-        # the resolver's own retry to another NS may take unbound's backed-off 3 s+.
-        got = ask(WNAM.ns, WNAM.resolver, timeout=STUB_WAIT_S)
+        # Lost: no answer after what a stub resolver does (glibc's defaults: wait 5 s, ask
+        # twice); the resolver's own retry to another NS may take unbound's backed-off 3 s+.
+        got = None
+        for _ in range(STUB_ATTEMPTS):
+            got = ask(WNAM.ns, WNAM.resolver, timeout=STUB_WAIT_S)
+            if got is not None:
+                break
         took = time.monotonic() - started
         result.timeline.append(("resolver", Answer(watch.now(), "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)))  # fmt: skip
         slowest = max(slowest, took)

@@ -19,7 +19,7 @@ def test_after_quorum_hold_the_fresh_sources_decide(tmp_path) -> None:
         nodes.pop("c").stop()  # only node a (WNAM) probes now
         a = nodes["a"]
         cluster["loop"].call(cluster["backends"]["b1"].set_mode("503"))
-        lost = wait_status(a, "b1", lambda d: d["sources_fresh"] == 1, 10)
+        lost = wait_status(a, "b1", lambda d: d["sources_fresh"] == 1, 20)
         assert lost["quorum"] == "degraded" and lost["quorum_since"]
         bound = QUORUM_HOLD_S + INTERVAL * THRESHOLD + 3 * MAX_AGE_S + 5
         down = wait_status(a, "b1", lambda d: d["probed"] == "unhealthy", bound)

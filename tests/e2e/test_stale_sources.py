@@ -4,6 +4,7 @@ the verdict is held; the node back, it votes again."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -46,7 +47,7 @@ def wait_status(node: DnsdProcess, name: str, predicate, timeout: float) -> dict
         doc = backend_status(node, name)
         if predicate(doc):
             return doc
-        assert time.monotonic() < deadline, doc
+        assert time.monotonic() < deadline, json.dumps(doc, indent=1)
         time.sleep(0.05)
 
 
