@@ -3,7 +3,7 @@ PYTHON ?= python3
 
 VENV ?= .venv
 
-.PHONY: run serve install test test-latest check lint deps bench
+.PHONY: run serve install test test-fast test-latest check lint deps bench
 
 ## run: install dnsd into a virtual environment (VENV, default .venv/) and serve the bundled
 ## zones/ on 127.0.0.1:5353. A venv, because Debian 12 (PEP 668) refuses `pip install`
@@ -31,6 +31,11 @@ lint:
 ## (in-process code only: the `dnsd serve` processes that e2e tests start are not traced)
 test: deps lint
 	$(PYTHON) -m pytest --durations=25 --cov=dnsd --cov-report=term:skip-covered
+
+## test-fast: the edit loop's tier (no outside process, about 2 minutes): unit and property
+## tests, the property and fuzz tests exploring a tenth of their cases, and the layering rules
+test-fast:
+	DNSD_TEST_TIER=fast $(PYTHON) -m pytest --durations=10 tests/unit tests/property tests/test_layering.py
 
 ## test-latest: the same with the newest releases instead of tests/constraints.txt (the lock)
 test-latest:

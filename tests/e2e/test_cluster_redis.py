@@ -114,6 +114,22 @@ def cleanup() -> Iterator[list[Any]]:
             thing.kill()
 
 
+def two_nodes(
+    tmp_path: Path, cleanup: list[Any], *b_extra: str
+) -> tuple[RedisServer, DnsdProcess, DnsdProcess]:
+    """A redis-server and nodes a and b sharing it, both connected."""
+    redis = RedisServer(tmp_path).start()
+    cleanup.append(redis)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = node(tmp_path, "a", url)
+    cleanup.append(a)
+    b = node(tmp_path, "b", url, *b_extra)
+    cleanup.append(b)
+    for proc in (a, b):
+        proc.wait_for_log("sharing health as node")
+    return redis, a, b
+
+
 def test_nodes_follow_a_sentinel_failover(tmp_path: Path, cleanup: list[Any]) -> None:
     primary = RedisServer(tmp_path).start()
     cleanup.append(primary)
@@ -165,15 +181,7 @@ def test_nodes_follow_a_sentinel_failover(tmp_path: Path, cleanup: list[Any]) ->
 def test_config_sync_survives_redis_restarted_empty_and_ignores_unsealed_writes(
     tmp_path: Path, cleanup: list[Any]
 ) -> None:
-    redis = RedisServer(tmp_path).start()
-    cleanup.append(redis)
-    url = f"redis://127.0.0.1:{redis.port}/0"
-    a = node(tmp_path, "a", url)
-    cleanup.append(a)
-    b = node(tmp_path, "b", url)
-    cleanup.append(b)
-    for proc in (a, b):
-        proc.wait_for_log("sharing health as node")
+    redis, a, b = two_nodes(tmp_path, cleanup)
     put_record(a, "r1", "192.0.2.21")
     until(lambda: dig(b.port, "r1.c.test") == ["192.0.2.21"], 5, "r1 on b")
     put_record(b, "r1", "192.0.2.22")  # an entry edited twice
@@ -359,15 +367,7 @@ def test_a_diverged_node_says_so_in_a_webhook_and_comes_back(
     cleanup.append(type("Closer", (), {"kill": lambda self: loop.close()})())
     receiver = Receiver(loop)
     hooks = server_file(tmp_path, loop.call(receiver.start()), "config_sync")
-    redis = RedisServer(tmp_path).start()
-    cleanup.append(redis)
-    url = f"redis://127.0.0.1:{redis.port}/0"
-    a = node(tmp_path, "a", url)
-    cleanup.append(a)
-    b = node(tmp_path, "b", url, "--config", str(hooks))
-    cleanup.append(b)
-    for proc in (a, b):
-        proc.wait_for_log("sharing health as node")
+    _, a, b = two_nodes(tmp_path, cleanup, "--config", str(hooks))
     # b's directory no longer matches: a shared change that needs pool p1 is refused there
     zone = tmp_path / "b" / "zones" / "c.yaml"
     zone.write_text(CONFIG.replace("p1", "p9"))
@@ -461,15 +461,7 @@ def test_junk_in_redis_is_read_in_pages_counted_and_removed(
     every reconnect's HGETALL and every config check's XRANGE outlast the 2 s socket
     timeout (300,000 in the report; 100,000 already stall the config sync for good). They are now
     read in pages, counted, skipped and deleted."""
-    redis = RedisServer(tmp_path).start()
-    cleanup.append(redis)
-    url = f"redis://127.0.0.1:{redis.port}/0"
-    a = node(tmp_path, "a", url)
-    cleanup.append(a)
-    b = node(tmp_path, "b", url)
-    cleanup.append(b)
-    for proc in (a, b):
-        proc.wait_for_log("sharing health as node")
+    redis, a, b = two_nodes(tmp_path, cleanup)
     put_record(a, "before", "192.0.2.71")
     until(lambda: dig(b.port, "before.c.test") == ["192.0.2.71"], 5, "a change before the junk")
     redis.cli("eval", FILL, "2", "dnsd:observations", LOG_KEY, str(JUNK))
@@ -498,15 +490,8 @@ def test_a_trimmed_history_is_restored_and_lagging_and_new_nodes_converge(
     """`XTRIM dnsd:config:log MAXLEN 1` used to leave a node that lagged, and a new one,
     "diverged" for good, while the nodes holding the whole history never put it back: a
     node whose copy holds what the stream lacks now restores it."""
-    redis = RedisServer(tmp_path).start()
-    cleanup.append(redis)
+    redis, a, b = two_nodes(tmp_path, cleanup)
     url = f"redis://127.0.0.1:{redis.port}/0"
-    a = node(tmp_path, "a", url)
-    cleanup.append(a)
-    b = node(tmp_path, "b", url)
-    cleanup.append(b)
-    for proc in (a, b):
-        proc.wait_for_log("sharing health as node")
     for i in (1, 2, 3):
         put_record(a, f"t{i}", f"192.0.2.8{i}")
     until(lambda: converged(a, b) and sync_of(b)["seq"] == 3, 5, "b has three records")

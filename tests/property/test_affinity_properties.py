@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from dnsd.affinity import select_backends
 from dnsd.health.view import view_of
 from tests.builders import backend, pool
+from tests.tiers import examples
 
 ZONES = ["z1", "z2", "z3"]
 ZONE_REGIONS = {"z1": "ENAM", "z2": "ENAM", "z3": "ENAM", "w1": "WEU"}
@@ -39,7 +40,7 @@ def scenarios(draw):
     return p, view_of(healthy), client_zone
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(scenarios())
 def test_modified_set_is_a_subset_of_the_configured_backends(s) -> None:
     p, health, zone = s
@@ -48,7 +49,7 @@ def test_modified_set_is_a_subset_of_the_configured_backends(s) -> None:
     assert set(d.original) <= set(p.backends)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(scenarios())
 def test_disabled_or_incompatible_client_gets_the_original_set(s) -> None:
     p, health, zone = s
@@ -57,7 +58,7 @@ def test_disabled_or_incompatible_client_gets_the_original_set(s) -> None:
         assert d.modified == d.original
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(scenarios())
 def test_spill_never_adds_an_unhealthy_backend_the_original_set_did_not_have(s) -> None:
     p, health, zone = s
@@ -67,7 +68,7 @@ def test_spill_never_adds_an_unhealthy_backend_the_original_set_did_not_have(s) 
         assert unhealthy <= set(d.original)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(scenarios())
 def test_stay_within_zone_with_a_match_returns_only_the_client_zone(s) -> None:
     p, health, zone = s
@@ -76,7 +77,7 @@ def test_stay_within_zone_with_a_match_returns_only_the_client_zone(s) -> None:
         assert d.modified and all(b.zone == zone for b in d.modified)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenarios(), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_raising_the_spillover_ratio_never_turns_a_spill_into_a_stay(s, r1, r2) -> None:
     p, health, zone = s

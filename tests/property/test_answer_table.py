@@ -30,6 +30,7 @@ import dnsd._fastloop as fastloop
 from dnsd import answer_table
 from dnsd.answer_table import HIT, LEAF, NEW_ORDER, NOT_CACHED, OTHER_CLIENT, Finished
 from dnsd.steering.draws import Draw, Node, Outcome, Sample, walk, weighted_draw
+from tests.tiers import examples
 
 SOURCE = Path(__file__).resolve().parents[2] / "dnsd" / "_fastloop.c"
 STREAMS = 12  # random streams walked per generated table
@@ -156,10 +157,11 @@ def walk_property(compiled: Walker, examples: int, codes: Counter[int]) -> Calla
 
 def test_compiled_and_python_walks_agree() -> None:
     started, codes = time.monotonic(), Counter[int]()
-    walk_property(fastloop.walk, 2000, codes)()
+    walk_property(fastloop.walk, examples(2000), codes)()
     assert time.monotonic() - started < 120
     # every way a walk ends was met, many times (12 streams for each of 2,000 tables)
-    assert min(codes[code] for code in (HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT)) > 500, codes
+    tables = examples(2000)
+    assert min(codes[code] for code in (HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT)) > tables // 4, codes
 
 
 def test_the_property_catches_an_off_by_one_in_the_compiled_walk(tmp_path: Path) -> None:

@@ -27,8 +27,9 @@ from dnsd.reply import Client
 from dnsd.snapshot import NodeSettings, compile_snapshot
 from tests.builders import lb, pool
 from tests.conftest import GEO
+from tests.tiers import examples
 
-EXAMPLES = 2000
+EXAMPLES = examples(2000)
 NOW = 1_800_000_000.0
 REGIONS = ["ENAM", "WEU", "NEAS", None]
 CLIENTS = [  # (source, ECS subnet or None): GeoLite2 test data and the client zones

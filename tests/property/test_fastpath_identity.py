@@ -26,6 +26,7 @@ from dnsd.resolve import resolve
 from dnsd.snapshot import Snapshot, compile_snapshot
 from tests.conftest import DATA, GEO
 from tests.property.test_fuzz_resolve import udp_limit
+from tests.tiers import FAST, examples
 
 NAMES = [
     "fast.test", "mail.fast.test", "alias.fast.test", "x.wild.fast.test", "a.b.wild.fast.test",
@@ -119,7 +120,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
         }
         trickle = {"rnd": 0.5} if round_ % 4 == 3 else None
         states_generation = health.generation + 1
-        for step in range(500):
+        for step in range(examples(500)):
             if step % 100 == 0:  # new RTTs only (as a probe round publishes): same states
                 health = view_of(
                     with_rtts(states, rng, now),
@@ -144,8 +145,8 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
             if full is not None and client.transport == "udp":  # signed replies fit too (or TC)
                 assert len(full) <= udp_limit(wire)
             compared += 1
-    assert compared == 6000
-    assert cache.hits > 2000  # the cache was really used
+    assert compared == 12 * examples(500)
+    assert cache.hits > (compared // 10 if FAST else 2000)  # the cache was really used
     memos = [m for m in cache.memos("udp").values() if not isinstance(m, bytes)]
     assert any(m.tree is not None and any(m.tails) for m in memos)  # compiled draws answered
 

@@ -21,6 +21,7 @@ from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
 from tests.conftest import DATA, GEO
+from tests.tiers import examples
 
 SNAP = load_snapshot(DATA / "good", 1, GEO)
 CLIENT = Client(ipaddress.ip_address("81.2.69.142"), "udp")
@@ -60,7 +61,10 @@ def check(wire: bytes) -> None:
 
 
 @settings(
-    max_examples=1500, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(1500),
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(st.binary(min_size=0, max_size=300))
 def test_random_bytes(wire: bytes) -> None:
@@ -89,7 +93,10 @@ def mutated(draw) -> bytes:
 
 
 @settings(
-    max_examples=3000, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(3000),
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(mutated())
 def test_mutated_queries(wire: bytes) -> None:

@@ -29,6 +29,7 @@ from dnsd.snapshot import SnapshotHolder
 from dnsd.xfr.outgoing import transfer_type
 from dnsd.xfr.service import TransferService
 from tests.conftest import DATA
+from tests.tiers import examples
 
 SECRET = base64.b64encode(bytes(range(32))).decode()
 
@@ -84,7 +85,7 @@ def dnspython_accepts(wire: bytes) -> bool:
     return message.had_tsig
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SEEDS), st.data())
 def test_mutated_signed_queries_are_accepted_exactly_when_the_mac_checks(
     seed: bytes, data: st.DataObject
@@ -102,7 +103,7 @@ def test_mutated_signed_queries_are_accepted_exactly_when_the_mac_checks(
         assert dnspython_accepts(wire)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([signed("example.test.", "AXFR"), signed("example.test.", "IXFR")]),
        st.data())  # fmt: skip
 def test_mutated_transfer_queries_never_raise_and_every_reply_parses(
@@ -129,7 +130,7 @@ FRAGMENTS = [
 ]  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=20)), max_size=25))
 def test_zone_files_give_records_or_a_located_error(parts: list[str]) -> None:
     import tempfile

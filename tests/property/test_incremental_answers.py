@@ -12,6 +12,7 @@ from types import MappingProxyType
 from dnsd.health.view import BackendHealth, RttSample, view_of
 from dnsd.loading import load_snapshot
 from dnsd.xfr.lb_answers import LbAnswers, lb_index, view_change
+from tests.tiers import examples
 
 POOLS = ["a", "b", "c", "d"]
 NOW = 1_000_000.0
@@ -82,7 +83,7 @@ def test_incremental_answers_equal_a_full_computation(tmp_path: Path) -> None:
     answers = LbAnswers.compute(snap, view, zone, NOW)
     index = lb_index(snap.config)
     recomputed = []
-    for generation in range(2, 400):
+    for generation in range(2, examples(400)):
         new, kind = random_view(rng, view, generation)
         dirty = view_change(view, new).classes(index)
         answers = answers.updated(snap, new, zone, NOW)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dnsd.config.loader import ParseCache
 from dnsd.errors import ConfigError
 from dnsd.loading import load_snapshot
+from tests.tiers import examples
 
 ZONE = """\
 zone: inc.test
@@ -82,7 +83,7 @@ def load(directory: Path, cache: ParseCache | None, previous):  # type: ignore[n
         return None, [str(r) for r in exc.reasons]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits)
 def test_incremental_reload_equals_a_full_load(sequence) -> None:
     state = {"regions": [["WEU", "ENAM"], ["NEAS", "WEU"]], "ttl": [30, 30, 30, 30],
