@@ -84,7 +84,8 @@ def test_the_dashboard_is_complete() -> None:
             assert METRIC.search(target["expr"]), (p["title"], target)
     # The cockpit: what answers now, failovers, overrides, build, GeoIP age.
     assert {
-        "dnsd_lb_active_pool", "dnsd_lb_failed_over", "dnsd_failovers_total",
+        "dnsd_lb_active_pool", "dnsd_lb_failed_over", "dnsd_lb_failed_over_by_health",
+        "dnsd_failovers_total",
         "dnsd_overrides_active", "dnsd_build_info", "dnsd_geoip_build_timestamp_seconds",
         "dnsd_probe_rtt_seconds",
     } <= dashboard_metrics()  # fmt: skip
