@@ -31,7 +31,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
 def test_promtool_checks_the_rules() -> None:
     done = promtool("check", "rules", RULES.name)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 12 rules found" in done.stdout
+    assert "SUCCESS: 13 rules found" in done.stdout
 
 
 def test_promtool_unit_tests_of_the_rules_pass() -> None:
@@ -84,7 +84,8 @@ def test_the_dashboard_is_complete() -> None:
             assert METRIC.search(target["expr"]), (p["title"], target)
     # The cockpit: what answers now, failovers, overrides, build, GeoIP age.
     assert {
-        "dnsd_lb_active_pool", "dnsd_lb_failed_over", "dnsd_failovers_total",
+        "dnsd_lb_active_pool", "dnsd_lb_failed_over", "dnsd_lb_failed_over_by_health",
+        "dnsd_failovers_total",
         "dnsd_overrides_active", "dnsd_build_info", "dnsd_geoip_build_timestamp_seconds",
         "dnsd_probe_rtt_seconds",
     } <= dashboard_metrics()  # fmt: skip

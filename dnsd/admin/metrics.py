@@ -451,6 +451,12 @@ ACTIVE_FAMILIES = (
     ("dnsd_lb_fail_open", "1 when some client region is answered by a fallback because "
      "nothing was healthy"),
 )  # fmt: skip
+HEALTH_FAILOVER = (
+    "dnsd_lb_failed_over_by_health", "Client regions off their first-choice pool because of "
+    "health, not planned work: answered otherwise than the overrides, drains and manual "
+    "failovers in force alone would answer them (what to page on)",
+)  # fmt: skip
+HealthFailed = Callable[[Any, float], Sequence[str]]  # (lb, now) → regions failed by health
 
 
 class ActivePools:
@@ -471,9 +477,11 @@ class ActivePools:
         region_states: RegionStates,
         answering_pool: AnsweringPool,
         clock: Callable[[], float] = time.time,
+        health_failed: HealthFailed | None = None,
     ) -> None:
         self.holder, self.store = holder, store
         self.region_states, self.answering_pool = region_states, answering_pool
+        self.health_failed = health_failed  # None: dnsd_lb_failed_over_by_health not exported
         self.clock = clock
         self._key: tuple[int, int, int, int] | None = None
         self._at = 0.0
@@ -496,6 +504,7 @@ class ActivePools:
         active_lines: list[str] = []
         failed_lines: list[str] = []
         open_lines: list[str] = []
+        health_lines: list[str] = []
         # Per shared answer (a class of alike load balancers): its lines after the lb label.
         fragments: dict[int, tuple[Any, list[str], list[str], str]] = {}
         for lb in snap.config.load_balancers.values():
@@ -509,10 +518,15 @@ class ActivePools:
             head = f'dnsd_lb_failed_over{{lb="{name}",'
             failed_lines.append(head + head.join(fragment[2]))
             open_lines.append(f'dnsd_lb_fail_open{{lb="{name}"}} {fragment[3]}\n')
+            if self.health_failed is not None:
+                # Cached per class; steered once more only for a class off its first choice.
+                by_health = len(self.health_failed(lb, now)) if failed else 0
+                health_lines.append(f'{HEALTH_FAILOVER[0]}{{lb="{name}"}} {by_health}.0\n')
+        families = [*zip(ACTIVE_FAMILIES, (active_lines, failed_lines, open_lines), strict=True)]
+        if self.health_failed is not None:
+            families.append((HEALTH_FAILOVER, health_lines))
         out: list[str] = []
-        for (name, documentation), lines in zip(
-            ACTIVE_FAMILIES, (active_lines, failed_lines, open_lines), strict=True
-        ):
+        for (name, documentation), lines in families:
             out.append(f"# HELP {name} {documentation}\n# TYPE {name} gauge\n")
             out.extend(lines)
         return "".join(out).encode()

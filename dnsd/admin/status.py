@@ -348,6 +348,65 @@ def region_details_under(
     return active, failed, first
 
 
+def health_failed_over(server: ServerControl, lb: Any, now: float) -> Sequence[str]:
+    """`health_failed_under` for what is served now."""
+    return health_failed_under(server.holder.current, server.store.view, lb, now)
+
+
+def health_failed_under(snap: Any, view: Any, lb: Any, now: float) -> Sequence[str]:
+    """The regions off their first choice because of health, not planned work: those off
+    it whose answering pool is not the one the planned work alone gives — the same
+    overrides (pools and backends forced down or up, drains), the same manual failover
+    (a trickle of 1.0), every probe passing. So a pool forced down, a drain or a manual
+    failover is no incident, nor are its backends failing their probes behind it (the
+    maintenance itself); a failure the plan does not explain is one (the rest of a pool
+    failing beside a drained backend, the pool traffic was moved to failing). What
+    `dnsd_lb_failed_over_by_health` exports and the failover alert pages on."""
+    active, failed, _ = region_details_under(snap, view, lb, now)
+    if not failed:
+        return ()
+    reached = lbs_reached(snap.config, lb)
+    if len(reached) == 1:
+        manual: tuple[str, ...] = (
+            (lb.name,) if view.trickle_ratio(lb.name, float(lb.trickle_ratio)) >= 1.0 else ()
+        )
+    else:
+        manual = tuple(sorted(n for n in reached if view.trickle_ratio(n, _ratio(snap, n)) >= 1.0))
+    index = lb_index(snap.config)
+    kind = index.classes[lb.name]
+    generation = view.generation if kind in index.by_rtt else view.states_generation
+    key = (id(snap.config), kind, generation, manual)
+    hit = _PLANNED.get(key)
+    if hit is not None and hit[0] is snap.config:
+        planned = hit[1]
+    else:
+        planned = _region_states(snap, planned_view(view), lb, set(reached), manual, now)[0]
+        if len(_PLANNED) >= MAX_ACTIVE:
+            _PLANNED.pop(next(iter(_PLANNED)))
+        _PLANNED[key] = (snap.config, planned)
+    return [r for r in failed if active[r] != planned.get(r)]
+
+
+def planned_view(view: Any) -> Any:
+    """`view` as the planned work alone leaves it: every backend passing its probes, the
+    overrides kept (kept for the latest view)."""
+    if _PLANNED_VIEW[0] is view:
+        return _PLANNED_VIEW[1]
+    backends = {
+        key: h if h.healthy == (h.override != "down") else replace(h, healthy=h.override != "down")
+        for key, h in view.backends.items()
+    }
+    planned = replace(view, backends=MappingProxyType(backends))
+    _PLANNED_VIEW[:] = [view, planned]
+    return planned
+
+
+_PLANNED_VIEW: list[Any] = [None, None]  # the latest view and its every-probe-passing twin
+_PLANNED: dict[
+    tuple[int, int, int, tuple[str, ...]], tuple[Any, Mapping[str, str]]
+] = {}  # per class, health view and manual failovers: what the planned work alone answers
+
+
 FAIL_OPEN = " (fail open)"  # after the chain: nothing was healthy, a fallback answers
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from dnsd import __version__
 from dnsd.admin.control import ServerControl
 from dnsd.admin.metrics import ActivePools, CockpitCollector, StateCollector
-from dnsd.admin.status import answering_pool, shared_region_states
+from dnsd.admin.status import answering_pool, health_failed_over, shared_region_states
 from dnsd.fastpath import AnswerCaches
 from dnsd.net.rrl import ResponseRateLimiter
 from dnsd.net.supervisor import ServingLoops
@@ -32,7 +32,11 @@ def register(
     """Into `server.metrics`, in the order /metrics renders them."""
     metrics, holder, store = server.metrics, server.holder, server.store
     active = ActivePools(
-        holder, store, lambda lb, now: shared_region_states(server, lb, now), answering_pool
+        holder,
+        store,
+        lambda lb, now: shared_region_states(server, lb, now),
+        answering_pool,
+        health_failed=lambda lb, now: health_failed_over(server, lb, now),
     )
     metrics.add_text(active.text)
     cockpit = CockpitCollector(holder, store, serving_loop, __version__)

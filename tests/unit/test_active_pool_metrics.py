@@ -12,7 +12,12 @@ from types import SimpleNamespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from dnsd.admin.metrics import ActivePools, Metrics
-from dnsd.admin.status import answering_pool, region_states, shared_region_states
+from dnsd.admin.status import (
+    answering_pool,
+    health_failed_over,
+    region_states,
+    shared_region_states,
+)
 from dnsd.config.loader import load_config
 from dnsd.health.store import HealthStore
 from dnsd.snapshot import SnapshotHolder, compile_snapshot
@@ -45,7 +50,11 @@ def test_ten_thousand_load_balancers_render_in_bounded_time(tmp_path: Path) -> N
     store.publish()
     server = SimpleNamespace(holder=holder, store=store)
     active = ActivePools(
-        holder, store, lambda lb, now: shared_region_states(server, lb, now), answering_pool
+        holder,
+        store,
+        lambda lb, now: shared_region_states(server, lb, now),
+        answering_pool,
+        health_failed=lambda lb, now: health_failed_over(server, lb, now),  # type: ignore[arg-type]
     )
     metrics = Metrics()
     metrics.add_text(active.text)
@@ -69,6 +78,9 @@ def test_ten_thousand_load_balancers_render_in_bounded_time(tmp_path: Path) -> N
     assert sum(line.startswith("dnsd_lb_active_pool{") for line in lines) == LBS * 14
     assert sum(line.startswith("dnsd_lb_failed_over{") for line in lines) == LBS * 14
     assert sum(line.startswith("dnsd_lb_fail_open{") for line in lines) == LBS
+    # p1 is forced down: planned work, however many regions it moves (none by health)
+    by_health = [line for line in lines if line.startswith("dnsd_lb_failed_over_by_health{")]
+    assert len(by_health) == LBS and all(line.endswith("} 0.0") for line in by_health)
     # A Prometheus parser reads it (the whole text takes it half a minute: some of it).
     picked = ("lb0", "lb1", "lb2", "lb19", "lb20", "lb21", "lb9999")
     sample = [line for line in lines if line.startswith("#")
