@@ -161,7 +161,9 @@ def test_compiled_and_python_walks_agree() -> None:
     assert time.monotonic() - started < 120
     # every way a walk ends was met, many times (12 streams for each of 2,000 tables)
     tables = examples(2000)
-    assert min(codes[code] for code in (HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT)) > tables // 4, codes
+    assert min(codes[code] for code in (HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT)) > tables // 4, (
+        codes
+    )
 
 
 def test_the_property_catches_an_off_by_one_in_the_compiled_walk(tmp_path: Path) -> None:
