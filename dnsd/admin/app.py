@@ -21,8 +21,18 @@ from typing import Any
 from aiohttp import web
 
 from dnsd.admin import config_api
-from dnsd.admin.audit import AuditLog
-from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audit_refusal, audited, authorize
+from dnsd.admin.audit import AuditLog, AuditUnavailable
+from dnsd.admin.context import (
+    AUDIT,
+    GATE,
+    HOSTS,
+    SERVER,
+    audit_refusal,
+    audited,
+    authorize,
+    release_reserved,
+    reserve,
+)
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import (
     BadRequest,
@@ -60,8 +70,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    response = await _answer(request, handler)
-    await audit_refusal(request, response)
+    try:
+        response = await _answer(request, handler)
+        await audit_refusal(request, response)
+    finally:
+        release_reserved(request)  # room reserved for an entry never written
     return response
 
 
@@ -124,13 +137,13 @@ async def _flush_suppressed(app: web.Application) -> AsyncIterator[None]:
         while True:
             await asyncio.sleep(1.0)
             for line in app[AUDIT].pending_suppressed():
-                await asyncio.to_thread(app[AUDIT].append, line)
+                await asyncio.to_thread(app[AUDIT].append_or_log, line)
 
     task = asyncio.create_task(loop(), name="audit suppressed")
     yield
     task.cancel()
     for line in app[AUDIT].pending_suppressed():
-        app[AUDIT].append(line)
+        app[AUDIT].append_or_log(line)
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -325,6 +338,11 @@ async def reload(request: web.Request) -> web.Response:
     if isinstance(token, web.Response):
         return token
     before = request.app[SERVER].holder.current.generation
+    try:  # an applied reload must be audited: no room for its entry, no reload
+        await reserve(request, {"generation": before}, {"generation": before})
+    except AuditUnavailable as exc:
+        return await audited(request, token, None, None, error(
+            503, f"reload refused: {exc.strerror}; the old config keeps serving"))  # fmt: skip
     with acting_as(token.name, "reload"):
         result = await request.app[SERVER].reload()
     if not result.ok:
@@ -403,6 +421,11 @@ async def _override(
             value = float(value)
     store = request.app[SERVER].store
     before = store.overrides_document()
+    try:  # room for its entry first (after: at most `before` and the body more)
+        await reserve(request, before, before, value, meta and meta.reason)
+    except AuditUnavailable as exc:
+        return await audited(request, token, before, before,
+                             error(503, f"{exc.strerror}: the override was not applied"))  # fmt: skip
     try:
         with acting_as(token.name):
             apply(store, value, meta)

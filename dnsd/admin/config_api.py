@@ -15,10 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin.context import SERVER, audited, authorize
+from dnsd.admin.audit import AuditUnavailable
+from dnsd.admin.context import SERVER, audited, authorize, reserve
 from dnsd.admin.gate import BadRequest, Token, error, json_object
 from dnsd.config import fields
 from dnsd.events import acting_as
+from dnsd.provision.directory import Prepared
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.reader import PAGE_MAX
 from dnsd.provision.targets import BadTarget, Change, etag, parse_route
@@ -143,9 +145,17 @@ async def _apply(
     routes = ", ".join(f"{'DELETE' if c.body is None else 'PUT'} {c.target.route}"
                        for c in changes[:5])  # fmt: skip
     more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+
+    async def room_for_the_entry(prepared: Prepared) -> None:
+        """An applied change must be audited: without room for its entry, none is made."""
+        try:
+            await reserve(request, prepared.before, prepared.after)
+        except AuditUnavailable as exc:
+            raise ChangeRefused(503, f"{exc.strerror}: nothing changed") from None
+
     try:
         with acting_as(token.name, f"config API: {routes}{more}"):
-            applied = await writer.apply(changes)
+            applied = await writer.apply(changes, before_write=room_for_the_entry)
     except ChangeRefused as exc:
         response = web.json_response(
             {"error": str(exc), "errors": exc.errors[:200]}, status=exc.status

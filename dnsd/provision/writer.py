@@ -54,8 +54,15 @@ class ConfigWriter:
     async def read_all(self) -> dict[str, Any]:
         return await asyncio.to_thread(read_all, self.directory)
 
-    async def apply(self, changes: Sequence[Change], local: bool = True) -> Applied:
-        """Check, write and reload; ChangeRefused (nothing changed) otherwise."""
+    async def apply(
+        self,
+        changes: Sequence[Change],
+        local: bool = True,
+        before_write: Callable[[Prepared], Awaitable[None]] | None = None,
+    ) -> Applied:
+        """Check, write and reload; ChangeRefused (nothing changed) otherwise.
+        `before_write`: called with the checked change before anything is written (the
+        audit trail reserves room for its entry there); ChangeRefused from it stops it."""
         if not changes:
             raise ChangeRefused(400, "no changes")
         async with self._lock:
@@ -64,6 +71,8 @@ class ConfigWriter:
                                                   self._cancelled)  # fmt: skip
             except LoadCancelled:
                 raise ChangeRefused(503, "the server is stopping: nothing changed") from None
+            if before_write is not None:
+                await before_write(prepared)
             await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
             result = await self._reload()
             if not result.ok:
