@@ -21,10 +21,8 @@ from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.loader import load_config
 from dnsd.config.yamlio import YamlSyntaxError, load_yaml
 from dnsd.errors import ConfigError
-from dnsd.provision.edit import ChangeRefused, Editor, find, plain
+from dnsd.provision.edit import MAX_FILES, ChangeRefused, Editor, lookup, plain
 from dnsd.provision.targets import SECTIONS, Change, Target, etag, matches
-
-MAX_FILES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +64,8 @@ def parsed(texts: Mapping[str, str]) -> dict[str, Any]:
 
 def entry(docs: Mapping[str, Any], target: Target) -> Any:
     """The entry as JSON data, or None."""
-    place = find(docs, target)
-    return None if place is None else plain(place.container[place.key])
+    value = lookup(docs, target)
+    return None if value is None else plain(value)
 
 
 def read_entry(directory: Path, target: Target) -> Any:

@@ -5,13 +5,14 @@ through ruamel.yaml's round-trip mode, the standard Python library for editing Y
 keeping comments, key order and quoting of the entries a change does not touch. Where a
 new entry goes: into the file that already holds its section (the first such file in name
 order), else into `provisioned.yaml`; a backend into its pool; a record into the file
-whose `zone:` it belongs to.
+whose `zone:` it belongs to; a new zone into a new file of its own, `ZONE.yaml`.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +21,21 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from dnsd.config.loader import GLOBAL_KEYS
 from dnsd.config.names import absolute
+from dnsd.config.zone_section import SOA_KEYS
 from dnsd.provision.targets import SECTIONS, Change, Target
 
 NEW_FILE = "provisioned.yaml"
 FLOW_WIDTH = 100  # a record or backend this short stays on one line: {A: [192.0.2.1]}
+MAX_FILES = 10_000  # YAML files of a directory that are read (and so: zones made by the API)
+# Keys of a zone's file that are not the zone's own settings (`zones/Z`): its name, its
+# records (`zones/Z/records/NAME`) and the global sections (their own routes).
+NOT_ZONE_SETTINGS = ("zone", "records", *GLOBAL_KEYS)
+# The zone names the config API makes a file for: LDH labels (and `_`), so that the file
+# name `ZONE.yaml` is as plain as the zone's. Any other zone is written by hand.
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+NEW_ZONE_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 
 class ChangeRefused(Exception):
@@ -76,6 +87,37 @@ def find(docs: Mapping[str, Any], target: Target) -> Place | None:
     return None
 
 
+def new_zone_settings(
+    zone: str, soa: Mapping[str, Any] | None = None, nameservers: list[str] | None = None
+) -> dict[str, Any]:
+    """The settings of a zone made by a tool (octoDNS): `soa:` as given, the rest from
+    defaults — mname the first of the zone's NS names (else `ns1.ZONE.`), rname
+    `hostmaster.ZONE.`, the serial dnsd's own (`auto`), the timers dnsd's defaults.
+    ValueError for a key `soa:` does not have."""
+    given = dict(soa or {})
+    unknown = sorted(str(k) for k in given if k not in SOA_KEYS)
+    if unknown:
+        raise ValueError(f"soa: unknown keys {unknown} (known: {', '.join(SOA_KEYS)})")
+    origin = zone.rstrip(".") + "."
+    defaults = {"mname": (nameservers or [f"ns1.{origin}"])[0], "rname": f"hostmaster.{origin}"}
+    return {"soa": {**defaults, **given}}
+
+
+def lookup(docs: Mapping[str, Any], target: Target) -> Any:
+    """The entry `target` names (as the documents hold it), or None."""
+    if target.kind == "zone":
+        file = zone_file(docs, target.name)
+        return None if file is None else zone_settings(docs[file])
+    place = find(docs, target)
+    return None if place is None else place.container[place.key]
+
+
+def zone_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A zone's own settings (`ttl`, `soa`, `transfer`, ...): its file without the name,
+    the records and the global sections."""
+    return {k: v for k, v in doc.items() if str(k) not in NOT_ZONE_SETTINGS}
+
+
 def zone_file(docs: Mapping[str, Any], zone: str) -> str | None:
     for file, doc in docs.items():
         if isinstance(doc, dict) and str(doc.get("zone", "")).lower().rstrip(".") == zone:
@@ -124,6 +166,9 @@ class Editor:
 
     def apply(self, change: Change) -> None:
         target, body = change.target, change.body
+        if target.kind == "zone":
+            self._zone(change)
+            return
         place = find(self.docs(), target)
         if body is None:
             if place is None and change.missing_ok:
@@ -150,6 +195,56 @@ class Editor:
         else:
             container[key] = node
         self.changed.add(file)
+
+    def _zone(self, change: Change) -> None:
+        """A zone's settings replaced (its records and global sections kept), or a new
+        zone: a file `ZONE.yaml` of its own (its records follow in the same change set)."""
+        zone = change.target.name
+        file = zone_file(self.docs(), zone)
+        if change.body is None:
+            if file is None and change.missing_ok:
+                return
+            if file is None:
+                raise ChangeRefused(404, f"zones/{zone}: no such zone")
+            raise ChangeRefused(400, f"zones/{zone}: a zone is not deleted through the config "
+                                f"API: remove its YAML file ({file})")  # fmt: skip
+        body = plain(change.body)
+        if not isinstance(body, dict):
+            raise ChangeRefused(400, f"zones/{zone}: the body is an object of zone settings")
+        wrong = [str(k) for k in body if str(k) in NOT_ZONE_SETTINGS]
+        if wrong:
+            raise ChangeRefused(400, f"zones/{zone}: {', '.join(wrong)}: not zone settings "
+                                "(records go to zones/Z/records/NAME, global sections to "
+                                "their own routes)")  # fmt: skip
+        if file is None:
+            file = self._new_zone_file(zone)
+        doc = self._doc(file)
+        for key in [k for k in doc if str(k) not in NOT_ZONE_SETTINGS and k not in body]:
+            del doc[key]
+        at = list(doc).index("zone") + 1 if "zone" in doc else 0
+        for key, value in body.items():  # new settings go after `zone:`, before the records
+            if key in doc:
+                doc[key] = _node(value)
+            else:
+                doc.insert(at, key, _node(value))
+            at = list(doc).index(key) + 1
+        self.changed.add(file)
+
+    def _new_zone_file(self, zone: str) -> str:
+        if zone == "." or not NEW_ZONE_NAME.fullmatch(zone):
+            raise ChangeRefused(400, f"zones/{zone[:80]}: the config API creates zones whose "
+                                "labels are letters, digits, '-' and '_' (write the YAML file "
+                                "of any other zone by hand)")  # fmt: skip
+        file = f"{zone}.yaml"
+        if file in self.texts:
+            raise ChangeRefused(409, f"zones/{zone}: {file} exists and defines no zone "
+                                f"{zone}: nothing changed")  # fmt: skip
+        if len(self.texts) >= MAX_FILES:
+            raise ChangeRefused(400, f"zones/{zone}: the directory holds {MAX_FILES} YAML "
+                                "files, the most dnsd reads: nothing changed")  # fmt: skip
+        self.texts[file] = ""
+        self._docs[file] = CommentedMap([("zone", zone)])
+        return file
 
     def _new_place(self, target: Target) -> tuple[str, Any, Any]:
         docs = self.docs()

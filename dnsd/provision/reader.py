@@ -23,7 +23,7 @@ from typing import Any
 
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.yamlio import YamlSyntaxError, load_yaml
-from dnsd.provision.edit import ChangeRefused, find
+from dnsd.provision.edit import ChangeRefused, lookup
 from dnsd.provision.targets import SECTIONS, Target
 
 log = logging.getLogger("dnsd.provision")
@@ -109,8 +109,7 @@ class ConfigReader:
 
 
 def _entry(docs: dict[str, Any], target: Target) -> Any:
-    place = find(docs, target)
-    return None if place is None else place.container[place.key]
+    return lookup(docs, target)
 
 
 def _page(docs: dict[str, Any], zone: str | None, offset: int, limit: int) -> bytes:
