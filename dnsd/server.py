@@ -177,6 +177,7 @@ class DnsServer:
         self.versions = ZoneVersions(options.state_dir) if options.follow_fd is None else None
         self.serials = Serials(self.holder, self.store, self.versions, lambda: self.follower)
         self.notifier = NotifySender(self.holder)
+        self.metrics.register(self.notifier)
         if self.versions is not None:
             self.holder.swap(self.serials.stamp(snapshot))
             self.view_steps["serials"] = self.serials.on_view

@@ -5,6 +5,13 @@ with the zone's first `transfer.keys` key when it has keys. A target that does n
 is asked again after 1, 2, 4, 8 s (5 tries in all). At most one round per zone per second:
 serial changes in between are folded into the next round, which always carries the
 latest serial (a newer change also ends the retries of an older one).
+
+A secondary that stops answering is never silent, and never loud: per secondary and per
+failure episode (from its first unanswered try until it answers again) one line when it
+has not answered for a first try's wait, one when a round ends without its answer (given
+up after the last try, or superseded by a newer serial — with changes every second a
+round may never reach its second try), and one when it answers again. Each round's
+outcome per secondary is counted in `dnsd_notify_total{zone,secondary,result}`.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final
 
 import dns.asyncquery
@@ -25,16 +34,27 @@ import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
+from prometheus_client.core import CounterMetricFamily
 
 from dnsd.ratelog import RateLimitedLog
 from dnsd.rdata import to_text as rdata_text
 from dnsd.snapshot import SnapshotHolder
 
 log = logging.getLogger("dnsd.xfr.notify")
-FAILURE_LOG = RateLimitedLog(log)
+FAILURE_LOG = RateLimitedLog(log)  # replies that refuse or do not check: the peer chooses
 TRIES: Final = 5
 FIRST_WAIT_S: Final = 1.0  # per-try answer timeout, doubled each try
 MIN_INTERVAL_S: Final = 1.0  # per zone
+
+
+@dataclass
+class _Silence:
+    """A secondary's failure episode: since its oldest try not answered since."""
+
+    since: float  # monotonic
+    tries: int = 0  # tries that ended without an answer (timed out or superseded)
+    reported: bool = False  # the "not answering" line is out
+    round_reported: bool = False  # the "round ended without an answer" line is out
 
 
 class NotifySender:
@@ -42,6 +62,10 @@ class NotifySender:
         self._holder = holder
         self._rounds: dict[str, asyncio.Task[None]] = {}
         self._last_round: dict[str, float] = {}
+        self._newer: dict[str, int] = {}  # zone: the serial that superseded its round
+        self._silent: dict[tuple[str, int], _Silence] = {}  # per secondary, while unanswered
+        self._stopping = False
+        self.outcomes: dict[tuple[str, str, str], int] = {}  # (zone, secondary, result)
         self.sent = 0
         self.answered = 0
         self.failed = 0
@@ -53,12 +77,14 @@ class NotifySender:
             return
         running = self._rounds.get(zone)
         if running is not None and not running.done():
+            self._newer[zone] = serial
             running.cancel()  # the latest serial wins
         task = asyncio.get_running_loop().create_task(self._round(zone))
         task.add_done_callback(_log_failure)
         self._rounds[zone] = task
 
     async def stop(self) -> None:
+        self._stopping = True
         for task in self._rounds.values():
             task.cancel()
         for task in self._rounds.values():
@@ -92,29 +118,87 @@ class NotifySender:
         self, zone: str, serial: int, message: dns.message.Message, host: str, port: int
     ) -> None:
         timeout = FIRST_WAIT_S
+        what = f"NOTIFY {zone} serial {serial} to {host} port {port}"
         for attempt in range(1, TRIES + 1):
             self.sent += 1
+            silence = self._silent.setdefault((host, port), _Silence(time.monotonic()))
             try:
                 reply = await dns.asyncquery.udp(message, host, timeout=timeout, port=port)
+            except asyncio.CancelledError:
+                if not self._stopping:  # a newer serial took over this round
+                    self._superseded(zone, what, host, port, silence)
+                raise
             except (dns.exception.Timeout, OSError) as exc:
                 reason = "no answer" if isinstance(exc, dns.exception.Timeout) else str(exc)
+                silence.tries += 1
                 if attempt == TRIES:
                     self.failed += 1
-                    FAILURE_LOG.log(time.time(), logging.WARNING,
-                                    "NOTIFY %s serial %d to %s port %d: %s after %d tries",
-                                    zone, serial, host, port, reason, TRIES)  # fmt: skip
+                    self._round_lost(zone, host, port, "no_answer", silence,
+                                     f"{what}: {reason} after {TRIES} tries: given up")  # fmt: skip
                     return
+                if not silence.reported:
+                    silence.reported = True
+                    log.warning("%s: %s within %.0f s; trying again (%d tries in all)",
+                                what, reason, timeout, TRIES)  # fmt: skip
                 timeout *= 2
                 continue
             except dns.exception.DNSException as exc:  # a reply that does not check
                 self.failed += 1
-                FAILURE_LOG.log(time.time(), logging.WARNING, "NOTIFY %s to %s port %d: %s",
-                                zone, host, port, exc)  # fmt: skip
+                self._silent.pop((host, port), None)  # it answers: not silent
+                self._count(zone, host, port, "bad_reply")
+                FAILURE_LOG.log(time.time(), logging.WARNING, "%s: %s", what, exc)
                 return
             self.answered += 1
             rcode = dns.rcode.to_text(reply.rcode())
-            log.info("NOTIFY %s serial %d to %s port %d: %s", zone, serial, host, port, rcode)
+            self._count(zone, host, port, rcode.lower())
+            ended = self._silent.pop((host, port), None)
+            if ended is not None and ended.reported:
+                log.warning("%s: %s, answered again after %d unanswered tries over %.0f s",
+                            what, rcode, ended.tries, time.monotonic() - ended.since)  # fmt: skip
+            elif reply.rcode() != dns.rcode.NOERROR:
+                FAILURE_LOG.log(time.time(), logging.WARNING, "%s: %s", what, rcode)
+            else:
+                log.info("%s: %s", what, rcode)
             return
+
+    def _superseded(self, zone: str, what: str, host: str, port: int, silence: _Silence) -> None:
+        silence.tries += 1
+        silent_s = time.monotonic() - silence.since
+        self._round_lost(zone, host, port, "superseded", silence,
+                         f"{what}: no answer for {silent_s:.1f} s, superseded by serial "
+                         f"{self._newer.get(zone)}",
+                         quiet=not silence.reported and silent_s < FIRST_WAIT_S)  # fmt: skip
+
+    def _round_lost(
+        self, zone: str, host: str, port: int, result: str, silence: _Silence, line: str,
+        quiet: bool = False,
+    ) -> None:  # fmt: skip
+        """A round ended without this secondary's answer: counted; logged once an episode
+        (`quiet`: a try just sent, to a secondary that has not been silent for long)."""
+        self._count(zone, host, port, result)
+        if quiet or silence.round_reported:
+            return
+        silence.reported = silence.round_reported = True
+        log.warning("%s; not logged again until it answers", line)
+
+    def _count(self, zone: str, host: str, port: int, result: str) -> None:
+        key = (zone, _secondary(host, port), result)
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        """Its Prometheus collector (Metrics.register)."""
+        family = CounterMetricFamily(
+            "dnsd_notify", "NOTIFY rounds per secondary by outcome: the reply's rcode "
+            "(noerror, refused, ...), no_answer, superseded or bad_reply",
+            labels=["zone", "secondary", "result"],
+        )  # fmt: skip
+        for labels, count in sorted(self.outcomes.items()):
+            family.add_metric(list(labels), count)
+        yield family
+
+
+def _secondary(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
