@@ -207,7 +207,9 @@ class DnsServer:
             news = ClusterNews(self.bus, self.events, self.audit, self.holder)
             self.bus.connection_listeners.append(news.connection)
             self.config_sync = news.config_sync(self._config_writer, options.state_dir)
-        self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
+        self.transfers = TransferService(
+            self.holder, self.versions, lambda: self.view, self.metrics.observe_transfer
+        )
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         loop_udp_answer = self.answerer(self.cache, "udp")
