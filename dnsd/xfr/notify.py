@@ -4,13 +4,15 @@ Each target is sent a NOTIFY over UDP with the zone's SOA in the answer section,
 with the zone's first `transfer.keys` key when it has keys. A target that does not answer
 is asked again after 1, 2, 4, 8 s (5 tries in all). At most one round per zone per second:
 serial changes in between are folded into the next round, which always carries the
-latest serial (a newer change also ends the retries of an older one).
+latest serial (a newer change also ends the retries of an older one, but only once each
+of its first tries has had its answer or its timeout: under changes faster than a
+secondary's round trip it still answers, and a dead one is still found silent).
 
 A secondary that stops answering is never silent, and never loud: per secondary and per
 failure episode (from its first unanswered try until it answers again) one line when it
-has not answered for a first try's wait, one when a round ends without its answer (given
-up after the last try, or superseded by a newer serial — with changes every second a
-round may never reach its second try), and one when it answers again. Each round's
+has not answered its first try in FIRST_WAIT_S, one when a round ends without its answer
+(given up after the last try, or superseded by a newer serial — with changes every second
+a round may never reach its third try), and one when it answers again. Each round's
 outcome per secondary is counted in `dnsd_notify_total{zone,secondary,result}`.
 """
 
@@ -20,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -57,10 +59,20 @@ class _Silence:
     round_reported: bool = False  # the "round ended without an answer" line is out
 
 
+@dataclass
+class _Sending:
+    """The round of a zone that is sending: its task, and an event set once every
+    target's first try has ended (answered, or timed out within FIRST_WAIT_S)."""
+
+    task: asyncio.Task[None]
+    first_tries_done: asyncio.Event
+
+
 class NotifySender:
     def __init__(self, holder: SnapshotHolder) -> None:
         self._holder = holder
-        self._rounds: dict[str, asyncio.Task[None]] = {}
+        self._waiting: dict[str, asyncio.Task[None]] = {}  # a round not sending yet
+        self._sending: dict[str, _Sending] = {}
         self._last_round: dict[str, float] = {}
         self._newer: dict[str, int] = {}  # zone: the serial that superseded its round
         self._silent: dict[tuple[str, int], _Silence] = {}  # per secondary, while unanswered
@@ -75,19 +87,19 @@ class NotifySender:
         compiled = self._holder.current.zones.get(zone)
         if compiled is None or not compiled.config.notify:
             return
-        running = self._rounds.get(zone)
-        if running is not None and not running.done():
-            self._newer[zone] = serial
-            running.cancel()  # the latest serial wins
+        waiting = self._waiting.get(zone)
+        if waiting is not None and not waiting.done():
+            waiting.cancel()  # folded into the new round, which reads the latest serial
         task = asyncio.get_running_loop().create_task(self._round(zone))
         task.add_done_callback(_log_failure)
-        self._rounds[zone] = task
+        self._waiting[zone] = task
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in self._rounds.values():
+        tasks = [*self._waiting.values(), *(s.task for s in self._sending.values())]
+        for task in tasks:
             task.cancel()
-        for task in self._rounds.values():
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
@@ -95,10 +107,26 @@ class NotifySender:
         wait = self._last_round.get(zone, 0.0) + MIN_INTERVAL_S - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        self._last_round[zone] = time.monotonic()
+        previous = self._sending.get(zone)
+        if previous is not None and not previous.task.done():
+            # The latest serial wins, but not before every first try of the older round
+            # has had its answer or its timeout: a secondary whose answer is on its way is
+            # not a failure, and one that gave none in FIRST_WAIT_S is said to be silent.
+            await previous.first_tries_done.wait()
         compiled = self._holder.current.zones.get(zone)  # read now: the latest serial
         if compiled is None:
             return
+        serial = compiled.soa.rdata.times[0]
+        if previous is not None and not previous.task.done():
+            self._newer[zone] = serial
+            previous.task.cancel()
+        task = asyncio.current_task()
+        assert task is not None
+        if self._waiting.get(zone) is task:
+            del self._waiting[zone]  # from here on a change no longer folds into this round
+        first_tries_done = asyncio.Event()
+        self._sending[zone] = _Sending(task, first_tries_done)
+        self._last_round[zone] = time.monotonic()
         transfer = compiled.config.transfer
         key = transfer.keys[0] if transfer and transfer.keys else None
         soa_text = rdata_text(6, compiled.soa.rdata)  # dnspython's text: names with any bytes
@@ -106,17 +134,23 @@ class NotifySender:
         if key is not None:
             ring = self._holder.current.tsig_keyring
             message.use_tsig(ring, keyname=dns.name.from_text(key))
-        serial = compiled.soa.rdata.times[0]
+        targets = compiled.config.notify
+        left = [len(targets)]
+
+        def first_try_ended() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                first_tries_done.set()
+
         await asyncio.gather(
-            *(
-                self._send(zone, serial, message, host, port)
-                for host, port in compiled.config.notify
-            )
-        )
+            *(self._send(zone, serial, message, host, port, first_try_ended)
+              for host, port in targets)
+        )  # fmt: skip
 
     async def _send(
-        self, zone: str, serial: int, message: dns.message.Message, host: str, port: int
-    ) -> None:
+        self, zone: str, serial: int, message: dns.message.Message, host: str, port: int,
+        first_try_ended: Callable[[], None],
+    ) -> None:  # fmt: skip
         timeout = FIRST_WAIT_S
         what = f"NOTIFY {zone} serial {serial} to {host} port {port}"
         for attempt in range(1, TRIES + 1):
@@ -148,6 +182,9 @@ class NotifySender:
                 self._count(zone, host, port, "bad_reply")
                 FAILURE_LOG.log(time.time(), logging.WARNING, "%s: %s", what, exc)
                 return
+            finally:
+                if attempt == 1:  # answered, refused or timed out: a newer round may go
+                    first_try_ended()
             self.answered += 1
             rcode = dns.rcode.to_text(reply.rcode())
             self._count(zone, host, port, rcode.lower())
@@ -166,17 +203,15 @@ class NotifySender:
         silent_s = time.monotonic() - silence.since
         self._round_lost(zone, host, port, "superseded", silence,
                          f"{what}: no answer for {silent_s:.1f} s, superseded by serial "
-                         f"{self._newer.get(zone)}",
-                         quiet=not silence.reported and silent_s < FIRST_WAIT_S)  # fmt: skip
+                         f"{self._newer.get(zone)}")  # fmt: skip
 
     def _round_lost(
-        self, zone: str, host: str, port: int, result: str, silence: _Silence, line: str,
-        quiet: bool = False,
-    ) -> None:  # fmt: skip
-        """A round ended without this secondary's answer: counted; logged once an episode
-        (`quiet`: a try just sent, to a secondary that has not been silent for long)."""
+        self, zone: str, host: str, port: int, result: str, silence: _Silence, line: str
+    ) -> None:
+        """A round ended without this secondary's answer (after at least its first try
+        went unanswered): counted, and logged once an episode."""
         self._count(zone, host, port, result)
-        if quiet or silence.round_reported:
+        if silence.round_reported:
             return
         silence.reported = silence.round_reported = True
         log.warning("%s; not logged again until it answers", line)
