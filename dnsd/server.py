@@ -177,6 +177,7 @@ class DnsServer:
         self.versions = ZoneVersions(options.state_dir) if options.follow_fd is None else None
         self.serials = Serials(self.holder, self.store, self.versions, lambda: self.follower)
         self.notifier = NotifySender(self.holder)
+        self.metrics.register(self.notifier)
         if self.versions is not None:
             self.holder.swap(self.serials.stamp(snapshot))
             self.view_steps["serials"] = self.serials.on_view
@@ -206,7 +207,9 @@ class DnsServer:
             news = ClusterNews(self.bus, self.events, self.audit, self.holder)
             self.bus.connection_listeners.append(news.connection)
             self.config_sync = news.config_sync(self._config_writer, options.state_dir)
-        self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
+        self.transfers = TransferService(
+            self.holder, self.versions, lambda: self.view, self.metrics.observe_transfer
+        )
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         loop_udp_answer = self.answerer(self.cache, "udp")
