@@ -188,8 +188,9 @@ class AdminClient:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
+            # no redirects: the token goes to this admin API and nowhere it points to
             async with self._session.request(
-                method, self.url + path, json=body, headers=headers
+                method, self.url + path, json=body, headers=headers, allow_redirects=False
             ) as r:
                 return r.status, await r.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
