@@ -4,7 +4,7 @@ only fetches the same HTML again (`?fragment=1`) to stay current."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from string import Template
 from typing import Any
@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 from dnsd.admin.html import attrs, esc, parse_utc, shorten, utc
 from dnsd.admin.region_map import (
+    RegionFact,
     land_symbol,
     legend_html,
     pool_colours,
@@ -65,7 +66,7 @@ def render_live(
         land_symbol(),
         frame_symbol(now - DAY_S, now),
         "</svg>",
-        banner(doc, now),
+        banner(doc, events_by_lb, now),
         paging(doc, query),
         '<h2 id="lbs-head">Load balancers: the pool answering each client region now</h2>',
         '<div id="lbs">',
@@ -108,7 +109,101 @@ def _left(seconds: float) -> str:
     return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
-def banner(doc: Mapping[str, Any], now: float) -> str:
+# -- since when ------------------------------------------------------------------------------
+def _timed(events: Iterable[Mapping[str, Any]]) -> list[tuple[float, Mapping[str, Any]]]:
+    timed = ((parse_utc(e.get("time")), e) for e in events)
+    return sorted(((at, e) for at, e in timed if at is not None), key=lambda pair: pair[0])
+
+
+def regions_off_since(lb: str, events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Per client region of `lb` off its first choice, when it left it: the `failover` (or
+    `fail_open`) event that took it away, not a later move on to another pool; a `failback`
+    ends it. Only what the events kept (the last 24 h) say."""
+    left: dict[str, float] = {}
+    for at, e in _timed(events):
+        if e.get("lb") != lb:
+            continue
+        for region in e.get("regions") or ():
+            if e.get("kind") in ("failover", "fail_open"):
+                left.setdefault(region, at)
+            elif e.get("kind") == "failback":
+                left.pop(region, None)
+    return left
+
+
+def backends_down_since(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Per `pool/backend` found unhealthy by its probes, since when (its `backend_health`
+    event; a healthy one ends it)."""
+    down: dict[str, float] = {}
+    for at, e in _timed(events):
+        if e.get("kind") != "backend_health" or not e.get("backend"):
+            continue
+        key = f"{e.get('pool')}/{e['backend']}"
+        if str(e.get("new")) == "unhealthy":
+            down.setdefault(key, at)
+        else:
+            down.pop(key, None)
+    return down
+
+
+def since_text(at: float | None, now: float) -> str:
+    """`since 2026-12-02 13:50:02Z (for 3 min)`; without an event in the last 24 h, said."""
+    if at is None:
+        return "since before the last 24 h of events"
+    return f"since {utc(at)} (for {_duration(now - at)})"
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < DAY_S:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86_400} d {s % 86_400 // 3600} h"
+
+
+def _outage_since(
+    lb: Mapping[str, Any], facts: list[RegionFact], events: Iterable[Mapping[str, Any]]
+) -> tuple[bool, float | None]:
+    """(is this load balancer in a probe-driven outage, since when — None: not in the
+    events kept)."""
+    out = [f.region for f in facts if f.state in ("failover", "fail_open")]
+    if not out:
+        return False, None
+    left = regions_off_since(lb["name"], events)
+    known = [left[r] for r in out if r in left]
+    return True, (min(known) if len(known) == len(out) else None)
+
+
+def banner_since(
+    doc: Mapping[str, Any], events_by_lb: Mapping[str, list[Mapping[str, Any]]], now: float
+) -> str:
+    """When the outage on this page began: the earliest of its load balancers' probe-driven
+    failovers and of its backends found down by probes."""
+    overrides = {(o["kind"], o["target"]): o for o in doc.get("overrides_active", ())}
+    starts: list[float | None] = []
+    for lb in doc["load_balancers"]:
+        events = events_by_lb.get(lb["name"], [])
+        out, at = _outage_since(lb, region_facts(lb, _cause(lb, overrides, now)), events)
+        if out:
+            starts.append(at)
+    seen = [e for events in events_by_lb.values() for e in events]
+    down = backends_down_since([*seen, *doc.get("events", ())])
+    for pool in doc["pools"]:
+        for b in pool["backends"]:
+            if b.get("probed") == "unhealthy" and b.get("override") is None:
+                starts.append(down.get(f"{pool['name']}/{b['name']}"))
+    if not starts:
+        return ""
+    known = [at for at in starts if at is not None]
+    return since_text(min(known) if len(known) == len(starts) else None, now)
+
+
+def banner(
+    doc: Mapping[str, Any], events_by_lb: Mapping[str, list[Mapping[str, Any]]], now: float
+) -> str:
     s = doc.get("summary") or {}
     overrides = doc.get("overrides_active", ())
     down = s.get("backends_down", 0)
@@ -146,6 +241,9 @@ def banner(doc: Mapping[str, Any], now: float) -> str:
         f'<span class="tag manual">override</span> {esc(override_text(o, now))}</li>'
         for o in overrides
     )
+    since = banner_since(doc, events_by_lb, now) if level == "outage" else ""
+    if since:
+        headline += f" {since}"
     return (
         f'<section id="banner" class="banner {level}" data-level="{level}">'
         f'<p class="headline">{esc(headline)}</p><ul class="facts">{items}</ul>'
@@ -295,9 +393,14 @@ def lb_section(
         f"<li><time>{esc(utc(parse_utc(e.get('time'))))}</time> {esc(describe(e))}</li>"
         for e in list(reversed(events))[:20]
     )
+    out, since = _outage_since(lb, facts, events)
+    since_html = (
+        f' <span class="since outage">outage {esc(since_text(since, now))}</span>' if out else ""
+    )
     return (
         f'<section class="lb {level}" data-lb="{esc(name)}" data-failed="{len(off)}">'
-        f'<h3>{heading} <span class="lbname">load balancer <code>{esc(name)}</code></span></h3>'
+        f'<h3>{heading} <span class="lbname">load balancer <code>{esc(name)}</code></span>'
+        f"{since_html}</h3>"
         f'<p class="meta">policy {esc(lb.get("policy"))} · ttl {esc(lb.get("ttl"))}s · '
         f"{trickle_html} · pools {esc(pools_text)}</p>{status}"
         f'<div class="lb-grid"><figure class="map">'
