@@ -4,6 +4,8 @@ only fetches the same HTML again (`?fragment=1`) to stay current."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from string import Template
@@ -33,6 +35,31 @@ def _shell() -> Template:
 
 
 SHELL = _shell()
+
+
+def _inline_hash(tag: str) -> str:
+    """The CSP source for the page's one inline `<style>` or `<script>`: its SHA-256, so
+    nothing else inline (an injected script or style) runs."""
+    text = SHELL.template
+    start = text.index(f"<{tag}>") + len(tag) + 2
+    body = text[start : text.index(f"</{tag}>", start)]
+    return "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+
+
+# What the page needs and no more: its own style and script (by hash), fetches of itself
+# (`?fragment=1`), its search form; no frames (clickjacking), no plugins, no base override.
+CSP = (
+    f"default-src 'none'; style-src {_inline_hash('style')}; "
+    f"script-src {_inline_hash('script')}; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+HTML_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+# Every admin answer (JSON, metrics, the page): never sniffed as something else.
+ALL_HEADERS = {"X-Content-Type-Options": "nosniff"}
 
 
 def render_page(
@@ -80,7 +107,7 @@ def render_live(
     parts += [
         "</div>",
         "<h2>Pools and backends</h2>",
-        pools_table(doc["pools"], overrides),
+        pools_table(doc["pools"], overrides, now),
         "<h2>Recent health events and overrides</h2>",
         events_list(doc.get("events", ())),
     ]
@@ -234,6 +261,12 @@ def banner(
         f'<li class="fact {cls}" data-fact="{key}"><b>{esc(n)}</b> {esc(text)}</li>'
         for key, cls, n, text in facts
     )
+    lost = sum(b.get("quorum") == "degraded" for p in doc["pools"] for b in p["backends"])
+    if lost:  # counted over this page's pools (a lost node usually takes every backend's)
+        items += (
+            f'<li class="fact warn" data-fact="quorum-lost"><b>{lost}</b> '
+            f"backend{'s' * (lost != 1)} of the pools shown without a probe quorum</li>"
+        )
     node = doc["node"]
     items += f'<li class="fact" data-fact="node">node <b>{esc(node.get("name") or "-")}</b></li>'
     listed = "".join(
@@ -241,6 +274,8 @@ def banner(
         f'<span class="tag manual">override</span> {esc(override_text(o, now))}</li>'
         for o in overrides
     )
+    if lost and level == "ok":  # green would hide that the verdicts are held or thinner
+        level, headline = "warn", "Probe quorum lost: verdicts held or from fewer sources"
     since = banner_since(doc, events_by_lb, now) if level == "outage" else ""
     if since:
         headline += f" {since}"
@@ -431,7 +466,23 @@ def backend_state(b: Mapping[str, Any]) -> tuple[str, str]:
     return "unhealthy", "unhealthy"
 
 
-def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any]) -> str:
+def quorum_text(b: Mapping[str, Any], now: float) -> str:
+    """A backend with fewer fresh probe sources than its quorum (docs/health.md "Lost
+    quorum"): since when, how many are fresh, and whether its verdict is held or decided by
+    the fresh sources. "" when its quorum is whole."""
+    if b.get("quorum") != "degraded":
+        return ""
+    verdict = {
+        "held": "verdict held",
+        "fresh": "verdict decided by the fresh sources",
+    }.get(str(b.get("quorum_verdict")), f"verdict {b.get('quorum_verdict')}")
+    since = parse_utc(b.get("quorum_since"))
+    fresh = f"{b.get('sources_fresh', '?')} of {len(b.get('sources') or ())} sources fresh"
+    when = f" since {utc(since)} (for {_duration(now - since)})" if since is not None else ""
+    return f"quorum lost{when}: {fresh}, {verdict}"
+
+
+def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any], now: float) -> str:
     if not pools:
         return '<p class="meta">no pool matches</p>'
     sources = sorted({s for p in pools for b in p["backends"] for s in b["sources"]})
@@ -465,18 +516,27 @@ def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any]) ->
             o = overrides.get(("backend", key))
             if o is not None:
                 text += f" — {o.get('reason') or 'no reason'} — by {o.get('actor') or '?'}"
+            quorum = quorum_text(b, now)
+            quorum_html = (
+                f' <span class="tag quorum" data-quorum="{esc(b.get("quorum_verdict"))}">'
+                f"{esc(quorum)}</span>"
+                if quorum
+                else ""
+            )
             cells = "".join(_source_cell(b["sources"].get(s)) for s in sources)
             row = attrs(
                 data_backend=key,
                 data_state="healthy" if b.get("healthy") else "unhealthy",
                 data_override=b.get("override"),
+                data_quorum="degraded" if quorum else None,
                 class_="override" if b.get("override") else None,
             )
             rows.append(
                 f"<tr{row}>"
                 f'<td class="name">{esc(b["name"])}</td><td class="name">{esc(b["address"])}</td>'
                 f"<td>{esc(b.get('zone') or '-')}</td>"
-                f'<td>{esc(b["role"])}</td><td class="state {cls}">{esc(text)}</td>{cells}</tr>'
+                f'<td>{esc(b["role"])}</td><td class="state {cls}">{esc(text)}{quorum_html}</td>'
+                f"{cells}</tr>"
             )
     head = "".join(f"<th>probe {esc(s)}</th>" for s in sources)
     return (
