@@ -147,9 +147,7 @@ def regions_off_since(lb: str, events: Iterable[Mapping[str, Any]]) -> dict[str,
     `fail_open`) event that took it away, not a later move on to another pool; a `failback`
     ends it. Only what the events kept (the last 24 h) say."""
     left: dict[str, float] = {}
-    for at, e in _timed(events):
-        if e.get("lb") != lb:
-            continue
+    for at, e in _timed(e for e in events if e.get("lb") == lb):
         for region in e.get("regions") or ():
             if e.get("kind") in ("failover", "fail_open"):
                 left.setdefault(region, at)
@@ -162,9 +160,8 @@ def backends_down_since(events: Iterable[Mapping[str, Any]]) -> dict[str, float]
     """Per `pool/backend` found unhealthy by its probes, since when (its `backend_health`
     event; a healthy one ends it)."""
     down: dict[str, float] = {}
-    for at, e in _timed(events):
-        if e.get("kind") != "backend_health" or not e.get("backend"):
-            continue
+    health = {id(e): e for e in events if e.get("kind") == "backend_health" and e.get("backend")}
+    for at, e in _timed(health.values()):  # a pool's events are in each of its lbs' lists
         key = f"{e.get('pool')}/{e['backend']}"
         if str(e.get("new")) == "unhealthy":
             down.setdefault(key, at)
