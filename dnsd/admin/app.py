@@ -54,7 +54,13 @@ from dnsd.admin.status import (
     lbs_reached,
     status_document,
 )
-from dnsd.admin.status_page import PAGE_LIMIT, render_live, render_page
+from dnsd.admin.status_page import (
+    ALL_HEADERS,
+    HTML_HEADERS,
+    PAGE_LIMIT,
+    render_live,
+    render_page,
+)
 from dnsd.events import KINDS, acting_as, events_for, parse_iso
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.overrides import OverrideMeta
@@ -75,6 +81,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         await audit_refusal(request, response)
     finally:
         release_reserved(request)  # room reserved for an entry never written
+    response.headers.update(ALL_HEADERS)  # errors and JSON too (docs/api.md, headers)
+    if response.content_type == "text/html":
+        response.headers.update(HTML_HEADERS)
     return response
 
 
