@@ -107,6 +107,32 @@ class Knot(_KnotServer):
         )
 
 
+class KnotCatalog(_KnotServer):
+    """knotd as a secondary of `primary_port` for one catalog zone only, with
+    `catalog-role: interpret` (RFC 9432): every member zone it finds there it adds by
+    itself, from the same primary (the `member` template), and drops when it leaves."""
+
+    def __init__(
+        self, workdir: Path, primary_port: int, catalog: str, key: tuple[str, str]
+    ) -> None:
+        super().__init__(workdir)
+        key_name, secret = key
+        self.write_config(
+            "log:\n  - target: stdout\n    any: info\n"
+            f"key:\n  - id: {key_name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"
+            f"remote:\n  - id: primary\n    address: 127.0.0.1@{primary_port}\n"
+            f"    key: {key_name}\n"
+            f"acl:\n  - id: notify_from_primary\n    address: 127.0.0.1\n    key: {key_name}\n"
+            "    action: notify\n",
+            "    zonefile-load: none\n"
+            f"  - id: member\n    storage: {self.dir}\n    zonefile-sync: -1\n"
+            "    journal-content: none\n    zonefile-load: none\n    master: primary\n"
+            "    acl: notify_from_primary\n",
+            [f"  - domain: {catalog}\n    master: primary\n    acl: notify_from_primary\n"
+             "    catalog-role: interpret\n    catalog-template: member"],
+        )  # fmt: skip
+
+
 class KnotPrimary(_KnotServer):
     """knotd serving RFC 1035 zone files as a primary (the differential test's peer)."""
 
