@@ -151,6 +151,18 @@ def test_knot_provisions_the_members_and_follows_reloads(setup: Setup) -> None:
                         "knot adds c.example. from the catalog")  # fmt: skip
         assert dig(knot.port, "+short", "www.c.example.").split() == ["192.0.2.80"]
 
+        # A zone created through the config API joins the catalog at once, with its group.
+        soa = {"mname": "ns.d.example.", "rname": "hostmaster.d.example."}
+        zone = {"soa": soa, "transfer": {"allow": ["127.0.0.1/32"], "keys": ["xfr-key"]},
+                "notify": [f"127.0.0.1:{knot.port}"], "catalog_group": "from-api"}  # fmt: skip
+        status, body = http(dnsd.admin_port, "PUT", "/api/v1/config/zones/d.example", zone,
+                            token=TOKEN)  # fmt: skip
+        assert status == 201, body
+        group = f"group.{member_id('d.example.')}.zones.{CATALOG}"
+        assert dig(dnsd.port, "+short", group, "TXT").split() == ['"from-api"']
+        wait_for(lambda: soa_serial(knot.port, "d.example.") == soa_serial(dnsd.port, "d.example."),
+                 10, "knot adds d.example. made through the config API")  # fmt: skip
+
         # A zone removed from dnsd's config: Knot drops it (and keeps the others).
         (setup.config / "b.example.yaml").unlink()
         status, body = http(dnsd.admin_port, "POST", "/api/v1/reload", token=TOKEN)
