@@ -68,6 +68,13 @@ def wait_for(check: object, timeout: float, what: str) -> float:
     raise AssertionError(f"{what}: not within {timeout}s")
 
 
+def zone_status(knot: KnotCatalog, zone: str) -> str:
+    """`knotc zone-status`: Knot's own account of a zone, with the catalog and group it
+    came from (`catalog: CATALOG#GROUP`)."""
+    argv = ["knotc", "-c", str(knot.dir / "knot.conf"), "zone-status", zone]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
+
+
 def member(name: str, knot_port: int, extra: str = "") -> str:
     return (
         f"zone: {name}\nsoa: {{mname: ns.{name}, rname: hostmaster.{name}}}\n"
@@ -137,6 +144,9 @@ def test_knot_provisions_the_members_and_follows_reloads(setup: Setup) -> None:
             wait_for(lambda z=zone, n=serial: soa_serial(knot.port, z) == n, 15,
                      f"knot serves {zone} from the catalog")  # fmt: skip
         assert dig(knot.port, "+short", "www.a.example.").split() == ["192.0.2.80"]
+        # Knot read each member's group property (`catalog_group`), and b has none.
+        assert f"catalog: {CATALOG}#eu-primary |" in zone_status(knot, "a.example.")
+        assert f"catalog: {CATALOG} |" in zone_status(knot, "b.example.")
         assert soa_serial(knot.port, "internal.example.") is None
 
         # A zone added to dnsd's config: the reload raises the catalog serial, NOTIFY tells
@@ -162,6 +172,7 @@ def test_knot_provisions_the_members_and_follows_reloads(setup: Setup) -> None:
         assert dig(dnsd.port, "+short", group, "TXT").split() == ['"from-api"']
         wait_for(lambda: soa_serial(knot.port, "d.example.") == soa_serial(dnsd.port, "d.example."),
                  10, "knot adds d.example. made through the config API")  # fmt: skip
+        assert f"catalog: {CATALOG}#from-api |" in zone_status(knot, "d.example.")
 
         # A zone removed from dnsd's config: Knot drops it (and keeps the others).
         (setup.config / "b.example.yaml").unlink()
