@@ -133,6 +133,43 @@ class KnotCatalog(_KnotServer):
         )  # fmt: skip
 
 
+class BindCatalog(_Server):
+    """BIND 9 (`named`) as a secondary of `primary_port` for one catalog zone, with
+    `catalog-zones` (RFC 9432): it adds every member zone by itself from the same primary."""
+
+    name = "named"
+
+    def __init__(
+        self, workdir: Path, primary_port: int, catalog: str, key: tuple[str, str]
+    ) -> None:
+        super().__init__(workdir)
+        key_name, secret = key
+        primary = f"127.0.0.1 port {primary_port} key {key_name};"
+        (self.dir / "named.conf").write_text(
+            f"""options {{
+    directory "{self.dir}";
+    pid-file "{self.dir}/named.pid";
+    session-keyfile "{self.dir}/session.key";
+    managed-keys-directory "{self.dir}";
+    listen-on port {self.port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    allow-new-zones yes;
+    notify no;
+    catalog-zones {{
+        zone "{catalog}" default-primaries {{ {primary} }} in-memory yes;
+    }};
+}};
+key "{key_name}" {{ algorithm hmac-sha256; secret "{secret}"; }};
+controls {{ }};
+zone "{catalog}" {{ type secondary; file "catalog.db"; primaries {{ {primary} }}; }};
+"""
+        )
+
+    def command(self) -> list[str]:
+        return [_binary("named"), "-g", "-c", str(self.dir / "named.conf")]
+
+
 class KnotPrimary(_KnotServer):
     """knotd serving RFC 1035 zone files as a primary (the differential test's peer)."""
 

@@ -20,7 +20,7 @@ import pytest
 from dnsd.drill.ports import free_port_pair
 from tests.admin_client import http
 from tests.processes import DnsdProcess
-from tests.secondaries import KnotCatalog
+from tests.secondaries import BindCatalog, KnotCatalog
 
 pytestmark = pytest.mark.slow
 TOKEN = "catalog-test-token"
@@ -31,6 +31,7 @@ CATALOG = "catalog.example."
 class Setup:
     dnsd: DnsdProcess
     knot: KnotCatalog
+    bind: BindCatalog
     config: Path
     secret: str
 
@@ -75,13 +76,13 @@ def zone_status(knot: KnotCatalog, zone: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
 
 
-def member(name: str, knot_port: int, extra: str = "") -> str:
+def member(name: str, notify: str, extra: str = "") -> str:
     return (
         f"zone: {name}\nsoa: {{mname: ns.{name}, rname: hostmaster.{name}}}\n"
         f'records:\n  "@": {{NS: ns.{name}}}\n  ns: {{A: 192.0.2.53}}\n'
         f"  www: {{A: 192.0.2.80}}\n"
         "transfer: {allow: [127.0.0.1/32], keys: [xfr-key]}\n"
-        f'notify: ["127.0.0.1:{knot_port}"]\n' + extra
+        f"notify: {notify}\n" + extra
     )
 
 
@@ -96,10 +97,12 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
     )
     port = free_port_pair()
     knot = KnotCatalog(tmp_path / "knot", port, CATALOG, ("xfr-key", secret))
+    bind = BindCatalog(tmp_path / "bind", port, CATALOG, ("xfr-key", secret))
+    notify = f'["127.0.0.1:{knot.port}", "127.0.0.1:{bind.port}"]'  # each test starts one
     (config / "a.example.yaml").write_text(
-        member("a.example.", knot.port, "catalog_group: eu-primary\n")
+        member("a.example.", notify, "catalog_group: eu-primary\n")
     )
-    (config / "b.example.yaml").write_text(member("b.example.", knot.port))
+    (config / "b.example.yaml").write_text(member("b.example.", notify))
     (config / "internal.example.yaml").write_text(  # no transfer: not in the catalog
         "zone: internal.example.\nsoa: {mname: ns.internal.example., rname: h.internal.example.}\n"
         'records:\n  "@": {NS: ns.internal.example.}\n'
@@ -107,12 +110,13 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
     (config / "catalog.yaml").write_text(
         f"zone: {CATALOG}\ncatalog: {{members: all}}\n"
         "transfer: {allow: [127.0.0.1/32], keys: [xfr-key]}\n"
-        f'notify: ["127.0.0.1:{knot.port}"]\n'
+        f"notify: {notify}\n"
     )
     env = {"DNSD_ADMIN_TOKEN": TOKEN}
     with DnsdProcess(config, listen=f"127.0.0.1:{port}", env=env) as dnsd:
-        yield Setup(dnsd, knot, config, secret)
+        yield Setup(dnsd, knot, bind, config, secret)
     knot.stop()
+    bind.stop()
 
 
 def test_dig_reads_the_catalog_over_udp_tcp_and_a_signed_axfr(setup: Setup) -> None:
@@ -152,7 +156,9 @@ def test_knot_provisions_the_members_and_follows_reloads(setup: Setup) -> None:
         # A zone added to dnsd's config: the reload raises the catalog serial, NOTIFY tells
         # Knot, and Knot adds and serves the new member within 10 s.
         before = soa_serial(dnsd.port, CATALOG)
-        (setup.config / "c.example.yaml").write_text(member("c.example.", knot.port))
+        (setup.config / "c.example.yaml").write_text(
+            member("c.example.", f'["127.0.0.1:{knot.port}"]')
+        )
         status, body = http(dnsd.admin_port, "POST", "/api/v1/reload", token=TOKEN)
         assert status == 200, body
         after = soa_serial(dnsd.port, CATALOG)
@@ -182,3 +188,25 @@ def test_knot_provisions_the_members_and_follows_reloads(setup: Setup) -> None:
                  "knot drops b.example.")  # fmt: skip
         assert soa_serial(knot.port, "a.example.") is not None
         print(f"knot served the added member {took:.2f}s after the reload")
+
+
+def test_bind_provisions_the_members_and_follows_reloads(setup: Setup) -> None:
+    """The same with BIND 9's `catalog-zones`: a second reader of RFC 9432."""
+    dnsd, bind = setup.dnsd, setup.bind
+    with bind:
+        for zone in ("a.example.", "b.example."):
+            serial = soa_serial(dnsd.port, zone)
+            wait_for(lambda z=zone, n=serial: soa_serial(bind.port, z) == n, 15,
+                     f"named serves {zone} from the catalog")  # fmt: skip
+        assert dig(bind.port, "+short", "www.b.example.").split() == ["192.0.2.80"]
+        (setup.config / "c.example.yaml").write_text(
+            member("c.example.", f'["127.0.0.1:{bind.port}"]')
+        )
+        (setup.config / "b.example.yaml").unlink()
+        status, body = http(dnsd.admin_port, "POST", "/api/v1/reload", token=TOKEN)
+        assert status == 200, body
+        wait_for(lambda: soa_serial(bind.port, "c.example.") is not None, 10,
+                 "named adds c.example. from the catalog")  # fmt: skip
+        wait_for(lambda: "status: REFUSED" in dig(bind.port, "b.example.", "SOA"), 10,
+                 "named drops b.example.")  # fmt: skip
+        assert soa_serial(bind.port, "a.example.") is not None
