@@ -117,4 +117,7 @@ ZONE: Fields = (
     Field("notify", STRINGS),
     Field("dnssec", {"type": "object", "properties": {
         "algorithm": INTEGER, "split_keys": BOOLEAN}}),
+    Field("catalog", {"type": "object", "description": "an RFC 9432 catalog zone of these",
+                      "properties": {"members": {"oneOf": [STRING, STRINGS]}}}),
+    Field("catalog_group", {**STRING, "description": "the group property in catalogs"}),
 )  # fmt: skip

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from dnsd.atomic_files import WriteFailed, recover
+from dnsd.config.catalog import fill_catalogs
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
@@ -118,7 +119,7 @@ def _load_config(
         cache.parsed = parsed
         for gone in set(cache.files) - {p.name for p in files}:
             del cache.files[gone]
-    config = _merge(zones, sections, reasons)
+    config = fill_catalogs(_merge(zones, sections, reasons), reasons)
     _check_references(config, sections, lb_uses, reasons)
     errors = [r for r in reasons if not r.warning]
     if errors:
