@@ -9,9 +9,10 @@ does its accounting when a connection is accepted:
   `header_timeout_s` (then aiohttp's keep-alive timeout governs it);
 * **requests on time**: from a client without a valid token, a request that has begun
   (a later request's headers, or any request's body) arrives whole within
-  `request_timeout_s`, else the connection is cut and counted; one under way for over a
-  second may lose its place like one without headers — a body trickled a byte at a time
-  holds a place no longer than headers trickled so;
+  `request_timeout_s`, else the connection is cut and counted; while its body is under way
+  it may lose its place (no request without a token needs a body, and with a minimum age
+  200 trickling clients that reconnect at once would keep every place young), and so may
+  one whose later headers have been arriving for over a second;
 * **writes on time**: a client that stops reading its answers (the server's socket buffer
   stays full, asyncio pauses writing) is cut after `write_timeout_s` without progress, and
   nothing more is read from it meanwhile — what one connection may queue is its socket
@@ -25,9 +26,9 @@ does its accounting when a connection is accepted:
 * **in all**: at most `max_connections`; a new connection takes the place of one of the
   source holding the most (when that source holds more than the newcomer's: one that does
   not read, or has no headers yet, else its newest), else of one still without headers or
-  whose client does not read, or whose request has been arriving for over a second; at its
-  source's cap it may take the place of its own source's connection that does not read or
-  has no headers yet (or a request under way for over a second). Connections that showed a valid token are never taken;
+  whose client does not read, or whose request is unfinished (as above); at its source's
+  cap it may take the place of its own source's connection that does not read or has no
+  headers yet (or an unfinished request). Connections that showed a valid token are never taken;
 * **a reserve for operators**: a connection that finds no room (its source is at its cap,
   or every place is kept) may still wait in one of `reserve` places for its first request
   headers; with a valid `Authorization: Bearer` token it is served, without one it gets a
@@ -104,6 +105,11 @@ class RequestFraming:
         self._line = b""  # a head, or a chunk-size or trailer line, not yet whole
         self._state = "head"  # head | body | size | data | trailer
         self._left = 0  # bytes of the body or chunk (with its CRLF) still to come
+
+    @property
+    def in_body(self) -> bool:
+        """Between a request's headers and the end of its body."""
+        return self._state != "head"
 
     def feed(self, data: bytes, now: float) -> None:
         at = 0
@@ -261,8 +267,8 @@ class ConnectionGuard:
         connection of the biggest source when that holds at least two more (one that does
         not read, or has no headers yet or a request under way, else its newest); else,
         from a source holding more than `mine`, one that does not read, or has sent no
-        headers for a second, or a request that began over a second ago and is not whole
-        (a body that trickles holds a place no longer than headers that do)."""
+        headers for a second, or whose request is unfinished (a body under way, or later
+        headers for a second): a trickled body holds no place for long."""
         biggest = max(self.by_source, key=self.by_source.__getitem__)
         if self.by_source[biggest] >= mine + 2:
             theirs = [c for c in self.open if c.source == biggest and not c.trusted]
@@ -460,10 +466,10 @@ class GuardedProtocol(asyncio.Protocol):
                 self.close()
 
     def unfinished(self, before: float) -> bool:
-        """A request of this connection began arriving before `before` and is not whole
-        yet (its headers, after the first request's, or its body)."""
+        """A request of this connection is not whole: its body is under way, or its headers
+        (after the first request's) began arriving before `before`."""
         since = self.framing.pending_since
-        return since is not None and since < before
+        return since is not None and (self.framing.in_body or since < before)
 
     def _request_due(self) -> None:
         """A request, once begun, arrives whole within request_timeout_s: a client that
