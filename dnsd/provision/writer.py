@@ -75,6 +75,12 @@ class ConfigWriter:
             except LoadCancelled:
                 raise ChangeRefused(503, "the server is stopping: nothing changed") from None
             await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
+            if cache is not None and self._parse_cache is not None:
+                # The check's results of the new texts: the reload does not parse them again
+                # (keyed by digest, so a text that is not on disk any more is not used).
+                for name in prepared.new_texts:
+                    if name in cache.files:
+                        self._parse_cache.files[name] = cache.files[name]
             result = await self._reload()
             if not result.ok:
                 await asyncio.to_thread(write_texts, self.directory, prepared.old_texts)
