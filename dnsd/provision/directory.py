@@ -137,7 +137,7 @@ def prepare(
     for change in changes:
         editor.apply(change)
     new_texts = editor.result()
-    new_docs = {**docs, **parsed(new_texts)}
+    new_docs = {**docs, **parsed(new_texts, editor.read_back)}
     last = {c.target.route: c for c in changes}  # the last change to an entry decides it
     after = {route: entry(new_docs, c.target) for route, c in last.items()}
     for route, change in last.items():

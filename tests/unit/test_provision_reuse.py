@@ -120,3 +120,46 @@ def test_a_file_no_change_is_about_is_not_parsed_for_the_lookups(directory: Path
     assert "big.test.yaml" not in (_with_stand_ins(texts, {}, cache, record) or {})
     (directory / "big.test.yaml").write_text(texts["big.test.yaml"] + "  new: {A: 10.1.1.1}\n")
     assert "big.test.yaml" not in (_with_stand_ins(read_texts(directory), {}, cache, pool) or {})
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("zones/big.test/records/h7", {"A": "10.9.9.9"}),  # replaced
+        ("zones/big.test/records/h7", {"A": ["10.9.9.9", "10.9.9.8"], "ttl": 60}),
+        ("zones/big.test/records/new.name", {"AAAA": "2001:db8::1"}),  # added
+        ("zones/big.test/records/h2999", None),  # deleted: the last line
+        ("zones/big.test/records/h0", None),
+    ],
+)
+def test_a_one_line_record_of_a_big_file_is_changed_in_its_text_as_the_round_trip_would(
+    directory: Path, route: str, body: object
+) -> None:
+    texts = read_texts(directory)
+    read = {name: doc for name, (_, doc) in known_of(directory).items()}
+    spliced, round_trip = Editor(texts, read), Editor(texts)
+    spliced.apply(change(route, body))
+    round_trip.apply(change(route, body))
+    assert spliced.loaded == set() and set(spliced.read_back) == {"big.test.yaml"}
+    assert spliced.result() == round_trip.result()
+    assert round_trip.loaded >= {"big.test.yaml"}
+
+
+def test_a_record_not_on_one_line_is_changed_by_the_round_trip(directory: Path) -> None:
+    big = directory / "big.test.yaml"
+    big.write_text(big.read_text() + "  multi:\n    A: 10.3.3.3  # a comment\n")
+    texts = read_texts(directory)
+    read = {name: doc for name, (_, doc) in known_of(directory).items()}
+    editor = Editor(texts, read)
+    editor.apply(change("zones/big.test/records/multi", {"A": "10.4.4.4"}))
+    assert editor.loaded == {"big.test.yaml"} and not editor.read_back
+    round_trip = Editor(texts)
+    round_trip.apply(change("zones/big.test/records/multi", {"A": "10.4.4.4"}))
+    assert editor.result() == round_trip.result()
+    # a second change to a file changed as text: the round trip, from the new text
+    twice = Editor(texts, read)
+    twice.apply(change("zones/big.test/records/h1", {"A": "10.5.5.5"}))
+    twice.apply(change("zones/big.test/records/h2", None))
+    assert twice.loaded == {"big.test.yaml"}
+    text = twice.result()["big.test.yaml"]
+    assert "  h1: {A: 10.5.5.5}\n" in text and "  h2:" not in text and "  h3: {A: 10.0.0.3}" in text
