@@ -197,11 +197,11 @@ class DnsServer:
             self.store, self.events, self.metrics, self.systemd, self.reload_steps,
         )  # fmt: skip
         # Config API writes happen in the main process, which reloads its workers.
-        self._config_writer = (
-            ConfigWriter(options.config_dir, self.reload, self.loads_cancelled.is_set)
-            if options.follow_fd is None
-            else None
-        )
+        self._config_writer = None
+        if options.follow_fd is None:  # the reloads' parse cache: a check reuses it
+            self._config_writer = ConfigWriter(
+                options.config_dir, self.reload, self.loads_cancelled.is_set, self.parse_cache
+            )
         self.config_sync: ConfigSync | None = None
         if self.bus is not None and self._config_writer is not None:  # the main process
             news = ClusterNews(self.bus, self.events, self.audit, self.holder)

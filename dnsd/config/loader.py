@@ -57,6 +57,14 @@ class ParseCache:
         self.files: dict[str, FileResult] = {}
         self.parsed = 0  # files parsed by the last load (the rest came from here)
 
+    def copy(self) -> ParseCache:
+        """A cache of its own holding the same results (they are never changed): a config
+        write checks its change with it and leaves the server's cache as the last load
+        left it. One C call: safe while a reload's thread changes the original."""
+        other = ParseCache()
+        other.files = self.files.copy()
+        return other
+
 
 def load_config(
     directory: str | Path,
