@@ -25,8 +25,8 @@ from ruamel.yaml.error import YAMLError
 
 from dnsd.config.loader import GLOBAL_KEYS
 from dnsd.config.names import absolute
-from dnsd.config.zone_section import SOA_KEYS
 from dnsd.config.yamlio import YamlSyntaxError, compose_marked, load_yaml
+from dnsd.config.zone_section import SOA_KEYS
 from dnsd.provision.targets import SECTIONS, Change, Target
 
 NEW_FILE = "provisioned.yaml"
