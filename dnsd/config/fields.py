@@ -117,4 +117,6 @@ ZONE: Fields = (
     Field("notify", STRINGS),
     Field("dnssec", {"type": "object", "properties": {
         "algorithm": INTEGER, "split_keys": BOOLEAN}}),
+    Field("update", {"type": "array", "items": {"type": "object", "properties": {
+        "key": STRING, "names": STRINGS, "types": STRINGS}}}),
 )  # fmt: skip

@@ -63,6 +63,17 @@ class Transfer:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateGrant:
+    """One entry of a zone's `update:` section (RFC 2136 dynamic update): UPDATEs signed
+    with `key` may add and delete records of `types` at owners matching `names`."""
+
+    key: str  # a tsig_keys entry
+    names: tuple[tuple[str, ...], ...]  # patterns as labels relative to the zone: () = apex,
+    # "*" = one or more labels
+    types: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Zone:
     name: str
     file: str
@@ -75,6 +86,7 @@ class Zone:
     notify: tuple[tuple[str, int], ...] = ()  # secondaries told of every serial change
     dnssec_algorithm: int | None = None  # `dnssec: {algorithm: 13|15}`; None: unsigned
     dnssec_split_keys: bool = False  # a KSK and a ZSK instead of one CSK
+    update: tuple[UpdateGrant, ...] | None = None  # None: every UPDATE is REFUSED
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,180 @@
+"""RFC 2136 dynamic update against a real `dnsd serve`, with the real clients: BIND's
+`nsupdate` (UDP, and TCP with -v) and Knot's `knsupdate`, TSIG-signed with -y; `dig`
+checks what is served. A refused UPDATE changes no file and no serial."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.processes import DnsdProcess
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).parent.parent.parent
+GRANTS = """
+update:
+  - key: acme
+    names: ["_acme-challenge", "_acme-challenge.*"]
+    types: [TXT]
+  - key: ops
+    names: ["*.dyn", "@"]
+    types: [A, TXT, NS]
+"""
+
+
+@dataclass
+class Served:
+    dnsd: DnsdProcess
+    config: Path
+    secret: str  # the `acme` key's
+    ops: str  # the `ops` key's
+    stranger: str  # a key defined in tsig_keys that no zone grants
+
+    def files(self) -> dict[str, str]:
+        return {p.name: p.read_text() for p in sorted(self.config.glob("*.yaml"))}
+
+
+def secret() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("update")
+    config = tmp / "zones"
+    shutil.copytree(ROOT / "zones", config)
+    keys = {"acme": secret(), "ops": secret(), "stranger": secret()}
+    lines = ["tsig_keys:"]
+    for name, value in keys.items():
+        (config / f"{name}.b64").write_text(value + "\n")
+        lines.append(f"  {name}: {{algorithm: hmac-sha256, secret_file: {name}.b64}}")
+    (config / "keys.yaml").write_text("\n".join(lines) + "\n")
+    with open(config / "example.test.yaml", "a") as handle:
+        handle.write(GRANTS)
+    with DnsdProcess(config, "--state-dir", str(tmp / "state")) as dnsd:
+        yield Served(dnsd, config, keys["acme"], keys["ops"], keys["stranger"])
+
+
+def nsupdate(
+    port: int, commands: str, key: str | None = None, tcp: bool = False, zone: str = "example.test"
+) -> str:
+    script = f"server 127.0.0.1 {port}\nzone {zone}\n{commands}\nsend\n"
+    argv = ["nsupdate", "-t", "5", *(["-v"] if tcp else []), *(["-y", key] if key else [])]
+    done = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=30)
+    return f"rc={done.returncode} {done.stdout} {done.stderr}"
+
+
+def knsupdate(port: int, commands: str, key: str) -> str:
+    script = f"server 127.0.0.1 {port}\nzone example.test.\n{commands}\nsend\nquit\n"
+    done = subprocess.run(["knsupdate", "-t", "5", "-y", key], input=script,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    return f"rc={done.returncode} {done.stdout} {done.stderr}"
+
+
+def dig(port: int, name: str, qtype: str) -> list[str]:
+    out = subprocess.run(
+        ["dig", "@127.0.0.1", "-p", str(port), "+short", "+time=2", "+tries=1", name, qtype],
+        capture_output=True, text=True, timeout=10,
+    ).stdout  # fmt: skip
+    return sorted(out.split("\n")[:-1])
+
+
+def status(port: int, name: str, qtype: str) -> str:
+    out = subprocess.run(
+        ["dig", "@127.0.0.1", "-p", str(port), "+time=2", "+tries=1", name, qtype],
+        capture_output=True, text=True, timeout=10,
+    ).stdout  # fmt: skip
+    return out.split("status: ", 1)[1].split(",", 1)[0]
+
+
+def serial(port: int) -> int:
+    return int(dig(port, "example.test", "SOA")[0].split()[2])
+
+
+def metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def test_a_bad_update_section_is_a_clear_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "zones"
+    shutil.copytree(ROOT / "zones", config)
+    (config / "keys.yaml").write_text(
+        "tsig_keys:\n  acme: {algorithm: hmac-sha256, secret_file: a.b64}\n"
+    )
+    (config / "a.b64").write_text(secret() + "\n")
+    with open(config / "example.test.yaml", "a") as handle:
+        handle.write(
+            "update:\n"
+            "  - key: acmee\n    names: ['_acme-challenge', 'a..b']\n    types: [TXT, SOA, RRSIG, FOO]\n"
+            "  - {key: acme, names: [], types: [TXT]}\n"
+        )  # fmt: skip
+    done = subprocess.run(["python3", "-m", "dnsd", "check", str(config)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "update[0].key: undefined TSIG key 'acmee' (did you mean \"acme\"?)" in out
+    assert "update[0].names: not a name relative to the zone: 'a..b'" in out
+    assert "update[0].types: 'SOA' cannot be granted" in out
+    assert "update[0].types: 'RRSIG' cannot be granted" in out
+    assert "update[0].types: 'FOO' cannot be granted: unknown type" in out
+    assert "update[1].names: a grant needs at least one name" in out
+
+
+def test_refused_updates_change_nothing(served: Served) -> None:
+    port = served.dnsd.port
+    acme, ops = f"hmac-sha256:acme:{served.secret}", f"hmac-sha256:ops:{served.ops}"
+    before, first = served.files(), serial(port)
+    add = "update add _acme-challenge.example.test. 60 TXT token"
+    cases = [
+        (add, None, "example.test", "update failed: REFUSED"),  # no TSIG
+        (add, f"hmac-sha256:nokey:{served.secret}", "example.test", "NOTAUTH(BADKEY)"),
+        (add, f"hmac-sha256:acme:{secret()}", "example.test", "NOTAUTH(BADSIG)"),
+        (add, f"hmac-sha256:stranger:{served.stranger}", "example.test", "REFUSED"),  # not granted
+        ("update add other.example.test. 60 TXT x", acme, "example.test", "REFUSED"),  # name
+        (
+            "update add _acme-challenge.example.test. 60 CAA 0 issue ca.test",
+            acme,
+            "example.test",
+            "REFUSED",
+        ),  # type outside the grant
+        ("update add www.example.test. 60 TXT x", acme, "example.test", "REFUSED"),  # LB name
+        ("update add www.example.test. 60 A 192.0.2.1", ops, "example.test", "REFUSED"),
+        ("update add example.test. 60 NS ns3.example.test.", ops, "example.test", "REFUSED"),
+        ("update delete example.test. NS", ops, "example.test", "REFUSED"),  # apex NS
+        ("update delete example.test. ANY", ops, "example.test", "REFUSED"),  # SOA, NS in it
+        ("update add example.test. 60 SOA a. b. 1 2 3 4 5", ops, "example.test", "REFUSED"),
+        (
+            "update add _acme-challenge.example.net. 60 TXT x",
+            acme,
+            "example.net",
+            "REFUSED",
+        ),  # no update: section
+        ("update add _acme-challenge.nothere.org. 60 TXT x", acme, "nothere.org", "NOTAUTH"),
+        # all or nothing: the granted half of a refused UPDATE is not applied either
+        (f"{add}\nupdate add other.example.test. 60 TXT x", acme, "example.test", "REFUSED"),
+    ]
+    for commands, key, zone, expected in cases:
+        out = nsupdate(port, commands, key, zone=zone)
+        assert expected in out and "rc=0" not in out, (commands, key, out)
+    # TCP, and Knot's client
+    out = nsupdate(port, add, f"hmac-sha256:acme:{secret()}", tcp=True)
+    assert "NOTAUTH(BADSIG)" in out, out
+    out = knsupdate(port, "update add www.example.test. 60 TXT x", acme)
+    assert "REFUSED" in out, out
+    assert served.files() == before
+    assert serial(port) == first
+    assert dig(port, "_acme-challenge.example.test", "TXT") == []
+    text = metrics(served.dnsd.admin_port)
+    assert 'dnsd_updates_total{rcode="REFUSED",zone="example.test"}' in text
+    assert 'dnsd_updates_total{rcode="REFUSED",zone="example.net"}' in text
+    assert 'dnsd_updates_total{rcode="NOTAUTH",zone=""}' in text  # BADKEY, BADSIG, not served
+    assert 'dnsd_updates_total{rcode="NOERROR"' not in text
