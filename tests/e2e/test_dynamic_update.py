@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.admin_client import http
 from tests.processes import DnsdProcess
 
 pytestmark = pytest.mark.slow
@@ -178,3 +179,54 @@ def test_refused_updates_change_nothing(served: Served) -> None:
     assert 'dnsd_updates_total{rcode="REFUSED",zone="example.net"}' in text
     assert 'dnsd_updates_total{rcode="NOTAUTH",zone=""}' in text  # BADKEY, BADSIG, not served
     assert 'dnsd_updates_total{rcode="NOERROR"' not in text
+
+
+def events(served: Served) -> list[dict[str, object]]:
+    status_code, body = http(served.dnsd.admin_port, "GET", "/api/v1/events?kind=config")
+    assert status_code == 200, body
+    return [e for e in body["events"] if e["cause"] == "update"]
+
+
+def test_an_acme_challenge_txt_is_added_and_deleted(served: Served) -> None:
+    port = served.dnsd.port
+    acme = f"hmac-sha256:acme:{served.secret}"
+    name = "_acme-challenge.www.example.test."  # below the load-balanced www
+    first, seen = serial(port), len(events(served))
+    out = nsupdate(port, f"update add {name} 60 TXT token-one")  # no key: refused
+    assert "REFUSED" in out, out
+    out = nsupdate(port, f"update add {name} 60 TXT token-one", acme)  # UDP
+    assert "rc=0" in out, out
+    assert dig(port, name, "TXT") == ['"token-one"']
+    assert serial(port) > first
+    text = (served.config / "example.test.yaml").read_text()
+    records = text.split("\nrecords:\n", 1)[1].split("\nupdate:\n", 1)[0]
+    assert "_acme-challenge.www: {TXT: token-one}" in records, text
+    out = nsupdate(port, f'update add {name} 60 TXT "token two"', acme, tcp=True)  # TCP
+    assert "rc=0" in out, out
+    assert dig(port, name, "TXT") == ['"token two"', '"token-one"']
+    second = serial(port)
+    out = knsupdate(port, f"update delete {name} TXT token-one", acme)  # Knot's client
+    assert "rc=0" in out and "REFUSED" not in out, out
+    assert dig(port, name, "TXT") == ['"token two"']
+    assert serial(port) > second
+    out = nsupdate(port, f"update delete {name} TXT", acme)  # the whole RRset
+    assert "rc=0" in out, out
+    assert status(port, name, "TXT") == "NXDOMAIN"
+    assert "_acme-challenge.www" not in (served.config / "example.test.yaml").read_text()
+    assert status(port, "www.example.test", "A") == "NOERROR"  # the LB name is untouched
+    # the apex's own _acme-challenge, and a name the other key may change
+    ops = f"hmac-sha256:ops:{served.ops}"
+    out = nsupdate(port, "update add _acme-challenge.example.test. 60 TXT apex-token", acme)
+    assert "rc=0" in out, out
+    out = nsupdate(port, "update add a.b.dyn.example.test. 300 A 192.0.2.7", ops)
+    assert "rc=0" in out, out
+    assert dig(port, "_acme-challenge.example.test", "TXT") == ['"apex-token"']
+    assert dig(port, "a.b.dyn.example.test", "A") == ["192.0.2.7"]
+    made = events(served)[seen:]
+    assert len(made) == 6, made  # one per applied UPDATE
+    assert [e["actor"] for e in made] == ["acme"] * 5 + ["ops"]
+    text = metrics(served.dnsd.admin_port)
+    assert 'dnsd_updates_total{rcode="NOERROR",zone="example.test"} 6.0' in text
+    check = subprocess.run(["python3", "-m", "dnsd", "check", str(served.config)],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
