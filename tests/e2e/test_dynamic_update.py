@@ -230,3 +230,60 @@ def test_an_acme_challenge_txt_is_added_and_deleted(served: Served) -> None:
     check = subprocess.run(["python3", "-m", "dnsd", "check", str(served.config)],
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_prerequisites_decide_and_a_failed_one_changes_nothing(served: Served) -> None:
+    port = served.dnsd.port
+    acme = f"hmac-sha256:acme:{served.secret}"
+    name = "_acme-challenge.pre.example.test."
+    out = nsupdate(port, f"prereq nxdomain {name}\nupdate add {name} 60 TXT v1", acme)
+    assert "rc=0" in out, out
+    before, first = served.files(), serial(port)
+    absent = "_acme-challenge.absent.example.test."
+    failing = [
+        (f"prereq nxdomain {name}", "YXDOMAIN"),  # name in use
+        ("prereq nxdomain www.example.test.", "YXDOMAIN"),  # a load-balanced name is in use
+        (f"prereq yxdomain {absent}", "NXDOMAIN"),
+        (f"prereq nxrrset {name} TXT", "YXRRSET"),
+        (f"prereq yxrrset {name} CAA", "NXRRSET"),
+        (f"prereq yxrrset {name} TXT v2", "NXRRSET"),  # value-dependent: not that value
+        (f"prereq yxrrset {name} TXT v1\nprereq yxrrset {name} TXT v0", "NXRRSET"),  # not that set
+    ]
+    for prereq, rcode in failing:
+        out = nsupdate(port, f"{prereq}\nupdate add {absent} 60 TXT x", acme)
+        assert f"update failed: {rcode}" in out, (prereq, out)
+    assert served.files() == before and serial(port) == first
+    assert dig(port, absent, "TXT") == []
+    # dnspython for the forms nsupdate will not send: a prerequisite outside the zone,
+    # one with a TTL, and an update outside the zone
+    import dns.name
+    import dns.query
+    import dns.rcode
+    import dns.tsig
+    import dns.update
+
+    def with_ttl(update: dns.update.UpdateMessage) -> None:
+        update.present(name, "TXT", "v1")
+        update.prerequisite[-1].ttl = 5  # a prerequisite must have TTL 0
+
+    ring = {dns.name.from_text("acme"): dns.tsig.Key("acme", served.secret, dns.tsig.HMAC_SHA256)}
+    odd = [
+        (lambda u: u.present("other.example.net."), dns.rcode.NOTZONE),
+        (lambda u: u.add("x.example.net.", 60, "TXT", "x"), dns.rcode.NOTZONE),
+        (with_ttl, dns.rcode.FORMERR),
+    ]
+    for build, rcode in odd:
+        update = dns.update.UpdateMessage("example.test.", keyring=ring, keyname="acme")
+        build(update)
+        update.add(absent, 60, "TXT", "x")
+        response = dns.query.udp(update, "127.0.0.1", port=port, timeout=5)
+        assert response.rcode() == rcode, (rcode, response)
+        assert response.had_tsig  # the answer is signed
+    assert served.files() == before and serial(port) == first
+    # holding prerequisites: the value is replaced in one UPDATE
+    out = nsupdate(port, f"prereq yxrrset {name} TXT v1\nprereq yxdomain www.example.test.\n"
+                   f"prereq nxrrset {name} CAA\nupdate delete {name} TXT v1\n"
+                   f"update add {name} 60 TXT v2", acme)  # fmt: skip
+    assert "rc=0" in out, out
+    assert dig(port, name, "TXT") == ['"v2"']
+    assert serial(port) > first
