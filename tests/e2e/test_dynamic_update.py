@@ -7,12 +7,20 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import dns.name
+import dns.query
+import dns.rcode
+import dns.tsig
+import dns.update
 import pytest
 
 from tests.admin_client import http
@@ -20,6 +28,7 @@ from tests.processes import DnsdProcess
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parent.parent.parent
+TOKEN = "update-test-token"
 GRANTS = """
 update:
   - key: acme
@@ -60,7 +69,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (config / "keys.yaml").write_text("\n".join(lines) + "\n")
     with open(config / "example.test.yaml", "a") as handle:
         handle.write(GRANTS)
-    with DnsdProcess(config, "--state-dir", str(tmp / "state")) as dnsd:
+    env = {"DNSD_ADMIN_TOKEN": TOKEN}
+    with DnsdProcess(config, "--state-dir", str(tmp / "state"), env=env) as dnsd:
         yield Served(dnsd, config, keys["acme"], keys["ops"], keys["stranger"])
 
 
@@ -254,14 +264,9 @@ def test_prerequisites_decide_and_a_failed_one_changes_nothing(served: Served) -
         assert f"update failed: {rcode}" in out, (prereq, out)
     assert served.files() == before and serial(port) == first
     assert dig(port, absent, "TXT") == []
+
     # dnspython for the forms nsupdate will not send: a prerequisite outside the zone,
     # one with a TTL, and an update outside the zone
-    import dns.name
-    import dns.query
-    import dns.rcode
-    import dns.tsig
-    import dns.update
-
     def with_ttl(update: dns.update.UpdateMessage) -> None:
         update.present(name, "TXT", "v1")
         update.prerequisite[-1].ttl = 5  # a prerequisite must have TTL 0
@@ -287,3 +292,66 @@ def test_prerequisites_decide_and_a_failed_one_changes_nothing(served: Served) -
     assert "rc=0" in out, out
     assert dig(port, name, "TXT") == ['"v2"']
     assert serial(port) > first
+
+
+def signed(served: Served, key: str = "acme") -> dns.update.UpdateMessage:
+    secret = served.secret if key == "acme" else served.ops
+    ring = {dns.name.from_text(key): dns.tsig.Key(key, secret, dns.tsig.HMAC_SHA256)}
+    return dns.update.UpdateMessage("example.test.", keyring=ring, keyname=key)
+
+
+def test_a_burst_of_updates_and_config_api_writes_serialize_and_nothing_is_lost(
+    served: Served,
+) -> None:
+    port, name = served.dnsd.port, "_acme-challenge.burst.example.test."
+
+    def one(i: int) -> int:
+        update = signed(served)
+        update.add(name, 60, "TXT", f"value-{i}")
+        query = dns.query.udp if i % 2 else dns.query.tcp
+        return int(query(update, "127.0.0.1", port=port, timeout=20).rcode())
+
+    def api(i: int) -> int:
+        route = f"/api/v1/config/zones/example.test/records/api-{i}"
+        return http(served.dnsd.admin_port, "PUT", route, {"A": f"192.0.2.{i + 1}"}, TOKEN)[0]
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        updates = [pool.submit(one, i) for i in range(24)]
+        writes = [pool.submit(api, i) for i in range(6)]
+        assert [u.result() for u in updates] == [dns.rcode.NOERROR] * 24
+        assert all(w.result() in (200, 201) for w in writes)
+    assert dig(port, name, "TXT") == sorted(f'"value-{i}"' for i in range(24))
+    assert all(dig(port, f"api-{i}.example.test", "A") == [f"192.0.2.{i + 1}"] for i in range(6))
+
+
+def test_an_update_is_bounded_in_size_and_records(served: Served) -> None:
+    port, before = served.dnsd.port, served.files()
+    big = signed(served)
+    for i in range(700):  # about 20 KB on the wire
+        big.add("_acme-challenge.big.example.test.", 60, "TXT", f"value-number-{i}")
+    many = signed(served)
+    for i in range(501):
+        many.add("_acme-challenge.many.example.test.", 60, "TXT", str(i))
+    assert len(big.to_wire()) > 16_384 > len(many.to_wire())
+    # too big: refused before it is parsed (so unsigned); too many records: signed
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        wire = big.to_wire()
+        sock.sendall(struct.pack("!H", len(wire)) + wire)
+        (length,) = struct.unpack("!H", sock.recv(2))
+        reply = sock.recv(length)
+    assert reply[:2] == wire[:2] and reply[3] & 0x0F == dns.rcode.REFUSED
+    response = dns.query.tcp(many, "127.0.0.1", port=port, timeout=10)
+    assert response.rcode() == dns.rcode.REFUSED and response.had_tsig
+    assert served.files() == before
+
+
+def test_the_event_loop_udp_listener_takes_updates_too(served: Served, tmp_path: Path) -> None:
+    config = tmp_path / "zones"
+    shutil.copytree(served.config, config)
+    args = ("--udp-loop", "asyncio", "--state-dir", str(tmp_path / "state"))
+    with DnsdProcess(config, *args) as dnsd:
+        name = "_acme-challenge.loop.example.test."
+        out = nsupdate(dnsd.port, f"update add {name} 60 TXT on-the-loop",
+                       f"hmac-sha256:acme:{served.secret}")  # fmt: skip
+        assert "rc=0" in out, out
+        assert dig(dnsd.port, name, "TXT") == ['"on-the-loop"']
