@@ -10,6 +10,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +24,10 @@ import dns.tsig
 import dns.update
 import pytest
 
+from dnsd.drill.ports import free_port_pair
 from tests.admin_client import http
 from tests.processes import DnsdProcess
+from tests.secondaries import Knot
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parent.parent.parent
@@ -355,3 +358,45 @@ def test_the_event_loop_udp_listener_takes_updates_too(served: Served, tmp_path:
                        f"hmac-sha256:acme:{served.secret}")  # fmt: skip
         assert "rc=0" in out, out
         assert dig(dnsd.port, name, "TXT") == ['"on-the-loop"']
+
+
+def test_a_knot_secondary_follows_an_update_and_it_survives_a_restart(tmp_path: Path) -> None:
+    config = tmp_path / "zones"
+    shutil.copytree(ROOT / "zones", config)
+    acme, xfr = secret(), secret()
+    (config / "acme.b64").write_text(acme + "\n")
+    (config / "xfr.b64").write_text(xfr + "\n")
+    (config / "keys.yaml").write_text(
+        "tsig_keys:\n  acme: {algorithm: hmac-sha256, secret_file: acme.b64}\n"
+        "  xfr-key: {algorithm: hmac-sha256, secret_file: xfr.b64}\n"
+    )
+    port = free_port_pair()
+    knot = Knot(tmp_path / "knot", port, ["example.test."], ("xfr-key", xfr))
+    with open(config / "example.test.yaml", "a") as handle:
+        handle.write(
+            GRANTS.split("  - key: ops")[0]
+            + f'transfer: {{allow: [127.0.0.1/32], keys: [xfr-key]}}\nnotify: ["127.0.0.1:{knot.port}"]\n'
+        )
+    name = "_acme-challenge.www.example.test."
+    state = ("--state-dir", str(tmp_path / "state"))
+    with DnsdProcess(config, *state, listen=f"127.0.0.1:{port}") as dnsd, knot:
+        first = serial(knot.port) if dig(knot.port, "example.test", "SOA") else 0
+        deadline = time.monotonic() + 10
+        while not first and time.monotonic() < deadline:  # the first AXFR
+            time.sleep(0.1)
+            first = serial(knot.port) if dig(knot.port, "example.test", "SOA") else 0
+        assert first, "knot did not transfer the zone"
+        out = nsupdate(
+            port, f"update add {name} 60 TXT secondary-token", f"hmac-sha256:acme:{acme}"
+        )
+        assert "rc=0" in out, out
+        started = time.monotonic()
+        while dig(knot.port, name, "TXT") != ['"secondary-token"']:
+            assert time.monotonic() - started < 5, "knot did not follow the update within 5 s"
+            time.sleep(0.05)
+        new = serial(knot.port)
+        assert new > first
+        # an IXFR from the first serial: the difference, not the whole zone
+        dnsd.wait_for_log(f"serial {new} from {first}, ", timeout=5)
+    with DnsdProcess(config, *state, listen=f"127.0.0.1:{port}") as again:
+        assert dig(again.port, name, "TXT") == ['"secondary-token"']
