@@ -26,7 +26,7 @@ import pytest
 
 from dnsd.drill.ports import free_port_pair
 from tests.admin_client import http
-from tests.processes import DnsdProcess
+from tests.processes import DnsdProcess, Redis
 from tests.secondaries import Knot
 
 pytestmark = pytest.mark.slow
@@ -400,3 +400,42 @@ def test_a_knot_secondary_follows_an_update_and_it_survives_a_restart(tmp_path: 
         dnsd.wait_for_log(f"serial {new} from {first}, ", timeout=5)
     with DnsdProcess(config, *state, listen=f"127.0.0.1:{port}") as again:
         assert dig(again.port, name, "TXT") == ['"secondary-token"']
+
+
+def test_an_update_on_one_node_is_served_by_another(tmp_path: Path) -> None:
+    acme = secret()
+    cluster_key = tmp_path / "cluster.key"
+    cluster_key.write_text("update-sync-cluster-key-0123456789")
+    redis = Redis().start()
+    try:
+        nodes = []
+        for node, region in (("a", "WNAM"), ("b", "WEU")):
+            config = tmp_path / node / "zones"
+            shutil.copytree(ROOT / "zones", config)
+            (config / "acme.b64").write_text(acme + "\n")
+            (config / "keys.yaml").write_text(
+                "tsig_keys:\n  acme: {algorithm: hmac-sha256, secret_file: acme.b64}\n"
+            )
+            with open(config / "example.test.yaml", "a") as handle:
+                handle.write(GRANTS.split("  - key: ops")[0])
+            nodes.append(DnsdProcess(
+                config, "--redis", f"redis://127.0.0.1:{redis.port}/0", "--node", node,
+                "--pop-region", region, "--redis-key-file", str(cluster_key),
+                "--state-dir", str(tmp_path / node / "state"),
+            ).__enter__())  # fmt: skip
+        try:
+            for proc in nodes:
+                proc.wait_for_log("sharing health as node")
+            name = "_acme-challenge.www.example.test."
+            out = nsupdate(nodes[0].port, f"update add {name} 60 TXT shared-token",
+                           f"hmac-sha256:acme:{acme}")  # fmt: skip
+            assert "rc=0" in out, out
+            started = time.monotonic()
+            while dig(nodes[1].port, name, "TXT") != ['"shared-token"']:
+                assert time.monotonic() - started < 3, "node b does not serve the update"
+                time.sleep(0.05)
+        finally:
+            for proc in nodes:
+                proc.__exit__(None, None, None)
+    finally:
+        redis.kill()
