@@ -225,13 +225,18 @@ def parse_value(rtype: int, text: str, origin: str) -> dns.rdata.Rdata:
 
 
 def apply_updates(
-    message: dns.update.UpdateMessage, entries: Mapping[str, Entry], origin: str
+    message: dns.update.UpdateMessage, entries: Mapping[str, Entry], zone_ttl: int
 ) -> None:
-    """RFC 2136 §3.4.2 on the entries, in the order of the update section."""
+    """RFC 2136 §3.4.2 on the entries, in the order of the update section. A TTL is an
+    owner's in `records:` (its entry's `ttl:`): a new owner takes the first added record's,
+    an existing one keeps its own."""
     for rrset in message.update:
         entry = entries[owner_key(rrset.name)]
         rtype = int(rrset.rdtype)
         if rrset.deleting is None:  # add to an RRset
+            new_owner = entry.original is None and not entry.types
+            if new_owner and "ttl" not in entry.extra and rrset.ttl != zone_ttl:
+                entry.extra["ttl"] = int(rrset.ttl)
             if rtype == dns.rdatatype.CNAME and any(t != rtype for t in entry.types):
                 continue  # RFC 2136 §3.4.2.2: a CNAME beside other data is ignored
             if rtype != dns.rdatatype.CNAME and dns.rdatatype.CNAME in entry.types:
@@ -412,7 +417,7 @@ class UpdateService:
             if owner not in entries:
                 target = Target("record", (zone_name, _relative(owner, origin)))
                 entries[owner] = read_entry(await self._writer.read(target), origin)
-        apply_updates(message, entries, origin)
+        apply_updates(message, entries, zone.ttl)
         changes = []
         for owner, entry in entries.items():
             body = entry_body(entry)

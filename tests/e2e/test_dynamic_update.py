@@ -213,7 +213,7 @@ def test_an_acme_challenge_txt_is_added_and_deleted(served: Served) -> None:
     assert serial(port) > first
     text = (served.config / "example.test.yaml").read_text()
     records = text.split("\nrecords:\n", 1)[1].split("\nupdate:\n", 1)[0]
-    assert "_acme-challenge.www: {TXT: token-one}" in records, text
+    assert "_acme-challenge.www: {ttl: 60, TXT: token-one}" in records, text
     out = nsupdate(port, f'update add {name} 60 TXT "token two"', acme, tcp=True)  # TCP
     assert "rc=0" in out, out
     assert dig(port, name, "TXT") == ['"token two"', '"token-one"']
@@ -439,3 +439,22 @@ def test_an_update_on_one_node_is_served_by_another(tmp_path: Path) -> None:
                 proc.__exit__(None, None, None)
     finally:
         redis.kill()
+
+
+def test_an_update_in_a_signed_zone_is_signed_online(served: Served, tmp_path: Path) -> None:
+    config = tmp_path / "zones"
+    shutil.copytree(served.config, config)
+    with open(config / "example.test.yaml", "a") as handle:
+        handle.write("dnssec: {algorithm: 13}\n")
+    with DnsdProcess(config, "--state-dir", str(tmp_path / "state")) as dnsd:
+        name = "_acme-challenge.signed.example.test."
+        out = nsupdate(dnsd.port, f"update add {name} 60 TXT signed-token",
+                       f"hmac-sha256:acme:{served.secret}")  # fmt: skip
+        assert "rc=0" in out, out
+        answer = subprocess.run(
+            ["dig", "@127.0.0.1", "-p", str(dnsd.port), "+dnssec", "+norec", "+time=2", name, "TXT"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout  # fmt: skip
+        records = [line.split() for line in answer.splitlines() if line.startswith(name)]
+        assert [r[3] for r in records] == ["TXT", "RRSIG"], answer
+        assert records[1][4] == "TXT" and records[0][4] == '"signed-token"'
