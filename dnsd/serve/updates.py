@@ -50,7 +50,8 @@ log = logging.getLogger("dnsd.update")
 REFUSAL_LOG = RateLimitedLog(log)
 MAX_UPDATE_BYTES: Final = 16_384  # one UPDATE on the wire
 MAX_UPDATE_RECORDS: Final = 500  # prerequisite and update records in one UPDATE
-MAX_PENDING: Final = 64  # UPDATEs waiting their turn; more are REFUSED at once
+MAX_PENDING: Final = 1024  # UPDATEs waiting their turn; more are REFUSED at once
+MAX_BATCH: Final = 256  # UPDATEs applied in one write (one check and reload)
 ANY, NONE = dns.rdataclass.ANY, dns.rdataclass.NONE
 
 Respond = Callable[[bytes], object]
@@ -96,20 +97,35 @@ def granted(grants: tuple[UpdateGrant, ...], name: tuple[str, ...], rtype: int) 
     return any(rtype in g.types and any(pattern_matches(p, name) for p in g.names) for g in grants)
 
 
-def zone_data(zone: Zone, owners: set[str]) -> ZoneData:
-    """The loaded records of `owners` (dnspython rdatas, compared by their canonical form)."""
+def zone_data(zone: Zone, owners: set[str], overlay: Mapping[str, Entry] | None = None) -> ZoneData:
+    """The loaded records of `owners` (dnspython rdatas, compared by their canonical form),
+    with the `records:` entries that earlier UPDATEs of the same write (`overlay`) changed."""
     data: ZoneData = {}
     for rrset in zone.rrsets:
         if rrset.owner in owners:
             at = data.setdefault(rrset.owner, {}).setdefault(rrset.rtype, set())
             at.update(to_dnspython(rrset.rtype, rd) for rd in rrset.rdatas)
+    for owner, entry in (overlay or {}).items():
+        if owner in owners:
+            types = data.setdefault(owner, {})
+            for rtype in entry.original_types | set(entry.types):
+                types.pop(rtype, None)
+            for rtype, values in entry.types.items():
+                types[rtype] = {r for _, r in values}
+            if not types:
+                del data[owner]
     return data
 
 
-def check_prerequisites(message: dns.update.UpdateMessage, zone: Zone, origin: str) -> None:
+def check_prerequisites(
+    message: dns.update.UpdateMessage,
+    zone: Zone,
+    origin: str,
+    overlay: Mapping[str, Entry] | None = None,
+) -> None:
     """RFC 2136 §3.2: raises Refusal with the rcode of the first prerequisite that fails."""
     owners = {owner_key(r.name) for r in message.prerequisite}
-    data = zone_data(zone, owners)
+    data = zone_data(zone, owners, overlay)
     in_use = set(data) | {o for o in owners if o in zone.lb_names}
     wanted: dict[tuple[str, int], set[dns.rdata.Rdata]] = {}
     for rrset in message.prerequisite:
@@ -148,7 +164,11 @@ def check_prerequisites(message: dns.update.UpdateMessage, zone: Zone, origin: s
 
 
 def check_updates(
-    message: dns.update.UpdateMessage, zone: Zone, origin: str, grants: tuple[UpdateGrant, ...]
+    message: dns.update.UpdateMessage,
+    zone: Zone,
+    origin: str,
+    grants: tuple[UpdateGrant, ...],
+    overlay: Mapping[str, Entry] | None = None,
 ) -> None:
     """RFC 2136 §3.4.1 (the form of each update record) and the key's grant."""
     if len(message.update) > MAX_UPDATE_RECORDS:
@@ -176,7 +196,7 @@ def check_updates(
         if rtype in NOT_UPDATABLE or (not name and rtype == dns.rdatatype.NS):
             raise Refusal(dns.rcode.REFUSED, f"{rrset.rdtype.name} at {owner} is not updatable")
         if rtype == dns.rdatatype.ANY:  # every RRset at the name: each must be granted
-            types = {int(t) for t in zone_data(zone, {owner}).get(owner, {})}
+            types = {int(t) for t in zone_data(zone, {owner}, overlay).get(owner, {})}
             refused = [t for t in types if not granted(grants, name, t) or t in NOT_UPDATABLE]
             if refused or (not name and dns.rdatatype.NS in types):
                 raise Refusal(dns.rcode.REFUSED, f"delete of all records at {owner}: not granted")
@@ -192,7 +212,11 @@ class Entry:
     original: Any  # the entry as read (None: no entry yet)
     extra: dict[str, Any] = field(default_factory=dict)  # ttl, lb
     types: dict[int, list[tuple[str, dns.rdata.Rdata]]] = field(default_factory=dict)
-    changed: bool = False
+    original_types: frozenset[int] = frozenset()
+
+    def copy(self) -> Entry:
+        types = {t: list(v) for t, v in self.types.items()}
+        return Entry(self.original, dict(self.extra), types, self.original_types)
 
 
 def read_entry(value: Any, origin: str) -> Entry:
@@ -206,6 +230,7 @@ def read_entry(value: Any, origin: str) -> Entry:
             continue
         items = values if isinstance(values, list) else [values]
         entry.types[int(rtype)] = [(str(v), parse_value(int(rtype), str(v), origin)) for v in items]
+    entry.original_types = frozenset(entry.types)
     return entry
 
 
@@ -247,13 +272,11 @@ def apply_updates(
                     values.clear()  # a CNAME replaces the one there
                 if all(rdata != old for _, old in values):
                     values.append((value_text(rdata), rdata))
-            entry.changed = True
         elif rrset.deleting == ANY:
             if rtype == dns.rdatatype.ANY:
                 entry.types.clear()
             else:
                 entry.types.pop(rtype, None)
-            entry.changed = True
         else:  # NONE: delete these records from the RRset
             values = entry.types.get(rtype, [])
             kept = [(t, r) for t, r in values if all(r != gone for gone in rrset)]
@@ -261,7 +284,6 @@ def apply_updates(
                 entry.types[rtype] = kept
             else:
                 entry.types.pop(rtype, None)
-            entry.changed = True
 
 
 def value_text(rdata: dns.rdata.Rdata) -> str:
@@ -299,7 +321,10 @@ class UpdateService:
     def __init__(self, holder: SnapshotHolder, writer: ConfigWriter) -> None:
         self._holder = holder
         self._writer = writer
-        self._lock = asyncio.Lock()  # one UPDATE at a time: read, decide, write
+        # UPDATEs wait here; one drainer applies them in order, in batches (so they are
+        # serialized among themselves; the writer's lock orders them with the API's writes).
+        self._queue: list[Pending] = []
+        self._drainer: asyncio.Task[None] | None = None
         self.pending = 0
         self.counts: dict[tuple[str, str], int] = {}  # (zone, rcode) → UPDATEs answered
 
@@ -365,8 +390,11 @@ class UpdateService:
         try:
             zone_label = self._served_zone(message)
             key = self._granted_key(message, zone_label)
-            async with self._lock:
-                await self._apply(message, key, zone_label)
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._queue.append(Pending(message, key, zone_label, done))
+            if self._drainer is None or self._drainer.done():
+                self._drainer = asyncio.get_running_loop().create_task(self._drain())
+            await done
             rcode: int = dns.rcode.NOERROR
         except Refusal as refusal:
             rcode = refusal.rcode
@@ -399,52 +427,74 @@ class UpdateService:
             raise Refusal(dns.rcode.REFUSED, f"key {key} is not granted")
         return key
 
-    async def _apply(self, message: dns.update.UpdateMessage, key: str, origin: str) -> None:
+    async def _drain(self) -> None:
+        """Apply the queued UPDATEs, as many as wait (up to MAX_BATCH) in one write: a
+        burst costs one reload per batch, not one per UPDATE."""
+        while self._queue:
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            try:
+                await self._apply_batch(batch)
+            except Exception:  # a bug: these UPDATEs fail, the service goes on
+                log.exception("applying %d UPDATE(s) failed", len(batch))
+                _finish(batch, [Refusal(dns.rcode.SERVFAIL, "internal error")] * len(batch))
+
+    async def _apply_batch(self, batch: list[Pending]) -> None:
+        """Inside the writer's lock (no config API write comes between): each UPDATE
+        decided in order on the zone as loaded plus the UPDATEs before it (each all or
+        nothing), the accepted ones written together. When the write does not load, each
+        UPDATE is tried on its own."""
+        outcome: list[Refusal | None] = []
+
+        async def decide() -> list[Change]:
+            entries: dict[str, dict[str, Entry]] = {}  # zone → owner → its entry
+            for item in batch:
+                try:
+                    await self._decide(item, entries.setdefault(item.origin, {}))
+                    outcome.append(None)
+                except Refusal as refusal:
+                    outcome.append(refusal)
+            return _changes(entries)  # none: no write, no new serial (RFC 2136 §3.4.2.7)
+
+        try:
+            with acting_as(", ".join(sorted({item.key for item in batch})), "update"):
+                await self._writer.apply_decided(decide)
+        except ChangeRefused as exc:
+            if len(batch) > 1:
+                for item in batch:  # one of them does not load: each on its own
+                    await self._apply_batch([item])
+                return
+            detail = "; ".join(str(e) for e in exc.errors[:3]) or str(exc)
+            refused = Refusal(dns.rcode.REFUSED, f"the change does not load: {detail}")
+            _finish(batch, [o or refused for o in outcome] or [refused])
+            return
+        _finish(batch, outcome)
+
+    async def _decide(self, item: Pending, overlay: dict[str, Entry]) -> None:
+        """One UPDATE on the zone as loaded plus `overlay` (the entries the UPDATEs before
+        it in the batch changed); its edits join `overlay` only when it is accepted."""
+        message, origin = item.message, item.origin
         current = self._holder.current.zones.get(origin)  # a reload may have come between
         if current is None or current.config.update is None:
             raise Refusal(dns.rcode.REFUSED, "the zone or its update: section went away")
         zone = current.config
-        assert zone.update is not None
-        grants = tuple(g for g in zone.update if g.key == key)
-        check_prerequisites(message, zone, origin)
-        check_updates(message, zone, origin, grants)
-        if not message.update:
-            return
+        grants = tuple(g for g in current.config.update if g.key == item.key)
+        if not grants:
+            raise Refusal(dns.rcode.REFUSED, f"key {item.key} is not granted")
+        check_prerequisites(message, zone, origin, overlay)
+        check_updates(message, zone, origin, grants, overlay)
         zone_name = origin.rstrip(".") or "."
-        entries: dict[str, Entry] = {}
+        work: dict[str, Entry] = {}
         for rrset in message.update:
             owner = owner_key(rrset.name)
-            if owner not in entries:
-                target = Target("record", (zone_name, _relative(owner, origin)))
-                entries[owner] = read_entry(await self._writer.read(target), origin)
-        apply_updates(message, entries, zone.ttl)
-        changes = []
-        for owner, entry in entries.items():
-            body = entry_body(entry)
-            if body == entry.original or (body is None and entry.original is None):
+            if owner in work:
                 continue
-            target = Target("record", (zone_name, _relative(owner, origin)))
-            changes.append(Change(target, body, etag(entry.original), missing_ok=True))
-        if not changes:
-            return  # nothing changed: no write, no new serial (RFC 2136 §3.4.2.7)
-
-        async def still_true(_prepared: Any) -> None:
-            """Inside the writer's lock: the prerequisites still hold (a config API write
-            may have come between)."""
-            current = self._holder.current.zones.get(origin)
-            if current is None:
-                raise ChangeRefused(409, "the zone went away")
-            try:
-                check_prerequisites(message, current.config, origin)
-            except Refusal as refusal:
-                raise ChangeRefused(409, refusal.why) from None
-
-        try:
-            with acting_as(key, "update"):
-                await self._writer.apply(changes, before_write=still_true)
-        except ChangeRefused as exc:
-            detail = "; ".join(str(e) for e in exc.errors[:3]) or str(exc)
-            raise Refusal(dns.rcode.REFUSED, f"the change does not load: {detail}") from None
+            if owner in overlay:
+                work[owner] = overlay[owner].copy()
+            else:
+                target = Target("record", (zone_name, _relative(owner, origin)))
+                work[owner] = read_entry(await self._writer.read(target), origin)
+        apply_updates(message, work, zone.ttl)
+        overlay.update(work)
 
     def _count(self, zone: str, rcode: int) -> None:
         key = (
@@ -459,6 +509,40 @@ class UpdateService:
 
 
 _tasks: set[asyncio.Task[None]] = set()  # UDP UPDATEs being applied (kept from the GC)
+
+
+@dataclass
+class Pending:
+    """An UPDATE waiting to be applied: its answer is `done` (a Refusal, or None)."""
+
+    message: dns.update.UpdateMessage
+    key: str
+    origin: str
+    done: asyncio.Future[None]
+
+
+def _finish(batch: list[Pending], outcome: list[Refusal | None]) -> None:
+    for item, refusal in zip(batch, outcome, strict=True):
+        if item.done.done():
+            continue
+        if refusal is None:
+            item.done.set_result(None)
+        else:
+            item.done.set_exception(refusal)
+
+
+def _changes(entries: Mapping[str, Mapping[str, Entry]]) -> list[Change]:
+    """The `records:` entries to write: those whose content the batch changed."""
+    changes = []
+    for origin, owners in entries.items():
+        zone_name = origin.rstrip(".") or "."
+        for owner, entry in owners.items():
+            body = entry_body(entry)
+            if body == entry.original or (body is None and entry.original is None):
+                continue
+            target = Target("record", (zone_name, _relative(owner, origin)))
+            changes.append(Change(target, body, etag(entry.original), missing_ok=True))
+    return changes
 
 
 def _relative(owner: str, origin: str) -> str:
