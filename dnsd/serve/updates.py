@@ -4,8 +4,9 @@ written to the zone's YAML `records:`, checked, reloaded (the serial rises), a `
 event with cause `update` and the key's name as actor.
 
 The serving loops only hand the UPDATE over (dnsd.net): parsing, checking, writing and
-the answer happen here, on the event loop and its threads, one UPDATE at a time (the
-writer's lock orders them with the config API's writes). Nothing here trusts the sender:
+the answer happen here, on the event loop and its threads. Waiting UPDATEs are decided in
+order inside the writer's lock (so between the config API's writes, never across one) and
+written together: a burst costs one reload per batch. Nothing here trusts the sender:
 an UPDATE is bounded in size and in records, at most MAX_PENDING wait, refusals are
 logged at a bounded rate, and a refused UPDATE changes nothing.
 
