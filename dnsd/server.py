@@ -50,6 +50,7 @@ from dnsd.serve.probing import start_probing
 from dnsd.serve.reloading import Reloader, ReloadStep
 from dnsd.serve.serials import Serials
 from dnsd.serve.steps import BackgroundLoops, Step, run_steps
+from dnsd.serve.updates import UpdateService
 from dnsd.serve.worker_pool import start_workers
 from dnsd.serverfile_reload import ServerFile, ServerFileRead
 from dnsd.serverfile_reload import apply as apply_server_file
@@ -221,6 +222,13 @@ class DnsServer:
             tcp_handler, loop_udp_answer, self._thread_answering, self.rrl, self.loops,
             options.udp_loop, options.serving_loop, options.reuse_port,
         )  # fmt: skip
+        # RFC 2136 UPDATEs: applied by the config writer, so in the main process only.
+        self.updates: UpdateService | None = None
+        if self._config_writer is not None:
+            self.updates = UpdateService(self.holder, self._config_writer)
+            tcp_handler.updates = self.updates.answer
+            self.listeners.updates = self.updates.submit
+            self.metrics.register(self.updates)
         self.admin = AdminListener(self, self.admin_tokens, self.audit, self.descriptors.admin,
                                    options.reuse_port)  # fmt: skip
         fd = options.follow_fd  # a worker's pipe to the main process

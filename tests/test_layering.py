@@ -174,7 +174,7 @@ ALLOWED: dict[str, set[str]] = {
     "serverfile_reload": {"errors", "admin", "serverfile"},
     "geoip_cli": {"errors", "geo", "snapshot", "steering", "loading"},
     # The services the server is made of: each one job, none wires the others together.
-    "serve": {"dnsd", "errors", "process_tools", "ratelog", "reaper", "reload_result",
+    "serve": {"dnsd", "errors", "process_tools", "ratelog", "reaper", "reload_result", "rdata",
               "events", "serverfile_reload", "config", "geo", "loading", "snapshot", "health",
               "reply", "request", "dnssec", "xfr", "resolve", "fastpath", "net", "workers",
               "admin", "provision", "cluster"},

@@ -120,4 +120,6 @@ ZONE: Fields = (
     Field("catalog", {"type": "object", "description": "an RFC 9432 catalog zone of these",
                       "properties": {"members": {"oneOf": [STRING, STRINGS]}}}),
     Field("catalog_group", {**STRING, "description": "the group property in catalogs"}),
+    Field("update", {"type": "array", "items": {"type": "object", "properties": {
+        "key": STRING, "names": STRINGS, "types": STRINGS}}}),
 )  # fmt: skip

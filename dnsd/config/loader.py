@@ -341,6 +341,11 @@ def _check_transfer_keys(config: Config, reasons: list[Reason]) -> None:
                 reasons.append(
                     Reason(zone.file, 0, "transfer.keys", f"undefined TSIG key {name!r}{hint}")
                 )
+        for i, grant in enumerate(zone.update or ()):
+            if grant.key not in config.tsig_keys:
+                hint = _hint(grant.key, config.tsig_keys)
+                reasons.append(Reason(zone.file, 0, f"update[{i}].key",
+                                      f"undefined TSIG key {grant.key!r}{hint}"))  # fmt: skip
 
 
 def _check_cycles(lbs: Mapping[str, LoadBalancer], where: Where, reasons: list[Reason]) -> None:

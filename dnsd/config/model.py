@@ -73,6 +73,17 @@ class Catalog:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateGrant:
+    """One entry of a zone's `update:` section (RFC 2136 dynamic update): UPDATEs signed
+    with `key` may add and delete records of `types` at owners matching `names`."""
+
+    key: str  # a tsig_keys entry
+    names: tuple[tuple[str, ...], ...]  # patterns as labels relative to the zone: () = apex,
+    # "*" = one or more labels
+    types: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Zone:
     name: str
     file: str
@@ -87,6 +98,7 @@ class Zone:
     dnssec_split_keys: bool = False  # a KSK and a ZSK instead of one CSK
     catalog: Catalog | None = None  # this zone is a catalog zone (RFC 9432)
     catalog_group: str | None = None  # the RFC 9432 group property in catalogs listing it
+    update: tuple[UpdateGrant, ...] | None = None  # None: every UPDATE is REFUSED
 
 
 @dataclass(frozen=True, slots=True)

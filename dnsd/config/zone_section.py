@@ -13,7 +13,7 @@ import dns.rdatatype
 from dnslib import QTYPE, RD, RR, SOA
 
 from dnsd.config.checker import Checker, join
-from dnsd.config.model import Catalog, IPNetwork, RRset, Soa, Transfer, Zone
+from dnsd.config.model import Catalog, IPNetwork, RRset, Soa, Transfer, UpdateGrant, Zone
 from dnsd.config.yamlio import LineDict, LineList
 from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
 from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
@@ -30,7 +30,7 @@ RECORD_TYPES = tuple(
 )
 ZONE_KEYS = (
     "zone", "ttl", "soa", "records", "file", "transfer", "notify", "dnssec", "catalog",
-    "catalog_group",
+    "catalog_group", "update",
 )  # fmt: skip
 # A catalog zone's SOA when it has no `soa:` (RFC 9432 §4: its values mean nothing to a
 # consumer but the serial; dnsd numbers that itself).
@@ -114,6 +114,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
     notify = _notify(ck, doc) if "notify" in doc else ()
     algorithm, split_keys = _dnssec(ck, doc) if "dnssec" in doc else (None, False)
     group = _catalog_group(ck, doc) if "catalog_group" in doc else None
+    update = _update(ck, doc, origin) if "update" in doc else None
     if soa is None:
         return None, lb_uses
     zone = Zone(
@@ -129,6 +130,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         dnssec_algorithm=algorithm,
         dnssec_split_keys=split_keys,
         catalog_group=group,
+        update=update,
     )
     return zone, lb_uses
 
@@ -299,6 +301,77 @@ def _transfer(ck: Checker, doc: LineDict) -> Transfer | None:
     if not allow:
         ck.warn(d.line, "transfer.allow", "no network may transfer the zone")
     return Transfer(tuple(allow), tuple(keys))
+
+
+# Never granted to an UPDATE: the SOA is dnsd's (its serial), DNSSEC records are the
+# signer's or the parent's business (DS, RRSIG, NSEC, DNSKEY, NSEC3, NSEC3PARAM, CDS, CDNSKEY).
+NOT_UPDATABLE = frozenset({6, 43, 46, 47, 48, 50, 51, 59, 60})
+
+
+def _update(ck: Checker, doc: LineDict, origin: str) -> tuple[UpdateGrant, ...]:
+    """`update: [{key, names, types}, ...]`: who may change which records by RFC 2136
+    UPDATE. `names` are owners relative to the zone (`@` the apex, `*` one or more labels)."""
+    raw = doc["update"]
+    line = doc.line_of("update")
+    if not isinstance(raw, LineList):
+        ck.error(line, "update", "expected a list of grants {key, names, types}")
+        return ()
+    grants = []
+    for i, item in enumerate(raw):
+        path = f"update[{i}]"
+        d = ck.mapping(item, raw.line_of(i), path)
+        if d is None:
+            continue
+        ck.keys(d, path, ("key", "names", "types"))
+        key = ck.get_str(d, "key", path)
+        names = []
+        for text, at in ck.str_list(
+            d.get("names", LineList()), d.line_of("names"), f"{path}.names"
+        ):
+            pattern = _name_pattern(text, origin)
+            if pattern is None:
+                ck.error(at, f"{path}.names", f"not a name relative to the zone: {text!r} "
+                         "(use @ for the apex, * for one or more labels)")  # fmt: skip
+            else:
+                names.append(pattern)
+        types = set()
+        for text, at in ck.str_list(
+            d.get("types", LineList()), d.line_of("types"), f"{path}.types"
+        ):
+            rtype = type_number(text.upper())
+            problem = type_problem(rtype) if rtype is not None else "unknown type"
+            if rtype is not None and not problem and rtype in NOT_UPDATABLE:
+                problem = "the SOA and DNSSEC records are never changed by UPDATE"
+            if rtype is None or problem:
+                ck.error(at, f"{path}.types", f"{text!r} cannot be granted: {problem}")
+            else:
+                types.add(rtype)
+        if not names:
+            ck.error(d.line, f"{path}.names", "a grant needs at least one name")
+        if not types:
+            ck.error(d.line, f"{path}.types", "a grant needs at least one record type")
+        if key is not None and names and types:
+            grants.append(UpdateGrant(str(key), tuple(names), frozenset(types)))
+    return tuple(grants)
+
+
+def _name_pattern(text: str, origin: str) -> tuple[str, ...] | None:
+    """`_acme-challenge.*` → ("_acme-challenge", "*"); `@` → (); None when not a name."""
+    text = text.strip().lower()
+    if text == "@":
+        return ()
+    if text.endswith("."):  # an absolute name: only one under the zone
+        if origin != "." and not text.endswith("." + origin):
+            return None
+        text = text[: -len(origin) - 1] if origin != "." else text[:-1]
+    parts = tuple(text.split("."))
+    if not text or any(not p or len(p) > 63 for p in parts):
+        return None
+    try:
+        parse_name(".".join("x" if p == "*" else p for p in parts), origin)
+    except dns.exception.DNSException:
+        return None
+    return parts
 
 
 def _dnssec(ck: Checker, doc: LineDict) -> tuple[int | None, bool]:

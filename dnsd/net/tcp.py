@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dnsd.net.counters import NetCounters
 from dnsd.net.supervisor import ServingLoops
-from dnsd.net.udp import Answerer, client_address
+from dnsd.net.udp import Answerer, client_address, is_update
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.xfr.outgoing import transfer_type
@@ -52,6 +52,8 @@ def client_network(host: str) -> str:
 
 # AXFR/IXFR: the reply messages for a transfer query (dnsd.xfr.service).
 Transfers = Callable[[bytes, Client], Awaitable[list[bytes]]]
+# RFC 2136 UPDATE: the reply once applied (dnsd.serve.updates).
+Updates = Callable[[bytes, Client], Awaitable[bytes]]
 
 
 class TcpHandler:
@@ -62,7 +64,9 @@ class TcpHandler:
         limits: TcpLimits,
         transfers: Transfers | None = None,
         loops: ServingLoops | None = None,
+        updates: Updates | None = None,
     ) -> None:
+        self.updates = updates  # set by the server (the main process applies UPDATEs)
         loops = loops if loops is not None else ServingLoops()
         self.state = loops.add("tcp", "tcp")
         self._faults = loops.faults
@@ -167,6 +171,8 @@ class TcpHandler:
                 self._faults.check("tcp")
             if self._transfers is not None and transfer_type(body) is not None:
                 replies: list[bytes | None] = list(await self._transfers(body, client))
+            elif self.updates is not None and is_update(body):
+                replies = [await self.updates(body, client)]
             else:
                 replies = [self._answer(body, client)]
             for reply in replies:

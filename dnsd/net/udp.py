@@ -14,12 +14,28 @@ from dnsd.reply import Client
 log = logging.getLogger("dnsd.net.udp")
 
 Answerer = Callable[[bytes, Client], bytes | None]
+# An RFC 2136 UPDATE handed over (dnsd.serve.updates): it answers later through the
+# callable it is given, off the serving loop.
+UpdateIntake = Callable[[bytes, Client, Callable[[bytes], object]], None]
+
+
+def is_update(wire: bytes) -> bool:
+    """A query (QR clear) with opcode UPDATE (5)."""
+    return len(wire) > 2 and wire[2] & 0xF8 == 0x28
+
+
 CLIENTS_CACHED = 65_536
 
 
 class UdpProtocol(asyncio.DatagramProtocol):
-    def __init__(self, answer: Answerer, rrl: ResponseRateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        answer: Answerer,
+        rrl: ResponseRateLimiter | None = None,
+        updates: UpdateIntake | None = None,
+    ) -> None:
         self._answer = answer
+        self._updates = updates
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
         self._clients: dict[str, Client] = {}
@@ -29,6 +45,11 @@ class UdpProtocol(asyncio.DatagramProtocol):
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
         client = self._clients.get(addr[0]) or new_client(self._clients, addr[0], addr[0])
+        if self._updates is not None and is_update(data):
+            transport = self._transport
+            assert transport is not None
+            self._updates(data, client, lambda reply: transport.sendto(reply, addr))
+            return
         try:
             reply = self._answer(data, client)
         except Exception:  # a bug must cost one answer, never the listener

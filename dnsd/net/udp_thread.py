@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from dnsd.net import mmsg
 from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
-from dnsd.net.udp import new_client
+from dnsd.net.udp import UpdateIntake, is_update, new_client
 from dnsd.reply import Client
 
 if TYPE_CHECKING:
@@ -125,8 +125,10 @@ class UdpThread:
         hits: CacheHits | None = None,
         serving_loop: str = "auto",
         loops: ServingLoops | None = None,
+        updates: UpdateIntake | None = None,
     ) -> None:
         self.sock = sock
+        self._updates = updates  # thread-safe: UPDATEs are applied on the event loop
         self._answer = answer
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
@@ -212,6 +214,8 @@ class UdpThread:
                 for i, (code, value, order) in misses:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
                     wire = batch.datagram(i) or b""
+                    if self._divert(wire, self._client(clients, batch, i), batch.source(i)):
+                        continue
                     drawn = outcome_of(wire, code, value, order)  # now: the table it walked
                     backlog.add((wire, self._client(clients, batch, i), drawn,
                                  batch.source(i)))  # fmt: skip
@@ -219,6 +223,14 @@ class UdpThread:
                     answer([b""] * len(shed), shed)  # its drops: as empty datagrams
             if backlog:
                 self._work_off(backlog, answer)
+
+    def _divert(self, wire: bytes, client: Client, source: Any) -> bool:
+        """An UPDATE goes to the event loop, which answers it once applied."""
+        if self._updates is None or not is_update(wire):
+            return False
+        sendto = self.sock.sendto
+        self._updates(wire, client, lambda reply: sendto(reply, source))
+        return True
 
     def _received(self, batch: Any, wait: bool = True) -> int | None:
         """How many datagrams the next receive brought (0: none, try again); None once the
@@ -300,7 +312,12 @@ class UdpThread:
                 clients.get(key) or new_client(clients, key, batch.source(i)[0])
                 for i, key in enumerate(batch.source_keys(count))
             ]
-            self._queue(batch, list(range(count)), answer(wires, whos), whos, wires)
+            indices = list(range(count))
+            if self._updates is not None:
+                indices = [i for i in indices
+                           if not self._divert(wires[i], whos[i], batch.source(i))]  # fmt: skip
+                wires, whos = [wires[i] for i in indices], [whos[i] for i in indices]
+            self._queue(batch, indices, answer(wires, whos), whos, wires)
             self._flush(batch)
 
     def _run_plain(self, started: Callable[[], None]) -> None:
@@ -320,6 +337,8 @@ class UdpThread:
             if faults is not None:
                 faults.check(self.loop)
             client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
+            if self._divert(data, client, addr):
+                continue
             reply = self._outgoing(answer([data], [client])[0], client, data)
             if reply is None:
                 continue

@@ -71,35 +71,58 @@ class ConfigWriter:
         if not changes:
             raise ChangeRefused(400, "no changes")
         async with self._lock:
-            # What is already known of the files: the reads' parsed copies and the last
-            # load's results; the check parses and validates only what it has to (the files
-            # the change edits, and those it could be about that nothing knows yet).
-            known = self.reader.known()
-            cache = self._parse_cache.copy() if self._parse_cache is not None else None
-            try:  # a daemon thread: checking a big directory does not hold up a SIGTERM
-                prepared = await in_daemon_thread(prepare, self.directory, changes,
-                                                  self._cancelled, known, cache)  # fmt: skip
-            except LoadCancelled:
-                raise ChangeRefused(503, "the server is stopping: nothing changed") from None
-            if before_write is not None:
-                await before_write(prepared)
-            await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
-            if cache is not None and self._parse_cache is not None:
-                # The check's results of the new texts: the reload does not parse them again
-                # (keyed by digest, so a text that is not on disk any more is not used).
-                for name in prepared.new_texts:
-                    if name in cache.files:
-                        self._parse_cache.files[name] = cache.files[name]
-            result = await self._reload()
-            if not result.ok:
-                await asyncio.to_thread(write_texts, self.directory, prepared.old_texts)
-                await self._reload()
-                raise ChangeRefused(400, "the server could not load the change: nothing changed",
-                                    result.errors)  # fmt: skip
-            routes = ", ".join(c.target.route for c in changes[:5])
-            log.info("config changed (%s%s): generation %d", routes,
-                     ", …" if len(changes) > 5 else "", result.generation)  # fmt: skip
+            applied = await self._apply_locked(changes, before_write)
         if local:
             for listener in self.listeners:
                 listener(changes)
+        return applied
+
+    async def apply_decided(
+        self, decide: Callable[[], Awaitable[Sequence[Change]]]
+    ) -> Applied | None:
+        """Like apply, with the changes decided inside the lock, on what is loaded then
+        (an RFC 2136 UPDATE's prerequisites): no other write comes between the decision
+        and the write. None when `decide` finds nothing to change."""
+        async with self._lock:
+            changes = await decide()
+            if not changes:
+                return None
+            applied = await self._apply_locked(changes, None)
+        for listener in self.listeners:
+            listener(changes)
+        return applied
+
+    async def _apply_locked(
+        self,
+        changes: Sequence[Change],
+        before_write: Callable[[Prepared], Awaitable[None]] | None,
+    ) -> Applied:
+        # What is already known of the files: the reads' parsed copies and the last load's
+        # results; the check parses and validates only what it has to (the files the change
+        # edits, and those it could be about that nothing knows yet).
+        known = self.reader.known()
+        cache = self._parse_cache.copy() if self._parse_cache is not None else None
+        try:  # a daemon thread: checking a big directory does not hold up a SIGTERM
+            prepared = await in_daemon_thread(prepare, self.directory, changes,
+                                              self._cancelled, known, cache)  # fmt: skip
+        except LoadCancelled:
+            raise ChangeRefused(503, "the server is stopping: nothing changed") from None
+        if before_write is not None:
+            await before_write(prepared)
+        await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
+        if cache is not None and self._parse_cache is not None:
+            # The check's results of the new texts: the reload does not parse them again
+            # (keyed by digest, so a text that is not on disk any more is not used).
+            for name in prepared.new_texts:
+                if name in cache.files:
+                    self._parse_cache.files[name] = cache.files[name]
+        result = await self._reload()
+        if not result.ok:
+            await asyncio.to_thread(write_texts, self.directory, prepared.old_texts)
+            await self._reload()
+            raise ChangeRefused(400, "the server could not load the change: nothing changed",
+                                result.errors)  # fmt: skip
+        routes = ", ".join(c.target.route for c in changes[:5])
+        log.info("config changed (%s%s): generation %d", routes,
+                 ", …" if len(changes) > 5 else "", result.generation)  # fmt: skip
         return Applied(prepared, result.generation)

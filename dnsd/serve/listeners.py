@@ -9,11 +9,12 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from dnsd.net.rrl import ResponseRateLimiter
 from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler
-from dnsd.net.udp import Answerer, UdpProtocol
+from dnsd.net.udp import Answerer, UdpProtocol, UpdateIntake
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
 
 log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
@@ -44,6 +45,7 @@ class DnsListeners:
         self.udp_threads: list[UdpThread] = []
         self._udp: list[asyncio.DatagramTransport] = []
         self._tcp: list[asyncio.Server] = []
+        self.updates: UpdateIntake | None = None  # set by the server before binding
 
     async def bind_all(self, listen: tuple[tuple[str, int], ...]) -> None:
         for host, port in listen:
@@ -63,7 +65,7 @@ class DnsListeners:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl),
+                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl, self.updates),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
@@ -82,13 +84,25 @@ class DnsListeners:
                 sock.setblocking(True)
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own, hits = self.thread_answering()
-                thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops)
+                thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops,
+                                   self._from_thread(loop))  # fmt: skip
                 self.udp_threads.append(thread)
                 thread.start()
             else:
                 self._udp.append(udp)
             return host, actual
         raise OSError(f"no free port for both UDP and TCP on {host}")
+
+    def _from_thread(self, loop: asyncio.AbstractEventLoop) -> UpdateIntake | None:
+        """The UPDATE intake for a UDP thread: handed to the event loop."""
+        updates = self.updates
+        if updates is None:
+            return None
+
+        def intake(wire: bytes, client: Any, respond: Callable[[bytes], object]) -> None:
+            loop.call_soon_threadsafe(updates, wire, client, respond)
+
+        return intake
 
     async def close(self) -> None:
         """UDP first, then TCP: the open TCP connections are closed, then waited for."""
