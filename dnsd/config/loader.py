@@ -438,9 +438,7 @@ def check_report(directory: str | Path) -> tuple[list[Reason], list[str]]:
         config, warnings = load_config(directory)
     except ConfigError as exc:
         return list(exc.reasons), []
-    lines = [
-        f"{owner} (lb {b.lb}): outage budget {b.text()}" for owner, b in name_budgets(config)
-    ]
+    lines = [f"{owner} (lb {b.lb}): outage budget {b.text()}" for owner, b in name_budgets(config)]
     return warnings, lines
 
 

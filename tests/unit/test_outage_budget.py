@@ -172,12 +172,15 @@ def test_max_outage_at_or_above_the_worst_case_passes(tmp_path) -> None:
 
 
 def test_max_outage_without_probes_is_an_error(tmp_path) -> None:
-    text = HEADER + """\
+    text = (
+        HEADER
+        + """\
 pools:
   a: {backends: [{name: a1, address: 192.0.2.10}]}
 load_balancers:
   web: {default_pools: [a], max_outage: 60s}
 """
+    )
     proc = check(write(tmp_path, text))
     assert proc.returncode == 1
     assert "load_balancers.web.max_outage: max_outage 60s cannot hold" in proc.stderr
