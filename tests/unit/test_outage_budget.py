@@ -22,7 +22,7 @@ from dnsd.drill.plan import MonitorTiming
 @pytest.mark.parametrize(
     ("ttl", "interval", "threshold", "timeout", "expected"),
     [
-        (30, 5.0, 3, 2.0, 47.0),  # config.md's example monitor behind a 30 s TTL
+        (30, 5.0, 3, 2.0, 47.0),  # docs/configuration.md's example monitor, TTL 30 s
         (0, 15.0, 3, 5.0, 50.0),  # the defaults, TTL 0: detection alone
         (60, 1.0, 1, 0.5, 61.5),  # one failure is enough
         (300, 10.0, 5, 9.0, 359.0),
