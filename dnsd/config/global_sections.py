@@ -536,7 +536,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
             join(path, "ttl"),
             f"ttl {ttl} s is above {MAX_LB_TTL} s: clients may keep a dead pool's answer that "
             "long (outage bound = TTL + interval × unhealthy_threshold + probe timeout, "
-            "docs/steering.md, the outage bound)",
+            "docs/steering.md, the outage budget)",
         )
     return LoadBalancer(
         name=name,
