@@ -12,7 +12,7 @@ from pathlib import Path
 from dnsd import __version__
 from dnsd.admin.token_env import admin_token_from_environment
 from dnsd.admin_url import admin_url
-from dnsd.config.loader import check_directory
+from dnsd.config.loader import check_report
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.rrl import RrlSettings
 
@@ -519,7 +519,9 @@ def explain_remote(args: argparse.Namespace) -> int:
 
 
 def run_check(directory: Path) -> int:
-    reasons = check_directory(directory)
+    reasons, budgets = check_report(directory)
+    for line in budgets:
+        print(line)
     for reason in reasons:
         print(reason, file=sys.stderr)
     errors = [r for r in reasons if not r.warning]

@@ -14,6 +14,7 @@ from typing import Any
 from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 
 from dnsd.config.model import Config
+from dnsd.config.outage import budget_text, outage_budget
 from dnsd.geo.ecs import ECS_OPTION
 from dnsd.health.view import BackendHealth, HealthView, view_of
 from dnsd.rdata import record_text
@@ -116,6 +117,8 @@ def explain_query(
         decision = result.decision.to_json()
         decision.pop("answer")
         out.update(decision)
+        if decision.get("lb") in snap.config.load_balancers:
+            out["outage_budget"] = outage_budget(snap.config, decision["lb"]).to_json()
     return out
 
 
@@ -173,6 +176,10 @@ def render_text(info: dict[str, Any]) -> str:
         )
         lines.append("why:")
         lines.extend(f"  {line}" for line in info["trail"])
+        if info.get("outage_budget"):
+            lines.append(
+                f"outage:   worst case behind a cache {budget_text(info['outage_budget'])}"
+            )
     lines.append(
         f"answer:   {', '.join(info['answer']) or '(none)'}  ttl {info['ttl']}  ecs scope {info['ecs_scope']}"
     )

@@ -536,7 +536,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
             join(path, "ttl"),
             f"ttl {ttl} s is above {MAX_LB_TTL} s: clients may keep a dead pool's answer that "
             "long (outage bound = TTL + interval × unhealthy_threshold + probe timeout, "
-            "docs/steering.md, the outage bound)",
+            "docs/steering.md, the outage budget)",
         )
     return LoadBalancer(
         name=name,
@@ -559,6 +559,8 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         min_samples=ck.get_int(d, "min_samples", path, default=3, lo=1),
         rtt_max_age_s=ck.get_duration(d, "rtt_max_age", path, default=600.0, lo=1.0),
         client_region=ck.get_enum(d, "client_region", path, ("client", "pop"), default="client"),
+        max_outage_s=ck.get_duration(d, "max_outage", path, default=None, lo=0.001),
+        max_outage_line=d.line_of("max_outage"),
     )
 
 

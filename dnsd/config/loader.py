@@ -21,6 +21,7 @@ from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
 from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, LoadBalancer, Zone
+from dnsd.config.outage import name_budgets, outage_budget
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
 from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
 from dnsd.config.zonefile import LoadCancelled, cancel_check
@@ -317,6 +318,7 @@ def _check_references(
     _check_transfer_keys(config, reasons)
     _check_cycles(config.load_balancers, where, reasons)
     _check_proximity(config, where, reasons)
+    _check_outage_budgets(config, reasons)
     unused = (
         ("pools", used_pools, "pool is not used by any load balancer"),
         ("monitors", used_monitors, "monitor is not used by any pool"),
@@ -398,6 +400,30 @@ def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> Non
                 reasons.append(Reason(file, line, f"pools.{pool.name}", message))
 
 
+def _check_outage_budgets(config: Config, reasons: list[Reason]) -> None:
+    """`max_outage`: the computed worst case must not be above it (docs/steering.md, the
+    outage budget)."""
+    for lb in config.load_balancers.values():
+        if lb.max_outage_s is None:
+            continue
+        budget = outage_budget(config, lb.name)
+        if not budget.exceeded:
+            continue
+        if budget.seconds is None:
+            message = (
+                f"max_outage {lb.max_outage_s:g}s cannot hold: no pool it answers from is "
+                "probed (no probes: an outage is never detected); give the pools a monitor"
+            )
+        else:
+            message = (
+                f"the worst-case outage {budget.seconds:g}s ({budget.formula}) is above "
+                f"max_outage {lb.max_outage_s:g}s: lower the TTL, the monitor's interval, "
+                "unhealthy_threshold or timeout, or raise max_outage"
+            )
+        path = f"load_balancers.{lb.name}.max_outage"
+        reasons.append(Reason(lb.file, lb.max_outage_line, path, message))
+
+
 def _hint(name: str, known: object) -> str:
     import difflib
 
@@ -407,11 +433,18 @@ def _hint(name: str, known: object) -> str:
 
 def check_directory(directory: str | Path) -> list[Reason]:
     """Every reason (errors and warnings) for a directory; empty when all is well."""
+    return check_report(directory)[0]
+
+
+def check_report(directory: str | Path) -> tuple[list[Reason], list[str]]:
+    """`dnsd check`: every reason, and for a valid config a line per load-balanced name
+    with its worst-case outage (docs/steering.md, the outage budget)."""
     try:
-        _, warnings = load_config(directory)
+        config, warnings = load_config(directory)
     except ConfigError as exc:
-        return list(exc.reasons)
-    return warnings
+        return list(exc.reasons), []
+    lines = [f"{owner} (lb {b.lb}): outage budget {b.text()}" for owner, b in name_budgets(config)]
+    return warnings, lines
 
 
-__all__ = ["LineDict", "LoadCancelled", "check_directory", "load_config"]
+__all__ = ["LineDict", "LoadCancelled", "check_directory", "check_report", "load_config"]

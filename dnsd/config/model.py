@@ -198,6 +198,10 @@ class LoadBalancer:
     client_region: Literal["client", "pop"] = "client"  # docs/steering.md, locating the client
     # "US-CA" → pools: more specific than a country (an addition to docs/steering.md, geo)
     subdivision_pools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # `dnsd check` errors when the worst-case outage is above it (docs/steering.md, the
+    # outage budget); the line is where it was written, for that error.
+    max_outage_s: float | None = None
+    max_outage_line: int = field(default=0, compare=False)
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

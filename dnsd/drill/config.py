@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dnsd.config.outage import detect_s, worst_case_s
+
 ZONE = "demo.test"
 
 
@@ -20,16 +22,16 @@ class Timing:
     @property
     def detect_bound_s(self) -> float:
         """docs/health.md, docs/drills.md: interval × unhealthy_threshold + timeout."""
-        return self.interval_s * self.unhealthy_threshold + self.timeout_s
+        return detect_s(self.interval_s, self.unhealthy_threshold, self.timeout_s)
 
     @property
     def bound_s(self) -> float:
-        """docs/steering.md, the outage bound: TTL + interval × unhealthy_threshold (+ one probe timeout)."""
-        return self.ttl_s + self.detect_bound_s
+        """docs/steering.md, the outage budget: TTL + interval × unhealthy_threshold + timeout."""
+        return worst_case_s(self.ttl_s, self.interval_s, self.unhealthy_threshold, self.timeout_s)
 
     @property
     def failback_bound_s(self) -> float:
-        return self.ttl_s + self.interval_s * self.healthy_threshold + self.timeout_s
+        return self.ttl_s + detect_s(self.interval_s, self.healthy_threshold, self.timeout_s)
 
 
 DEFAULT_TIMING = Timing()

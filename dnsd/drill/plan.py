@@ -15,6 +15,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dnsd.config import outage
 from dnsd.config.checker import Checker, join
 from dnsd.config.yamlio import LineDict, LineList, YamlSyntaxError, load_yaml
 from dnsd.errors import Reason
@@ -289,11 +290,11 @@ class MonitorTiming:
 
     @property
     def detect_s(self) -> float:
-        return self.interval_s * self.unhealthy_threshold + self.timeout_s
+        return outage.detect_s(self.interval_s, self.unhealthy_threshold, self.timeout_s)
 
     @property
     def recover_s(self) -> float:
-        return self.interval_s * self.healthy_threshold + self.timeout_s
+        return outage.detect_s(self.interval_s, self.healthy_threshold, self.timeout_s)
 
 
 @dataclass
@@ -339,7 +340,11 @@ def bound_for(e: Expectation, live: LiveConfig) -> Bound:
         return Bound(info.ttl_s, f"TTL {info.ttl_s:g}s (no monitor)", info.ttl_s)
     t = max(timings, key=lambda m: m.recover_s if failback else m.detect_s)
     threshold = t.healthy_threshold if failback else t.unhealthy_threshold
-    seconds = (t.recover_s if failback else t.detect_s) + info.ttl_s
+    seconds = (
+        info.ttl_s + t.recover_s
+        if failback
+        else outage.worst_case_s(info.ttl_s, t.interval_s, t.unhealthy_threshold, t.timeout_s)
+    )
     formula = f"{t.interval_s:g}s × {threshold} + {t.timeout_s:g}s + TTL {info.ttl_s:g}s"
     return Bound(seconds, formula, info.ttl_s, t.interval_s, threshold)
 

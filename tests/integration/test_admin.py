@@ -58,6 +58,9 @@ def test_explain_with_live_health(admin) -> None:
         admin.admin_port, "GET", "/api/v1/explain?name=www.example.test&client=81.2.69.142"
     )
     assert status == 200 and body["region"] == "WEU" and body["pool"] == "eu-west"
+    # the outage budget (docs/steering.md): these pools have no monitor, so no number
+    assert body["outage_budget"]["lb"] == "web" and body["outage_budget"]["seconds"] is None
+    assert body["outage_budget"]["formula"] == "no probes: an outage is never detected"
     http(admin.admin_port, "PUT", "/api/v1/overrides/pools/eu-west", {"state": "down"}, TOKEN)
     status, body = http(
         admin.admin_port,
