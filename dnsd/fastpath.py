@@ -519,12 +519,13 @@ class AnswerCache:
         if query.on_decision is not None:
             query.on_decision(entry.lb.name, outcome.pool, info.location.region, outcome.fail_open)
         scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
-        okey = (parsed.key, outcome.addresses, outcome.cname, scope)
+        okey = (parsed.key, outcome.addresses, outcome.cname, scope, outcome.all_down)
         cookie = _cookie_echo(query, parsed)
         template = self._outcomes.get(okey)
         if template is None:
             decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
             decision.addresses, decision.cname = outcome.addresses, outcome.cname
+            decision.when_all_down = outcome.all_down  # closed/servfail change the reply
             decision.scope_prefixes = [scope] if scope else []
             rendered = _render(query.wire, client, query.snap, decision, info, query.now)
             template = _template(rendered, parsed, cookie)

@@ -98,6 +98,7 @@ LOAD_BALANCER: Fields = (
     Field("trickle_ratio", NUMBER), Field("max_answers", INTEGER),
     Field("selection", enum("random", "hash")), Field("min_samples", INTEGER),
     Field("rtt_max_age", DURATION), Field("client_region", enum("client", "pop")),
+    Field("when_all_down", enum("fallback", "closed", "servfail", "all", "last_good")),
 )  # fmt: skip
 
 _VALUES: dict[str, Any] = {"oneOf": [STRING, STRINGS]}

@@ -174,6 +174,8 @@ class LoadBalancer:
     client_region: Literal["client", "pop"] = "client"  # docs/steering.md, locating the client
     # "US-CA" → pools: more specific than a country (an addition to docs/steering.md, geo)
     subdivision_pools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # docs/steering.md, when all pools are down: nothing healthy, the fallback included
+    when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

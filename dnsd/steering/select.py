@@ -8,8 +8,10 @@
 * `compile_plan` — the per-query draws over a plan as one tree (`draws.py`), walked by
   every server path; `describe` explains one walk from the draws it took.
 
-Nothing healthy anywhere → the fallback pool (else the first default pool) answers
-regardless of its health, and the decision says so.
+Nothing healthy anywhere, the fallback included → the LB's `when_all_down` rule answers
+(docs/steering.md, when all pools are down): `fallback` (the default) sends the fallback pool
+(else the first default pool) regardless of its health; `closed`, `servfail` and `all` are
+leaves of their own (no pool answers); the decision says which rule answered.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class LbPlan:
     scope_prefixes: list[int] = field(default_factory=list)
     too_deep: bool = False
     scope_max: int = 0
+    # nothing healthy and a rule other than `fallback`: that rule answers, no pool does
+    all_down: str | None = None
+    all_addresses: tuple[str, ...] = ()  # `all`: every enabled address of the asked family
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -87,18 +92,24 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         )
         for ref, ok in ((ref, able(ref)) for ref in lb.pool_refs())
     ]
+    rule = None if ordering.refs else all_down_rule(lb)
     plan = LbPlan(
         lb=lb,
         qtype=qtype,
         candidates=candidates,
         ordering=ordering,
         trickle_ratio=inp.health.trickle_ratio(lb.name, lb.trickle_ratio),
-        fail_open_ref=None if ordering.refs else (lb.fallback_pool or lb.default_pools[0]),
+        fail_open_ref=(lb.fallback_pool or lb.default_pools[0]) if rule == "fallback" else None,
         backup=trickle_backup(lb, ordering),
+        all_down=None if rule == "fallback" else rule,
     )
+    if rule == "all":
+        plan.all_addresses = every_address(inp, lb, qtype)
     if ordering.location_dependent and not by_pop:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
     plan.scope_max = max(plan.scope_prefixes, default=0)
+    if plan.all_down is not None:
+        return plan  # no pool answers: nothing to plan below
     for ref in ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]:
         if ref.startswith(LB_PREFIX):
             if depth >= MAX_DEPTH:
@@ -109,6 +120,34 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         else:
             plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb, qtype)
     return plan
+
+
+def all_down_rule(lb: LoadBalancer) -> str:
+    """The rule answering when nothing is healthy. `last_good` answers as `fallback` here
+    (no remembered answer reaches the plan yet)."""
+    return "fallback" if lb.when_all_down == "last_good" else lb.when_all_down
+
+
+def every_address(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[str, ...]:
+    """`when_all_down: all` (gdnsd multifo's way): every enabled address of the asked family
+    in the LB's pools (nested load balancers' too), in configuration order, health ignored;
+    drained backends and disabled pools are not enabled."""
+    config, seen, out = inp.snap.config, {lb.name}, list[str]()
+    todo = [lb]
+    while todo:
+        for ref in todo.pop(0).pool_refs():
+            if ref.startswith(LB_PREFIX):
+                inner = config.load_balancers.get(ref[len(LB_PREFIX) :])
+                if inner is not None and inner.name not in seen and len(seen) <= MAX_DEPTH:
+                    seen.add(inner.name)
+                    todo.append(inner)
+                continue
+            pool = config.pools.get(ref)
+            if pool is None or not pool.enabled:
+                continue
+            usable = tuple(b for b in pool.backends if inp.health.usable(pool, b))
+            out.extend(b.address_text for b in candidates_for(usable, qtype))
+    return tuple(dict.fromkeys(out))
 
 
 def pop_location(inp: SteeringInputs) -> Location:
@@ -170,6 +209,8 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
         )
 
     refs = plan.ordering.refs
+    if plan.all_down is not None:  # no pool answers: the rule's own leaf
+        return Outcome(plan.all_addresses, None, None, True, scope, route, plan.all_down)
     if plan.fail_open_ref is not None:
         return branch(plan.fail_open_ref)
     if plan.ordering.weights is not None and len(refs) > 1:
@@ -195,6 +236,10 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     decision.reasons.append(plan.ordering.reason)
     if lb.client_region == "pop":
         decision.reasons.append("client_region pop: the client is placed in this node's region")
+    if plan.all_down is not None:
+        return _describe_all_down(plan, outcome, decision)
+    if plan.fail_open_ref is not None:
+        decision.when_all_down = "fallback"
     chosen = outcome.route[level]
     drawn = {node.kind: value for node, value in path if node.owner is plan}
     refs = plan.ordering.refs
@@ -203,7 +248,9 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
     if plan.fail_open_ref is not None:
         decision.fail_open = True
-        decision.reasons.append(f"nothing healthy: {chosen} answers regardless of its health")
+        decision.reasons.append(
+            f"nothing healthy: when_all_down fallback: {chosen} answers regardless of its health"
+        )
     elif "trickle" in drawn:
         draw = decision.trickle_draw = drawn["trickle"]
         decision.reasons.append(
@@ -225,6 +272,23 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.affinity = child.affinity
         decision.scope_prefixes.extend(child.scope_prefixes)
         decision.addresses, decision.cname = outcome.addresses, outcome.cname
+    return decision
+
+
+ALL_DOWN_REASONS = {
+    "closed": "NOERROR with no answer (the SOA with the load balancer's TTL as negative TTL)",
+    "servfail": "SERVFAIL",
+    "all": "every enabled address of its pools, health ignored",
+}
+
+
+def _describe_all_down(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> LbDecision:
+    """Nothing healthy and a rule other than `fallback`: the rule answered, no pool did."""
+    rule = str(plan.all_down)  # set: the caller checked
+    decision.fail_open, decision.when_all_down = True, rule
+    decision.reasons.append(f"nothing healthy: when_all_down {rule}: {ALL_DOWN_REASONS[rule]}")
+    decision.not_chosen = {c.pool: c.why_not or "unhealthy" for c in plan.candidates}
+    decision.addresses = outcome.addresses
     return decision
 
 

@@ -32,7 +32,7 @@ NAMES = [
     "fast.test", "mail.fast.test", "alias.fast.test", "x.wild.fast.test", "a.b.wild.fast.test",
     "host.sub.fast.test", "nope.fast.test", "rnd.fast.test", "geo.fast.test", "sticky.fast.test",
     "nested.fast.test", "zonal.fast.test", "host.fast.test", "example.org", "trickled.fast.test",
-    "dyn.fast.test",
+    "dyn.fast.test", "shut.fast.test", "sf.fast.test", "every.fast.test",
 ]  # fmt: skip
 TYPES = ["A", "AAAA", "TXT", "MX", "ANY", "CNAME", "SOA", "NS"]
 SUBNETS = ["81.2.69.0/24", "202.12.27.0/24", "12.0.0.0/20", "10.1.3.0/24", "10.2.0.0/16", "0.0.0.0/0",

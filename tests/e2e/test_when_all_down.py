@@ -1,0 +1,108 @@
+"""`when_all_down` (docs/steering.md, when all pools are down): a real `python -m dnsd serve`
+probing real local HTTP backends; once every pool and the fallback fail, real `dig` sees
+each rule's answer — the fallback regardless of health, NOERROR with no answer and the SOA
+at the load balancer's TTL, SERVFAIL, every enabled address."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from dnsd.drill.backend import DemoBackend
+from tests.loop_thread import LoopThread
+from tests.processes import DnsdProcess
+
+PRIMARY, SPARE = "127.0.0.41", "127.0.0.42"
+
+
+def config(primary: int, spare: int) -> str:
+    lbs = {"fb": "fallback", "shut": "closed", "sf": "servfail", "every": "all"}
+    records = "".join(f"  {name}: {{lb: {name}}}\n" for name in lbs)
+    balancers = "".join(
+        f"  {name}: {{ttl: 3, default_pools: [primary], fallback_pool: spare, "
+        f"when_all_down: {rule}}}\n"
+        for name, rule in lbs.items()
+    )
+    return f"""\
+zone: down.test
+soa: {{mname: ns1.down.test., rname: h.down.test., minimum: 600}}
+ttl: 600
+records:
+  "@": {{NS: ns1.down.test.}}
+  ns1: {{A: 192.0.2.1}}
+{records}monitors:
+  m: {{type: http, interval: 100ms, timeout: 500ms, healthy_threshold: 1, unhealthy_threshold: 1}}
+pools:
+  primary:
+    monitor: m
+    backends:
+      - {{name: p1, address: {PRIMARY}, port: {primary}}}
+      - {{name: p2, address: 192.0.2.77, port: {primary}, enabled: false}}
+  spare: {{monitor: m, backends: [{{name: s1, address: {SPARE}, port: {spare}}}]}}
+load_balancers:
+{balancers}"""
+
+
+def dig(port: int, name: str) -> tuple[str, list[str], list[str]]:
+    """(rcode, answer values, authority records as 'owner ttl type') of one real `dig`."""
+    out = subprocess.run(
+        ["dig", "@127.0.0.1", "-p", str(port), "+tries=3", "+time=1", "+norec",
+         "+noall", "+comments", "+answer", "+authority", f"{name}.down.test", "A"],
+        capture_output=True, text=True, timeout=30,
+    ).stdout  # fmt: skip
+    rcode = out.split("status: ", 1)[1].split(",", 1)[0]
+    section, answer, authority = "", [], []
+    for line in out.splitlines():
+        if line.startswith(";; ANSWER SECTION"):
+            section = "answer"
+        elif line.startswith(";; AUTHORITY SECTION"):
+            section = "authority"
+        elif line and not line.startswith(";"):
+            fields = line.split()
+            if section == "answer":
+                answer.append(fields[-1])
+            elif section == "authority":
+                authority.append(f"{fields[0]} {fields[1]} {fields[3]}")
+    return rcode, sorted(answer), authority
+
+
+def test_every_rule_when_every_pool_and_the_fallback_fail(tmp_path: Path) -> None:
+    loop = LoopThread()
+    primary = DemoBackend("primary", host=PRIMARY, control_port=None)
+    spare = DemoBackend("spare", host=SPARE, control_port=None)
+    try:
+        loop.call(primary.start())
+        loop.call(spare.start())
+        (tmp_path / "down.yaml").write_text(config(primary.port, spare.port))
+        with DnsdProcess(tmp_path) as dnsd:
+            deadline = time.monotonic() + 10
+            while dig(dnsd.port, "shut")[1] != [PRIMARY]:
+                assert time.monotonic() < deadline, "the primary never answered"
+                time.sleep(0.1)
+            for name in ("fb", "sf", "every"):  # healthy: no rule applies
+                assert dig(dnsd.port, name) == ("NOERROR", [PRIMARY], []), name
+            loop.call(primary.set_mode("503"))
+            loop.call(spare.set_mode("503"))
+            deadline = time.monotonic() + 10
+            while dig(dnsd.port, "shut")[1]:
+                assert time.monotonic() < deadline, "the pools never went down"
+                time.sleep(0.1)
+            time.sleep(0.5)  # both verdicts in (threshold 1, interval 100 ms)
+            for _ in range(3):  # the first answer and the answer cache's agree
+                assert dig(dnsd.port, "fb") == ("NOERROR", [SPARE], [])
+                assert dig(dnsd.port, "shut") == ("NOERROR", [], ["down.test. 3 SOA"])
+                assert dig(dnsd.port, "sf") == ("SERVFAIL", [], [])
+                # every enabled address, health ignored (p2 is disabled)
+                assert dig(dnsd.port, "every") == ("NOERROR", [PRIMARY, SPARE], [])
+            loop.call(spare.set_mode("ok"))  # the fallback back: it answers, no rule
+            deadline = time.monotonic() + 10
+            while dig(dnsd.port, "sf")[0] != "NOERROR":
+                assert time.monotonic() < deadline, "the spare never came back"
+                time.sleep(0.1)
+            for name in ("shut", "sf", "every"):
+                assert dig(dnsd.port, name) == ("NOERROR", [SPARE], []), name
+    finally:
+        loop.call(primary.stop())
+        loop.call(spare.stop())
+        loop.close()

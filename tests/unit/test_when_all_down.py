@@ -1,0 +1,149 @@
+"""`when_all_down` (docs/steering.md, when all pools are down): the key validated, and the
+decision each rule makes when nothing is healthy, the fallback included — and that no rule
+applies while anything the name could answer from is healthy."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from dataclasses import replace
+
+import pytest
+from dnslib import QTYPE, RCODE, DNSRecord
+
+from dnsd.config.loader import check_directory, load_config
+from dnsd.health.view import BackendHealth, view_of
+from dnsd.reply import Client
+from dnsd.request import Request
+from dnsd.resolve import resolve
+from dnsd.snapshot import compile_snapshot
+from dnsd.steering import SteeringInputs, steer
+from tests.builders import backend, lb, pool
+from tests.unit.test_config_check import HEADER, POOL, write
+from tests.unit.test_steering import ADDRESS, CLIENT, NOW, POOLS, run, snapshot
+
+EVERYTHING = {"p1", "p2", "p3", "fb"}
+
+
+def with_rule(rule: str, **kw):
+    return replace(lb("w", ["p1", "p2"], fallback="fb", **kw), when_all_down=rule)
+
+
+@pytest.mark.parametrize("policy", ["off", "random", "dynamic", "geo", "proximity"])
+def test_fallback_is_the_default_and_answers_regardless_of_health(policy) -> None:
+    decision = run([lb("w", ["p1", "p2"], steering=policy, fallback="fb")], down=EVERYTHING)
+    assert decision.pool == "fb" and decision.fail_open and decision.when_all_down == "fallback"
+    assert "when_all_down fallback" in " ".join(decision.trail())
+    assert decision.to_json()["when_all_down"] == "fallback"
+
+
+@pytest.mark.parametrize("rule", ["closed", "servfail"])
+@pytest.mark.parametrize("policy", ["off", "random", "geo"])
+def test_closed_and_servfail_answer_nothing_from_any_pool(rule, policy) -> None:
+    decision = run([with_rule(rule, steering=policy)], down=EVERYTHING)
+    assert decision.pool is None and decision.addresses == () and decision.fail_open
+    assert decision.all_down_rule() == rule
+    assert f"when_all_down {rule}" in " ".join(decision.trail())
+    assert decision.to_json()["answer"] == []
+
+
+@pytest.mark.parametrize("rule", ["closed", "servfail", "all", "last_good"])
+def test_no_rule_while_the_fallback_is_healthy(rule) -> None:
+    decision = run([with_rule(rule)], down={"p1", "p2"})
+    assert decision.pool == "fb" and not decision.fail_open
+    assert decision.all_down_rule() is None
+
+
+def test_all_answers_every_enabled_address_of_the_asked_family() -> None:
+    pools = [
+        pool("p1", [backend("p1-1", address="192.0.2.1"), backend("p1-6", address="2001:db8::1"),
+                    backend("p1-off", address="192.0.2.7", enabled=False)]),
+        pool("p2", [backend("p2-1", address="192.0.2.2"), backend("p2-d", address="192.0.2.8")]),
+        pool("fb", [backend("fb-1", address="192.0.2.99")]),
+    ]  # fmt: skip
+    drained = BackendHealth(healthy=False, probed="unhealthy", override="drain")
+    states = {("p1", "p1-1"): False, ("p1", "p1-6"): False, ("p2", "p2-1"): False,
+              ("p2", "p2-d"): drained, ("fb", "fb-1"): False}  # fmt: skip
+    snap = snapshot(pools, [with_rule("all")])
+    target = snap.config.load_balancers["w"]
+    for qtype, expected in ((QTYPE.A, ("192.0.2.1", "192.0.2.2", "192.0.2.99")),
+                            (QTYPE.AAAA, ("2001:db8::1",))):  # fmt: skip
+        inputs = SteeringInputs(snap, view_of(states), CLIENT, random.Random(1), NOW)
+        decision = steer(inputs, target, qtype)
+        assert decision.addresses == expected and decision.all_down_rule() == "all"
+
+
+def test_nested_rule_is_the_inner_load_balancers_when_the_outer_falls_back_to_it() -> None:
+    inner = replace(lb("inner", ["p3"]), when_all_down="closed")
+    outer = lb("w", ["p1"], fallback="lb:inner")
+    decision = run([outer, inner], down=EVERYTHING)
+    assert decision.path() == ["lb:inner"] and decision.all_down_rule() == "closed"
+    assert decision.innermost().addresses == ()
+
+
+def test_outer_rule_applies_when_its_nested_pool_is_down_too() -> None:
+    inner = lb("inner", ["p3"])
+    outer = replace(lb("w", ["p1", "lb:inner"]), when_all_down="servfail")
+    assert run([outer, inner], down=EVERYTHING).all_down_rule() == "servfail"
+    assert run([outer, inner], down={"p1"}).innermost().pool == "p3"
+
+
+ZONE = HEADER + "  www: {lb: w}\n" + POOL + "load_balancers:\n  w: {default_pools: [p]%s}\n"
+
+
+@pytest.mark.parametrize("rule", ["fallback", "closed", "servfail", "all", "last_good"])
+def test_every_rule_is_accepted(tmp_path, rule) -> None:
+    config, _ = load_config(write(tmp_path, z=ZONE % f", when_all_down: {rule}"))
+    assert config.load_balancers["w"].when_all_down == rule
+
+
+def test_default_is_fallback(tmp_path) -> None:
+    config, _ = load_config(write(tmp_path, z=ZONE % ""))
+    assert config.load_balancers["w"].when_all_down == "fallback"
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("close", "'close' is not one of fallback, closed, servfail, all, last_good (did you mean \"closed\"?)"),
+    ("[closed]", "is not one of"),
+    ("true", "is not one of"),
+])  # fmt: skip
+def test_a_bad_value_names_file_line_and_path(tmp_path, value, words) -> None:
+    reasons = check_directory(write(tmp_path, z=ZONE % f", when_all_down: {value}"))
+    errors = [str(r) for r in reasons if not r.warning]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"{tmp_path}/z.yaml:10: load_balancers.w.when_all_down: "
+    )
+    assert words in errors[0], errors
+
+
+def reply(snap, health, qtype: str) -> DNSRecord:
+    wire = bytes(DNSRecord.question("www.t.test", qtype).pack())
+    client = Client(ipaddress.ip_address("127.0.0.1"), "udp")
+    return DNSRecord.parse(resolve(Request(wire, client, snap, health, random.Random(1), NOW)))
+
+
+@pytest.mark.parametrize("qtype", ["A", "AAAA", "ANY"])
+def test_closed_is_nodata_with_the_soa_at_the_lb_ttl_and_servfail_is_servfail(
+    tmp_path, qtype
+) -> None:
+    text = ZONE.replace("soa: {", "soa: {minimum: 900, ") % ", ttl: 4, when_all_down: %s"
+    down = view_of({("p", "b"): False})
+    for rule in ("closed", "servfail"):
+        config, _ = load_config(write(tmp_path, z=text % rule))
+        got = reply(compile_snapshot(config, 1), down, qtype)
+        assert got.rr == [] and got.ar == []
+        if rule == "closed":
+            assert got.header.rcode == RCODE.NOERROR and got.header.aa == 1
+            assert [(r.rtype, r.ttl) for r in got.auth] == [(QTYPE.SOA, 4)]
+        else:
+            assert got.header.rcode == RCODE.SERVFAIL and got.auth == []
+    healthy = reply(compile_snapshot(config, 1), view_of({("p", "b"): True}), qtype)
+    assert healthy.header.rcode == RCODE.NOERROR  # healthy: no rule
+    if qtype == "AAAA":  # the pool has no IPv6 address: the zone's own negative TTL
+        assert healthy.rr == [] and [r.ttl for r in healthy.auth] == [900]
+    else:
+        assert [str(r.rdata) for r in healthy.rr] == ["192.0.2.9"]
+
+
+def test_the_pools_listed_in_the_fixture_are_the_ones_taken_down() -> None:
+    assert {p.name for p in POOLS} == EVERYTHING == set(ADDRESS)
