@@ -1,15 +1,18 @@
 """`when_all_down` (docs/steering.md, when all pools are down): a real `python -m dnsd serve`
 probing real local HTTP backends; once every pool and the fallback fail, real `dig` sees
 each rule's answer — the fallback regardless of health, NOERROR with no answer and the SOA
-at the load balancer's TTL, SERVFAIL, every enabled address."""
+at the load balancer's TTL, SERVFAIL, every enabled address — and `dnsd explain`, the
+`dnsd_lb_all_down` metric and the `fail_open` event name the rule that answers."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from dnsd.drill.backend import DemoBackend
+from tests.admin_client import http
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
 
@@ -95,6 +98,21 @@ def test_every_rule_when_every_pool_and_the_fallback_fail(tmp_path: Path) -> Non
                 assert dig(dnsd.port, "sf") == ("SERVFAIL", [], [])
                 # every enabled address, health ignored (p2 is disabled)
                 assert dig(dnsd.port, "every") == ("NOERROR", [PRIMARY, SPARE], [])
+            _, metrics = http(dnsd.admin_port, "GET", "/metrics")
+            for lb, rule in (("fb", "fallback"), ("shut", "closed"), ("sf", "servfail"),
+                             ("every", "all")):  # fmt: skip
+                assert f'dnsd_lb_all_down{{lb="{lb}",rule="{rule}"}} 1.0' in metrics, metrics
+            _, events = http(dnsd.admin_port, "GET", "/api/v1/events?kind=fail_open")
+            opened = {e["lb"]: set(e["when_all_down"].values()) for e in events["events"]}
+            assert opened == {"fb": {"fallback"}, "shut": {"closed"}, "sf": {"servfail"},
+                              "every": {"all"}}, events  # fmt: skip
+            explained = subprocess.run(
+                [sys.executable, "-m", "dnsd", "explain", "shut.down.test", "--server",
+                 f"http://127.0.0.1:{dnsd.admin_port}"],
+                capture_output=True, text=True, timeout=30,
+            ).stdout  # fmt: skip
+            assert "all down: when_all_down closed answers" in explained, explained
+            assert "when_all_down closed: NOERROR with no answer" in explained, explained
             loop.call(spare.set_mode("ok"))  # the fallback back: it answers, no rule
             deadline = time.monotonic() + 10
             while dig(dnsd.port, "sf")[0] != "NOERROR":
@@ -102,6 +120,14 @@ def test_every_rule_when_every_pool_and_the_fallback_fail(tmp_path: Path) -> Non
                 time.sleep(0.1)
             for name in ("shut", "sf", "every"):
                 assert dig(dnsd.port, name) == ("NOERROR", [SPARE], []), name
+            deadline = time.monotonic() + 10
+            while " 1.0" in "".join(
+                line
+                for line in http(dnsd.admin_port, "GET", "/metrics")[1].splitlines()
+                if line.startswith("dnsd_lb_all_down{")
+            ):  # the metric follows within its refresh
+                assert time.monotonic() < deadline, "dnsd_lb_all_down stayed 1"
+                time.sleep(0.2)
     finally:
         loop.call(primary.stop())
         loop.call(spare.stop())

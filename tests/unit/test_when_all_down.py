@@ -11,6 +11,8 @@ from dataclasses import replace
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
+from dnsd.admin.active_pool_watch import moves
+from dnsd.admin.status import all_down_rule
 from dnsd.config.loader import check_directory, load_config
 from dnsd.health.view import BackendHealth, view_of
 from dnsd.reply import Client
@@ -147,3 +149,42 @@ def test_closed_is_nodata_with_the_soa_at_the_lb_ttl_and_servfail_is_servfail(
 
 def test_the_pools_listed_in_the_fixture_are_the_ones_taken_down() -> None:
     assert {p.name for p in POOLS} == EVERYTHING == set(ADDRESS)
+
+
+# -- what names the rule: the status chains, the fail_open event ------------------------
+def nested_config(tmp_path):
+    text = (
+        HEADER
+        + "  www: {lb: w}\n"
+        + POOL
+        + (
+            "load_balancers:\n"
+            "  w: {default_pools: [p], fallback_pool: 'lb:inner', when_all_down: servfail}\n"
+            "  inner: {default_pools: [p], when_all_down: closed}\n"
+        )
+    )
+    config, _ = load_config(write(tmp_path, z=text))
+    return config
+
+
+def test_the_rule_of_a_status_chain(tmp_path) -> None:
+    config = nested_config(tmp_path)
+    w = config.load_balancers["w"]
+    assert all_down_rule(config, w, "p") is None  # something healthy answers
+    assert all_down_rule(config, w, "p (fail open)") == "fallback"
+    assert all_down_rule(config, w, " (fail open)") == "servfail"  # no pool: w's own rule
+    assert all_down_rule(config, w, "lb:inner (fail open)") == "closed"
+    assert all_down_rule(config, w, "lb:inner -> p (fail open)") == "fallback"
+
+
+def test_the_fail_open_event_names_the_rule_per_region(tmp_path) -> None:
+    config = nested_config(tmp_path)
+    before = {"w": ({"WEU": "p", "NEAS": "p"}, [])}
+    after = {"w": ({"WEU": " (fail open)", "NEAS": "lb:inner (fail open)"}, ["WEU", "NEAS"])}
+    events = moves(before, after, frozenset(), NOW, "HTTP 503", "probe", config)
+    [opened] = [e for e in events if e.kind == "fail_open"]
+    assert opened.details["when_all_down"] == {"NEAS": "closed", "WEU": "servfail"}
+    assert opened.to_json()["when_all_down"] == {"NEAS": "closed", "WEU": "servfail"}
+    assert opened.regions == ("NEAS", "WEU") and opened.pool is None  # no pool answers
+    without = moves(before, after, frozenset(), NOW, "HTTP 503", "probe")
+    assert "when_all_down" not in next(e for e in without if e.kind == "fail_open").details
