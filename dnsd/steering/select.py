@@ -23,11 +23,13 @@ from typing import Any
 from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.geo.locate import NOWHERE, Location
+from dnsd.health.view import LastGoodAnswer
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
 from dnsd.steering.pick import Answer, answer_node, candidates_for
+from dnsd.steering.records import AAAA, A
 from dnsd.steering.skips import unable_reason
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
@@ -67,6 +69,7 @@ class LbPlan:
     # nothing healthy and a rule other than `fallback`: that rule answers, no pool does
     all_down: str | None = None
     all_addresses: tuple[str, ...] = ()  # `all`: every enabled address of the asked family
+    all_cname: str | None = None  # `last_good`: a CNAME answer remembered
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -92,7 +95,7 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         )
         for ref, ok in ((ref, able(ref)) for ref in lb.pool_refs())
     ]
-    rule = None if ordering.refs else all_down_rule(lb)
+    rule, remembered = (None, ((), None)) if ordering.refs else all_down_rule(inp, lb, qtype)
     plan = LbPlan(
         lb=lb,
         qtype=qtype,
@@ -105,7 +108,9 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     )
     if rule == "all":
         plan.all_addresses = every_address(inp, lb, qtype)
-    if ordering.location_dependent and not by_pop:
+    elif rule == "last_good":
+        plan.all_addresses, plan.all_cname = remembered
+    if (ordering.location_dependent or rule == "last_good") and not by_pop:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
     plan.scope_max = max(plan.scope_prefixes, default=0)
     if plan.all_down is not None:
@@ -122,10 +127,18 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     return plan
 
 
-def all_down_rule(lb: LoadBalancer) -> str:
-    """The rule answering when nothing is healthy. `last_good` answers as `fallback` here
-    (no remembered answer reaches the plan yet)."""
-    return "fallback" if lb.when_all_down == "last_good" else lb.when_all_down
+def all_down_rule(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[str, LastGoodAnswer]:
+    """The rule answering when nothing is healthy, and for `last_good` the answer last
+    given to this client's region (the health view keeps them); none known: `fallback`."""
+    if lb.when_all_down != "last_good":
+        return lb.when_all_down, ((), None)
+    known = inp.health.last_good.get(last_good_key(lb, inp.client.location.region, qtype))
+    return ("fallback", ((), None)) if known is None else ("last_good", known)
+
+
+def last_good_key(lb: LoadBalancer, region: str | None, qtype: int) -> tuple[str, str, int]:
+    """Where the health view keeps a `last_good` answer: load balancer, region, A or AAAA."""
+    return lb.name, region or "", AAAA if qtype == AAAA else A
 
 
 def every_address(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[str, ...]:
@@ -210,7 +223,7 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
 
     refs = plan.ordering.refs
     if plan.all_down is not None:  # no pool answers: the rule's own leaf
-        return Outcome(plan.all_addresses, None, None, True, scope, route, plan.all_down)
+        return Outcome(plan.all_addresses, plan.all_cname, None, True, scope, route, plan.all_down)
     if plan.fail_open_ref is not None:
         return branch(plan.fail_open_ref)
     if plan.ordering.weights is not None and len(refs) > 1:
@@ -279,6 +292,7 @@ ALL_DOWN_REASONS = {
     "closed": "NOERROR with no answer (the SOA with the load balancer's TTL as negative TTL)",
     "servfail": "SERVFAIL",
     "all": "every enabled address of its pools, health ignored",
+    "last_good": "the answer last given to this client region while something was healthy",
 }
 
 
@@ -288,7 +302,7 @@ def _describe_all_down(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> 
     decision.fail_open, decision.when_all_down = True, rule
     decision.reasons.append(f"nothing healthy: when_all_down {rule}: {ALL_DOWN_REASONS[rule]}")
     decision.not_chosen = {c.pool: c.why_not or "unhealthy" for c in plan.candidates}
-    decision.addresses = outcome.addresses
+    decision.addresses, decision.cname = outcome.addresses, outcome.cname
     return decision
 
 

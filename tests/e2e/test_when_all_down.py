@@ -132,3 +132,79 @@ def test_every_rule_when_every_pool_and_the_fallback_fail(tmp_path: Path) -> Non
         loop.call(primary.stop())
         loop.call(spare.stop())
         loop.close()
+
+
+SECOND = "127.0.0.43"
+
+
+def last_good_config(ports: dict[str, int]) -> str:
+    return f"""\
+zone: down.test
+soa: {{mname: ns1.down.test., rname: h.down.test., minimum: 600}}
+records:
+  "@": {{NS: ns1.down.test.}}
+  ns1: {{A: 192.0.2.1}}
+  lg: {{lb: lg}}
+monitors:
+  m: {{type: http, interval: 100ms, timeout: 500ms, healthy_threshold: 1, unhealthy_threshold: 1}}
+pools:
+  primary: {{monitor: m, backends: [{{name: p1, address: {PRIMARY}, port: {ports[PRIMARY]}}}]}}
+  second: {{monitor: m, backends: [{{name: s1, address: {SECOND}, port: {ports[SECOND]}}}]}}
+  spare: {{monitor: m, backends: [{{name: f1, address: {SPARE}, port: {ports[SPARE]}}}]}}
+load_balancers:
+  lg: {{ttl: 3, default_pools: [primary, second], fallback_pool: spare, when_all_down: last_good}}
+"""
+
+
+ALL_DOWN = 'dnsd_lb_all_down{lb="lg",rule="last_good"} 1.0'
+
+
+def wait_metric(admin_port: int, line: str) -> None:
+    deadline = time.monotonic() + 10
+    while line not in http(admin_port, "GET", "/metrics")[1]:
+        assert time.monotonic() < deadline, f"no {line}"
+        time.sleep(0.1)
+
+
+def wait_answer(port: int, expected: list[str]) -> None:
+    deadline = time.monotonic() + 10
+    while (got := dig(port, "lg")) != ("NOERROR", expected, []):
+        assert time.monotonic() < deadline, got
+        time.sleep(0.1)
+
+
+def test_last_good_answers_what_was_given_last_and_survives_a_restart(tmp_path: Path) -> None:
+    loop = LoopThread()
+    backends = {host: DemoBackend(host, host=host, control_port=None)
+                for host in (PRIMARY, SECOND, SPARE)}  # fmt: skip
+    config_dir, state = tmp_path / "config", tmp_path / "state"
+    config_dir.mkdir()
+    try:
+        for backend in backends.values():
+            loop.call(backend.start())
+        ports = {host: b.port for host, b in backends.items()}
+        (config_dir / "down.yaml").write_text(last_good_config(ports))
+        with DnsdProcess(config_dir, "--state-dir", str(state)) as dnsd:
+            wait_answer(dnsd.port, [PRIMARY])
+            loop.call(backends[PRIMARY].set_mode("503"))
+            wait_answer(dnsd.port, [SECOND])  # failed over: the answer given now
+            loop.call(backends[SPARE].set_mode("503"))  # the fallback (idle) down first
+            wait_metric(dnsd.admin_port, 'dnsd_backend_up{backend="f1",pool="spare"} 0.0')
+            loop.call(backends[SECOND].set_mode("503"))  # then nothing healthy
+            wait_metric(dnsd.admin_port, ALL_DOWN)
+            for _ in range(3):  # `fallback` would answer SPARE
+                assert dig(dnsd.port, "lg") == ("NOERROR", [SECOND], [])
+        saved = (state / "last_good.json").read_text()
+        assert SECOND in saved and PRIMARY not in saved, saved
+        # A restart with everything still down: the answer comes back from STATE_DIR.
+        with DnsdProcess(config_dir, "--state-dir", str(state)) as dnsd:
+            wait_metric(dnsd.admin_port, ALL_DOWN)
+            for _ in range(3):
+                assert dig(dnsd.port, "lg") == ("NOERROR", [SECOND], [])
+            loop.call(backends[PRIMARY].set_mode("ok"))  # healthy again: steering, no rule
+            wait_answer(dnsd.port, [PRIMARY])
+        assert PRIMARY in (state / "last_good.json").read_text()  # the new last answer kept
+    finally:
+        for backend in backends.values():
+            loop.call(backend.stop())
+        loop.close()

@@ -5,8 +5,11 @@ applies while anything the name could answer from is healthy."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import random
+import time
 from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
@@ -14,15 +17,17 @@ from dnslib import QTYPE, RCODE, DNSRecord
 from dnsd.admin.active_pool_watch import moves
 from dnsd.admin.status import all_down_rule
 from dnsd.config.loader import check_directory, load_config
+from dnsd.health.store import HealthStore
 from dnsd.health.view import BackendHealth, view_of
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
-from dnsd.snapshot import compile_snapshot
+from dnsd.serve.last_good import LastGood, from_json, remembered, to_json
+from dnsd.snapshot import SnapshotHolder, compile_snapshot
 from dnsd.steering import SteeringInputs, steer
 from tests.builders import backend, lb, pool
 from tests.unit.test_config_check import HEADER, POOL, write
-from tests.unit.test_steering import ADDRESS, CLIENT, NOW, POOLS, run, snapshot
+from tests.unit.test_steering import ADDRESS, CLIENT, NOW, POOLS, located, run, snapshot
 
 EVERYTHING = {"p1", "p2", "p3", "fb"}
 
@@ -188,3 +193,105 @@ def test_the_fail_open_event_names_the_rule_per_region(tmp_path) -> None:
     assert opened.regions == ("NEAS", "WEU") and opened.pool is None  # no pool answers
     without = moves(before, after, frozenset(), NOW, "HTTP 503", "probe")
     assert "when_all_down" not in next(e for e in without if e.kind == "fail_open").details
+
+
+# -- last_good: the remembered answer, and the file it is kept in -----------------------
+def lg_snapshot():
+    return snapshot(POOLS, [with_rule("last_good")])
+
+
+def lg_view(down, entries):
+    view = view_of({(p, f"{p}-1"): p not in down for p in ADDRESS})
+    return replace(view, last_good=MappingProxyType(entries))
+
+
+def test_last_good_answers_the_remembered_answer_of_the_clients_region() -> None:
+    snap = lg_snapshot()
+    target = snap.config.load_balancers["w"]
+    entries = {
+        ("w", "WEU", QTYPE.A): (("192.0.2.2",), None),
+        ("w", "", QTYPE.A): (("192.0.2.1",), None),
+    }
+    for client, expected in ((located("GB", "WEU"), ("192.0.2.2",)), (CLIENT, ("192.0.2.1",))):
+        inputs = SteeringInputs(snap, lg_view(EVERYTHING, entries), client, random.Random(1), NOW)
+        decision = steer(inputs, target, QTYPE.A)
+        assert decision.addresses == expected and decision.pool is None
+        assert decision.all_down_rule() == "last_good" and decision.fail_open
+        assert "when_all_down last_good" in " ".join(decision.trail())
+    weu = SteeringInputs(
+        snap, lg_view(EVERYTHING, entries), located("GB", "WEU"), random.Random(1), NOW
+    )
+    assert steer(weu, target, QTYPE.A).all_scope_prefixes() == [24]  # it depends on the region
+
+
+def test_last_good_without_a_remembered_answer_is_the_fallback_rule() -> None:
+    decision = run([with_rule("last_good")], down=EVERYTHING)
+    assert decision.pool == "fb" and decision.all_down_rule() == "fallback"
+    other_family = {("w", "", QTYPE.AAAA): (("2001:db8::1",), None)}
+    snap = lg_snapshot()
+    inputs = SteeringInputs(snap, lg_view(EVERYTHING, other_family), CLIENT, random.Random(1), NOW)
+    assert steer(inputs, snap.config.load_balancers["w"], QTYPE.A).pool == "fb"
+
+
+def test_remembered_records_healthy_answers_and_keeps_them_while_all_down() -> None:
+    snap = lg_snapshot()
+    first = remembered(snap, lg_view({"p1"}, {}), NOW)
+    assert first[("w", "WEU", QTYPE.A)] == (("192.0.2.2",), None)  # p1 down: p2 answers
+    assert first[("w", "", QTYPE.AAAA)] == ((), None)  # no IPv6 address: NODATA was given
+    assert len(first) == 14 * 2  # 13 regions and the unplaced, A and AAAA
+    kept = remembered(snap, lg_view(EVERYTHING, first), NOW)
+    assert kept == first  # nothing healthy: nothing replaced
+    stale = {("gone", "", QTYPE.A): (("192.0.2.9",), None), **first}
+    assert ("gone", "", QTYPE.A) not in remembered(snap, lg_view(EVERYTHING, stale), NOW)
+
+
+def test_the_file_round_trips_and_a_bad_one_is_refused(tmp_path) -> None:
+    entries = {("w", "WEU", QTYPE.A): (("192.0.2.2", "192.0.2.3"), None),
+               ("w", "", QTYPE.AAAA): ((), None), ("v", "", QTYPE.A): ((), "origin.example.")}  # fmt: skip
+    assert from_json(to_json(entries)) == entries
+    bad = [
+        "[]", '{"version": 2, "answers": []}', '{"version": 1, "answers": {}}',
+        '{"version": 1, "answers": [{"lb": "w", "region": "MARS", "type": "A", "addresses": []}]}',
+        '{"version": 1, "answers": [{"lb": "w", "region": "", "type": "A", "addresses": ["2001:db8::1"]}]}',
+        '{"version": 1, "answers": [{"lb": "w", "region": "", "type": "MX", "addresses": []}]}',
+        '{"version": 1, "answers": [{"lb": "", "region": "", "type": "A", "addresses": []}]}',
+        '{"version": 1, "answers": [{"lb": "w", "region": "", "type": "A", "addresses": '
+        + json.dumps(["192.0.2.1"] * 65) + "}]}",
+    ]  # fmt: skip
+    for text in bad:
+        with pytest.raises(ValueError):
+            from_json(text)
+
+
+def test_load_reads_the_file_into_the_view_and_ignores_a_bad_or_huge_one(tmp_path) -> None:
+    snap = lg_snapshot()
+    entries = {("w", "", QTYPE.A): (("192.0.2.2",), None)}
+    store = HealthStore()
+    store.set_snapshot(snap)
+    keeper = LastGood(SnapshotHolder(snap), store, tmp_path)
+    (tmp_path / "last_good.json").write_text(to_json(entries))
+    assert keeper.load() == 1 and dict(store.view.last_good) == entries
+    for text in ("not json", to_json(entries) + " " * (4 << 20)):
+        (tmp_path / "last_good.json").write_text(text)
+        fresh = HealthStore()
+        assert LastGood(SnapshotHolder(snap), fresh, tmp_path).load() == 0
+        assert dict(fresh.view.last_good) == {}
+
+
+def test_on_view_records_once_per_states_change_and_writes_the_file(tmp_path) -> None:
+    snap = lg_snapshot()
+    store = HealthStore()
+    store.set_snapshot(snap)
+    keeper = LastGood(SnapshotHolder(snap), store, tmp_path, clock=lambda: NOW)
+    store.view = lg_view({"p1"}, {})
+    keeper.on_view(store.view)
+    assert store.view.last_good[("w", "", QTYPE.A)] == (("192.0.2.2",), None)
+    deadline = time.monotonic() + 5
+    while keeper.writes < 1:
+        assert time.monotonic() < deadline, "never written"
+        time.sleep(0.01)
+    keeper.flush()
+    assert from_json((tmp_path / "last_good.json").read_text()) == dict(store.view.last_good)
+    before = store.view
+    keeper.on_view(before)  # the same states: nothing steered, nothing replaced
+    assert store.view is before
