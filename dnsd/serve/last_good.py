@@ -60,11 +60,20 @@ def remembered(snap: Any, view: HealthView, now: float) -> dict[Key, LastGoodAns
             for qtype in (A, AAAA):
                 inputs = SteeringInputs(snap, view, client, random.Random(0), now)
                 decision = steer(inputs, lb, qtype)
-                if decision.any_fail_open():
+                if decision.any_fail_open() or unprobed(snap, view, decision):
                     continue  # nothing healthy: keep what was given while something was
                 inner = decision.innermost()
                 out[last_good_key(lb, region, qtype)] = (tuple(inner.addresses), inner.cname)
     return out
+
+
+def unprobed(snap: Any, view: HealthView, decision: Any) -> bool:
+    """The answering pool has a backend not probed yet (a start: its verdict is only the
+    monitor's `initial`): not an answer to remember over the one kept from before."""
+    pool = snap.config.pools.get(decision.innermost().pool or "")
+    return pool is not None and any(
+        view.backend(pool, backend).probed == "unknown" for backend in pool.backends
+    )
 
 
 def to_json(entries: Mapping[Key, LastGoodAnswer]) -> str:

@@ -102,6 +102,9 @@ def test_every_rule_when_every_pool_and_the_fallback_fail(tmp_path: Path) -> Non
             for lb, rule in (("fb", "fallback"), ("shut", "closed"), ("sf", "servfail"),
                              ("every", "all")):  # fmt: skip
                 assert f'dnsd_lb_all_down{{lb="{lb}",rule="{rule}"}} 1.0' in metrics, metrics
+                # dnsd_fallback_answers counts the fallback pool's answers, not the rules'
+                counted = f'dnsd_fallback_answers_total{{lb="{lb}"}}' in metrics
+                assert counted is (rule == "fallback"), (lb, metrics)
             _, events = http(dnsd.admin_port, "GET", "/api/v1/events?kind=fail_open")
             opened = {e["lb"]: set(e["when_all_down"].values()) for e in events["events"]}
             assert opened == {"fb": {"fallback"}, "shut": {"closed"}, "sf": {"servfail"},

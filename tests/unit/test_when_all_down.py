@@ -295,3 +295,11 @@ def test_on_view_records_once_per_states_change_and_writes_the_file(tmp_path) ->
     before = store.view
     keeper.on_view(before)  # the same states: nothing steered, nothing replaced
     assert store.view is before
+
+
+def test_an_answer_from_a_backend_not_probed_yet_is_not_remembered() -> None:
+    snap = lg_snapshot()
+    unknown = BackendHealth(healthy=True, probed="unknown")  # a start: only `initial`
+    view = view_of({("p1", "p1-1"): unknown, ("p2", "p2-1"): False, ("fb", "fb-1"): False})
+    kept = {("w", "", QTYPE.A): (("192.0.2.2",), None)}
+    assert remembered(snap, replace(view, last_good=MappingProxyType(kept)), NOW) == kept
