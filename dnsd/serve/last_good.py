@@ -3,7 +3,7 @@ client region and address family, the answer given while something was healthy, 
 health view (what a decision reads) and in STATE_DIR/last_good.json (so it survives a restart).
 
 After each health view whose states changed (and after a reload), the load balancers with
-`last_good` are steered once per client region and family — as the status document steers
+`last_good` that reach what changed are steered once per client region and family — as the status document steers
 them, a client placed in each region — and every answer that had something healthy behind it
 replaces the one remembered. The entry of a load balancer with nothing healthy is never
 touched, so its decisions stay pure functions of the view (no generation of its own is
@@ -20,12 +20,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from dnsd.admin.active_pool_watch import Reach, changed_pools, changed_trickles
 from dnsd.atomic_files import write_file
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
@@ -47,13 +48,17 @@ TYPES: Final = {"A": A, "AAAA": AAAA}
 Key = tuple[str, str, int]
 
 
-def remembered(snap: Any, view: HealthView, now: float) -> dict[Key, LastGoodAnswer]:
+def remembered(
+    snap: Any, view: HealthView, now: float, only: Collection[str] | None = None
+) -> dict[Key, LastGoodAnswer]:
     """The view's entries, with this view's answers for every load balancer with
-    `last_good` that has something healthy (entries of load balancers no longer using
-    `last_good` are dropped)."""
+    `last_good` (of `only`, when given) that has something healthy; entries of load
+    balancers no longer using `last_good` are dropped."""
     lbs = {n: lb for n, lb in snap.config.load_balancers.items() if lb.when_all_down == "last_good"}
     out = {key: answer for key, answer in view.last_good.items() if key[0] in lbs}
     for lb in lbs.values():
+        if only is not None and lb.name not in only:
+            continue
         for region in (*REGIONS, None):
             client = ClientInfo(PLACEHOLDER, location=Location(region=region, source="pop_region"),
                                 pop=snap.node.name)  # fmt: skip
@@ -131,6 +136,8 @@ class LastGood:
         self.holder, self.store, self.clock = holder, store, clock
         self.path = state_dir / FILE if state_dir is not None else None
         self._seen: tuple[int, int] | None = None  # (config id, states generation) recorded
+        self._last: tuple[Any, HealthView] | None = None  # the config and view recorded from
+        self._reach: Reach | None = None  # what each load balancer reaches (per config)
         self._pending: str | None = None
         self._lock = threading.Lock()
         self._writing = threading.Lock()
@@ -165,12 +172,24 @@ class LastGood:
         lbs = snap.config.load_balancers.values()
         if not view.last_good and not any(lb.when_all_down == "last_good" for lb in lbs):
             return  # the common case: nobody uses it
-        entries = remembered(snap, view, self.clock())
+        entries = remembered(snap, view, self.clock(), self._affected(snap.config, view))
         if entries == dict(view.last_good):
             return
         current = self.store.view  # the view just published, or a newer one: same states
         self.store.view = replace(current, last_good=MappingProxyType(entries))
         self._write_later(to_json(entries))
+
+    def _affected(self, config: Any, view: HealthView) -> Collection[str] | None:
+        """The load balancers whose answer may have moved since the last view recorded
+        from (None: all — a start or a reload), so a pool's health steers only those that
+        use it, not every `last_good` load balancer."""
+        last, self._last = self._last, (config, view)
+        if last is None or last[0] is not config or self._reach is None:
+            self._reach = Reach(config)
+            return None
+        return set(
+            self._reach.affected(changed_pools(last[1], view), changed_trickles(last[1], view))
+        )
 
     def _write_later(self, text: str) -> None:
         if self.path is None:

@@ -303,3 +303,20 @@ def test_an_answer_from_a_backend_not_probed_yet_is_not_remembered() -> None:
     view = view_of({("p1", "p1-1"): unknown, ("p2", "p2-1"): False, ("fb", "fb-1"): False})
     kept = {("w", "", QTYPE.A): (("192.0.2.2",), None)}
     assert remembered(snap, replace(view, last_good=MappingProxyType(kept)), NOW) == kept
+
+
+def test_a_pool_change_steers_only_the_load_balancers_that_use_it(tmp_path) -> None:
+    lbs = [with_rule("last_good"), replace(lb("v", ["p3"]), when_all_down="last_good")]
+    snap = snapshot(POOLS, lbs)
+    store = HealthStore()
+    store.set_snapshot(snap)
+    keeper = LastGood(SnapshotHolder(snap), store, None, clock=lambda: NOW)
+    store.view = lg_view(set(), {})
+    keeper.on_view(store.view)  # the first view: every one
+    assert store.view.last_good[("v", "", QTYPE.A)] == (("192.0.2.3",), None)
+    marked = {**store.view.last_good, ("v", "", QTYPE.A): (("192.0.2.250",), None)}
+    view = replace(lg_view({"p1"}, marked), states_generation=store.view.states_generation + 1)
+    store.view = view
+    keeper.on_view(view)  # p1 changed: w steered again, v (p3 only) not
+    assert store.view.last_good[("w", "", QTYPE.A)] == (("192.0.2.2",), None)
+    assert store.view.last_good[("v", "", QTYPE.A)] == (("192.0.2.250",), None)
