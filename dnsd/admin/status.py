@@ -158,7 +158,14 @@ def status_document(
                 "trickle_override": view.trickle_overrides.get(lb.name),
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
+                "when_all_down": lb.when_all_down,
                 "active": active,
+                # per region answered with nothing healthy: the when_all_down rule answering
+                "all_down": {
+                    region: all_down_rule(snap.config, lb, path)
+                    for region, path in active.items()
+                    if path.endswith(FAIL_OPEN)
+                },
                 "failed_over": failed,
                 "first_choice": first,
             }

@@ -109,6 +109,9 @@ def test_every_rule_when_every_pool_and_the_fallback_fail(tmp_path: Path) -> Non
             opened = {e["lb"]: set(e["when_all_down"].values()) for e in events["events"]}
             assert opened == {"fb": {"fallback"}, "shut": {"closed"}, "sf": {"servfail"},
                               "every": {"all"}}, events  # fmt: skip
+            _, status = http(dnsd.admin_port, "GET", "/api/v1/status?lb=shut")
+            [shut] = status["load_balancers"]
+            assert set(shut["all_down"].values()) == {"closed"} and shut["all_down"], shut
             explained = subprocess.run(
                 [sys.executable, "-m", "dnsd", "explain", "shut.down.test", "--server",
                  f"http://127.0.0.1:{dnsd.admin_port}"],

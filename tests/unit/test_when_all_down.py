@@ -15,6 +15,7 @@ import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
 from dnsd.admin.active_pool_watch import moves
+from dnsd.admin.region_map import region_facts
 from dnsd.admin.status import all_down_rule
 from dnsd.config.loader import check_directory, load_config
 from dnsd.health.store import HealthStore
@@ -320,3 +321,12 @@ def test_a_pool_change_steers_only_the_load_balancers_that_use_it(tmp_path) -> N
     keeper.on_view(view)  # p1 changed: w steered again, v (p3 only) not
     assert store.view.last_good[("w", "", QTYPE.A)] == (("192.0.2.2",), None)
     assert store.view.last_good[("v", "", QTYPE.A)] == (("192.0.2.250",), None)
+
+
+def test_the_status_region_map_says_which_rule_answers() -> None:
+    lb_doc = {"name": "w", "default_pools": ["p"], "fallback_pool": None, "failed_over": [],
+              "first_choice": {}, "active": {"WEU": " (fail open)", "EEU": "p (fail open)"},
+              "all_down": {"WEU": "closed", "EEU": "fallback"}}  # fmt: skip
+    why = {f.region: f.why for f in region_facts(lb_doc, lambda first: (False, ""))}
+    assert why == {"WEU": "nothing healthy: when_all_down closed answers",
+                   "EEU": "nothing healthy: answered from the fallback"}  # fmt: skip
