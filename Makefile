@@ -5,17 +5,33 @@ VENV ?= .venv
 
 .PHONY: run serve install test test-fast test-latest check lint deps bench
 
-## run: install dnsd into a virtual environment (VENV, default .venv/) and serve the bundled
-## zones/ on 127.0.0.1:5353. A venv, because Debian 12 (PEP 668) refuses `pip install`
-## into the system Python.
-run: install
-	$(VENV)/bin/dnsd serve zones/
+# Where `make run` keeps its overrides, events and keys: outside the checkout (a `git clean`
+# or a fresh clone must not take them, and they are no part of the source).
+STATE_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/dnsd
+
+# The venv holds a copy of this checkout (`pip install .`, not editable), so it is installed
+# again only when a file it is built from changed since the last install: the stamp in the
+# venv (gone with the venv). One stamp per EXTRAS, so `EXTRAS=plots` installs matplotlib once.
+STAMP = $(VENV)/.dnsd-installed$(if $(EXTRAS),-$(EXTRAS))
+SOURCES := pyproject.toml setup.py $(shell find dnsd -type f ! -path '*/__pycache__/*' ! -name '*.so' ! -name '*.pyc')
+
+## run: install dnsd into a virtual environment (VENV, default .venv/) when this checkout
+## changed since, and serve the bundled zones/ on 127.0.0.1:5353, its state in STATE_DIR
+## (default $XDG_STATE_HOME/dnsd, else ~/.local/state/dnsd). A venv, because Debian 12
+## (PEP 668) refuses `pip install` into the system Python.
+run: $(STAMP)
+	$(VENV)/bin/dnsd serve zones/ --state-dir "$(STATE_DIR)"
 
 serve: run
+
+$(STAMP): $(SOURCES)
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/install-venv.sh
+	touch "$@"
 
 ## install: create VENV if needed and install this checkout into it (EXTRAS=plots: pictures)
 install:
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/install-venv.sh
+	touch "$(STAMP)"
 
 ## deps: install what the tests need (Debian dnsutils + unbound, Python test extra)
 deps:

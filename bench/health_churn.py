@@ -66,7 +66,7 @@ def main() -> None:
         directory = Path(tmp)
         write_config(directory, args.names, {n: b.port for n, b in backends.items()})
         started = time.monotonic()
-        with DnsdProcess(directory, "--rrl-rate", "0") as dnsd:
+        with DnsdProcess(directory, "--rrl-rate", "0", start_timeout_s=120) as dnsd:
             while True:
                 try:
                     _, body = get(dnsd.admin_port, "/readyz")

@@ -182,6 +182,7 @@ class DnsServer:
         self.versions = ZoneVersions(options.state_dir) if options.follow_fd is None else None
         self.serials = Serials(self.holder, self.store, self.versions, lambda: self.follower)
         self.notifier = NotifySender(self.holder)
+        self.metrics.register(self.notifier)
         if self.versions is not None:
             self.holder.swap(self.serials.stamp(snapshot))
             self.view_steps["serials"] = self.serials.on_view
@@ -201,17 +202,19 @@ class DnsServer:
             self.store, self.events, self.metrics, self.systemd, self.reload_steps,
         )  # fmt: skip
         # Config API writes happen in the main process, which reloads its workers.
-        self._config_writer = (
-            ConfigWriter(options.config_dir, self.reload, self.loads_cancelled.is_set)
-            if options.follow_fd is None
-            else None
-        )
+        self._config_writer = None
+        if options.follow_fd is None:  # the reloads' parse cache: a check reuses it
+            self._config_writer = ConfigWriter(
+                options.config_dir, self.reload, self.loads_cancelled.is_set, self.parse_cache
+            )
         self.config_sync: ConfigSync | None = None
         if self.bus is not None and self._config_writer is not None:  # the main process
             news = ClusterNews(self.bus, self.events, self.audit, self.holder)
             self.bus.connection_listeners.append(news.connection)
             self.config_sync = news.config_sync(self._config_writer, options.state_dir)
-        self.transfers = TransferService(self.holder, self.versions, lambda: self.view)
+        self.transfers = TransferService(
+            self.holder, self.versions, lambda: self.view, self.metrics.observe_transfer
+        )
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         loop_udp_answer = self.answerer(self.cache, "udp")

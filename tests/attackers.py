@@ -103,3 +103,81 @@ class PipeliningJammer:
                 if s is not None:
                     with contextlib.suppress(OSError):
                         s.close()
+
+
+SLOW_HEAD = (
+    b"PUT /api/v1/overrides/pools/us-east HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n"
+)
+
+
+class SlowBodyJammer:
+    """`connections` sockets, one for each of `sources` in turn, that send a request's
+    headers at once and then its body a byte every `every_s` (never finishing it); a
+    connection the server closes is opened again at once."""
+
+    def __init__(
+        self, port: int, sources: list[str], connections: int, every_s: float = 0.5
+    ) -> None:
+        self.port = port
+        self.sources = sources
+        self.connections = connections
+        self.every_s = every_s
+        self.stop = threading.Event()
+        self.reconnects = 0
+        self.trickled = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SlowBodyJammer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self._thread.join(10)
+
+    def _open(self, i: int) -> socket.socket | None:
+        s = socket.socket()
+        try:
+            s.bind((self.sources[i % len(self.sources)], 0))
+            s.settimeout(0.5)
+            s.connect(("127.0.0.1", self.port))
+            s.sendall(SLOW_HEAD)
+            s.setblocking(False)
+            return s
+        except OSError:
+            s.close()
+            return None
+
+    def _run(self) -> None:
+        socks: list[socket.socket | None] = [None] * self.connections
+        try:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                for i, s in enumerate(socks):
+                    if s is None:
+                        socks[i] = self._open(i)
+                        self.reconnects += 1
+                        continue
+                    try:
+                        if s.recv(4096) == b"":  # closed by the server: start again
+                            raise ConnectionResetError
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        s.close()
+                        socks[i] = None
+                        continue
+                    try:
+                        self.trickled += s.send(b" ")
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        s.close()
+                        socks[i] = None
+                self.stop.wait(max(0.0, self.every_s - (time.monotonic() - started)))
+        finally:
+            for s in socks:
+                if s is not None:
+                    with contextlib.suppress(OSError):
+                        s.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 from mmdb_writer import MmdbF64, MmdbU16, MMDBWriter
 from netaddr import IPSet
 
-# network → (country, subdivision, latitude, longitude)
+# network → (country, subdivision (or a tuple of them), latitude, longitude)
 FIXTURE = {
     "81.2.69.0/24": ("GB", None, 51.5, -0.1),  # WEU
     "202.12.27.0/24": ("JP", None, 35.7, 139.7),  # NEAS
@@ -39,8 +39,9 @@ def write_city_db(path: Path, networks: dict | None = None) -> Path:
                 "accuracy_radius": MmdbU16(50),
             },
         }
-        if subdivision:
-            record["subdivisions"] = [{"iso_code": subdivision}]
+        if subdivision:  # a code, or the codes from the largest down (Italy: region, province)
+            codes = subdivision if isinstance(subdivision, tuple) else (subdivision,)
+            record["subdivisions"] = [{"iso_code": code} for code in codes]
         writer.insert_network(IPSet([network]), record)
     writer.to_db_file(str(path))
     return path

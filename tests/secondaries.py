@@ -107,6 +107,69 @@ class Knot(_KnotServer):
         )
 
 
+class KnotCatalog(_KnotServer):
+    """knotd as a secondary of `primary_port` for one catalog zone only, with
+    `catalog-role: interpret` (RFC 9432): every member zone it finds there it adds by
+    itself, from the same primary (the `member` template), and drops when it leaves."""
+
+    def __init__(
+        self, workdir: Path, primary_port: int, catalog: str, key: tuple[str, str]
+    ) -> None:
+        super().__init__(workdir)
+        key_name, secret = key
+        self.write_config(
+            "log:\n  - target: stdout\n    any: info\n"
+            f"key:\n  - id: {key_name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"
+            f"remote:\n  - id: primary\n    address: 127.0.0.1@{primary_port}\n"
+            f"    key: {key_name}\n"
+            f"acl:\n  - id: notify_from_primary\n    address: 127.0.0.1\n    key: {key_name}\n"
+            "    action: notify\n",
+            "    zonefile-load: none\n"
+            f"  - id: member\n    storage: {self.dir}\n    zonefile-sync: -1\n"
+            "    journal-content: none\n    zonefile-load: none\n    master: primary\n"
+            "    acl: notify_from_primary\n",
+            [f"  - domain: {catalog}\n    master: primary\n    acl: notify_from_primary\n"
+             "    catalog-role: interpret\n    catalog-template: member"],
+        )  # fmt: skip
+
+
+class BindCatalog(_Server):
+    """BIND 9 (`named`) as a secondary of `primary_port` for one catalog zone, with
+    `catalog-zones` (RFC 9432): it adds every member zone by itself from the same primary."""
+
+    name = "named"
+
+    def __init__(
+        self, workdir: Path, primary_port: int, catalog: str, key: tuple[str, str]
+    ) -> None:
+        super().__init__(workdir)
+        key_name, secret = key
+        primary = f"127.0.0.1 port {primary_port} key {key_name};"
+        (self.dir / "named.conf").write_text(
+            f"""options {{
+    directory "{self.dir}";
+    pid-file "{self.dir}/named.pid";
+    session-keyfile "{self.dir}/session.key";
+    managed-keys-directory "{self.dir}";
+    listen-on port {self.port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    allow-new-zones yes;
+    notify no;
+    catalog-zones {{
+        zone "{catalog}" default-primaries {{ {primary} }} in-memory yes;
+    }};
+}};
+key "{key_name}" {{ algorithm hmac-sha256; secret "{secret}"; }};
+controls {{ }};
+zone "{catalog}" {{ type secondary; file "catalog.db"; primaries {{ {primary} }}; }};
+"""
+        )
+
+    def command(self) -> list[str]:
+        return [_binary("named"), "-g", "-c", str(self.dir / "named.conf")]
+
+
 class KnotPrimary(_KnotServer):
     """knotd serving RFC 1035 zone files as a primary (the differential test's peer)."""
 

@@ -4,14 +4,21 @@ loads, and every relative link points at a file and heading that exist."""
 from __future__ import annotations
 
 import base64
+import random
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from dnsd.config.loader import load_config
 from dnsd.drill.plan import load_plan
+from dnsd.explain import explain_query, health_with_down
+from dnsd.geo.database import GeoDatabase
+from dnsd.loading import load_snapshot
+from dnsd.snapshot import NodeSettings
+from tests.geo_fixture import write_city_db
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
@@ -43,6 +50,53 @@ def test_relative_links_point_at_files_and_headings_that_exist(page: Path) -> No
         assert linked.exists(), f"{page.name}: {target}"
         if anchor:
             assert anchor in anchors(linked), f"{page.name}: {target}#{anchor}"
+
+
+# Clients of the README's geo example, placed as a City database places them: (country,
+# subdivisions from the largest down) → the region docs/steering.md's split-countries table
+# gives, and the pool the example answers with.
+SPLIT_CLIENTS = {
+    "85.214.0.0/24": (("DE", "BE"), "EEU", "eu"),  # Berlin
+    "85.215.0.0/24": (("DE", "HH"), "EEU", "eu"),  # Hamburg
+    "85.216.0.0/24": (("DE", "BY"), "WEU", "eu"),  # Munich
+    "151.100.0.0/24": (("IT", ("62", "RM")), "EEU", "eu"),  # Rome: region Lazio, then province
+    "2.44.0.0/24": (("IT", ("25", "VA")), "WEU", "eu"),  # Varese, Lombardy
+    "95.24.0.0/24": (("RU", "MOW"), "EEU", "eu"),  # Moscow
+    "95.25.0.0/24": (("RU", "NVS"), "SAS", "us"),  # Novosibirsk: SAS, not mapped in the example
+    "177.0.0.0/24": (("BR", "CE"), "NSAM", "us"),  # Fortaleza
+    "177.1.0.0/24": (("BR", "SP"), "SSAM", "us"),  # São Paulo
+    "217.0.0.0/24": (("DE", None), "WEU", "eu"),  # Germany without a subdivision: the default
+}
+
+
+def test_readme_geo_example_sends_split_countries_where_the_docs_say(tmp_path: Path) -> None:
+    geo = [text for page, text in BLOCKS if page.name == "README.md" and "steering: geo" in text]
+    (tmp_path / "zones").mkdir()
+    (tmp_path / "zones" / "shop.yaml").write_text(geo[0])
+    db = write_city_db(
+        tmp_path / "city.mmdb",
+        {net: (c, sub, 50.0, 10.0) for net, ((c, sub), _, _) in SPLIT_CLIENTS.items()},
+    )
+    # the pipeline `dnsd explain --dir --geoip` runs (dnsd/cli.py), in-process: fast
+    snap = load_snapshot(tmp_path / "zones", 1, GeoDatabase(str(db)), NodeSettings())
+    health = health_with_down(snap.config, [])
+    rows = (ROOT / "docs" / "steering.md").read_text().splitlines()
+    for network, ((country, sub), region, pool) in SPLIT_CLIENTS.items():
+        code = sub[0] if isinstance(sub, tuple) else sub
+        name, default = SPLIT_ROWS[country]
+        if code and region != default:  # the table names it in the other region's cell
+            row = next(line for line in rows if line.startswith(f"| {name} `{country}`"))
+            assert f"`{code}`" in row.split("**")[-1], (country, code, row)
+        client = network.split("/")[0].removesuffix("0") + "1"
+        info = explain_query(
+            snap, health, "www.shop.example", "A", client, None, random.Random(1), time.time()
+        )
+        assert (info["country"], info["region"]) == (country, region), (network, sub, info)
+        assert info["primary"] == pool, (network, info["primary"], info["pools"])  # trickle aside
+
+
+SPLIT_ROWS = {"DE": ("Germany", "WEU"), "IT": ("Italy", "WEU"), "RU": ("Russia", "EEU"),
+              "BR": ("Brazil", "SSAM")}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,18 @@ from typing import Any
 from aiohttp import web
 
 from dnsd.admin import config_api
-from dnsd.admin.audit import AuditLog
-from dnsd.admin.context import AUDIT, GATE, HOSTS, SERVER, audit_refusal, audited, authorize
+from dnsd.admin.audit import AuditLog, AuditUnavailable
+from dnsd.admin.context import (
+    AUDIT,
+    GATE,
+    HOSTS,
+    SERVER,
+    audit_refusal,
+    audited,
+    authorize,
+    release_reserved,
+    reserve,
+)
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import (
     BadRequest,
@@ -44,7 +54,13 @@ from dnsd.admin.status import (
     lbs_reached,
     status_document,
 )
-from dnsd.admin.status_page import PAGE_LIMIT, render_live, render_page
+from dnsd.admin.status_page import (
+    ALL_HEADERS,
+    HTML_HEADERS,
+    PAGE_LIMIT,
+    render_live,
+    render_page,
+)
 from dnsd.events import KINDS, acting_as, events_for, parse_iso
 from dnsd.explain import ExplainError, explain_query
 from dnsd.health.overrides import OverrideMeta
@@ -60,8 +76,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    response = await _answer(request, handler)
-    await audit_refusal(request, response)
+    try:
+        response = await _answer(request, handler)
+        await audit_refusal(request, response)
+    finally:
+        release_reserved(request)  # room reserved for an entry never written
+    response.headers.update(ALL_HEADERS)  # errors and JSON too (docs/api.md, headers)
+    if response.content_type == "text/html":
+        response.headers.update(HTML_HEADERS)
     return response
 
 
@@ -124,13 +146,13 @@ async def _flush_suppressed(app: web.Application) -> AsyncIterator[None]:
         while True:
             await asyncio.sleep(1.0)
             for line in app[AUDIT].pending_suppressed():
-                await asyncio.to_thread(app[AUDIT].append, line)
+                await asyncio.to_thread(app[AUDIT].append_or_log, line)
 
     task = asyncio.create_task(loop(), name="audit suppressed")
     yield
     task.cancel()
     for line in app[AUDIT].pending_suppressed():
-        app[AUDIT].append(line)
+        app[AUDIT].append_or_log(line)
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -325,6 +347,11 @@ async def reload(request: web.Request) -> web.Response:
     if isinstance(token, web.Response):
         return token
     before = request.app[SERVER].holder.current.generation
+    try:  # an applied reload must be audited: no room for its entry, no reload
+        await reserve(request, {"generation": before}, {"generation": before})
+    except AuditUnavailable as exc:
+        return await audited(request, token, None, None, error(
+            503, f"reload refused: {exc.strerror}; the old config keeps serving"))  # fmt: skip
     with acting_as(token.name, "reload"):
         result = await request.app[SERVER].reload()
     if not result.ok:
@@ -403,6 +430,11 @@ async def _override(
             value = float(value)
     store = request.app[SERVER].store
     before = store.overrides_document()
+    try:  # room for its entry first (after: at most `before` and the body more)
+        await reserve(request, before, before, value, meta and meta.reason)
+    except AuditUnavailable as exc:
+        return await audited(request, token, before, before,
+                             error(503, f"{exc.strerror}: the override was not applied"))  # fmt: skip
     try:
         with acting_as(token.name):
             apply(store, value, meta)

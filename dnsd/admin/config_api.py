@@ -1,7 +1,8 @@
 """The config API: read and change entries of the configuration directory.
 
 `GET|PUT|DELETE /api/v1/config/{pools/P, pools/P/backends/B, monitors/M,
-load_balancers/L, zones/Z/records/NAME}` with the YAML entry as the JSON body; `GET
+load_balancers/L, zones/Z/records/NAME}` with the YAML entry as the JSON body, `GET|PUT
+/api/v1/config/zones/Z` (a zone's settings; a PUT of a new zone creates its file); `GET
 /api/v1/config` (everything, for octoDNS) and `POST /api/v1/config/changes` (several
 changes, all or none). Reads need a token of any scope (monitors may carry credentials in
 headers), writes the `admin` scope. Every response carries the entry's `ETag`; a write with
@@ -15,10 +16,12 @@ from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin.context import SERVER, audited, authorize
+from dnsd.admin.audit import AuditUnavailable
+from dnsd.admin.context import SERVER, audited, authorize, reserve
 from dnsd.admin.gate import BadRequest, Token, error, json_object
 from dnsd.config import fields
 from dnsd.events import acting_as
+from dnsd.provision.directory import Prepared
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.reader import PAGE_MAX
 from dnsd.provision.targets import BadTarget, Change, etag, parse_route
@@ -35,8 +38,10 @@ CONFIG_ROUTES: tuple[tuple[str, str, fields.Fields, list[str]], ...] = (
     ("pools/{pool}/backends/{backend}", "a backend of a pool", fields.BACKEND, ["pool", "backend"]),
     ("monitors/{name}", "a monitor", fields.MONITOR, ["name"]),
     ("load_balancers/{lb}", "a load balancer", fields.LOAD_BALANCER, ["lb"]),
+    ("zones/{zone}", "a zone's settings (a new zone: its YAML file)", fields.ZONE, ["zone"]),
     ("zones/{zone}/records/{name}", "the records of one name", fields.RECORD, ["zone", "name"]),
 )  # fmt: skip
+NO_DELETE = ("zones/{zone}",)  # a zone goes with its file, by hand
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -44,7 +49,8 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/api/v1/config/changes", change_set)
     for route, *_ in CONFIG_ROUTES:
         for method in ("GET", *METHODS):
-            router.add_route(method, f"/api/v1/config/{route}", one_entry)
+            if not (method == "DELETE" and route in NO_DELETE):
+                router.add_route(method, f"/api/v1/config/{route}", one_entry)
 
 
 def _writer(request: web.Request) -> ConfigWriter | web.Response:
@@ -143,9 +149,17 @@ async def _apply(
     routes = ", ".join(f"{'DELETE' if c.body is None else 'PUT'} {c.target.route}"
                        for c in changes[:5])  # fmt: skip
     more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+
+    async def room_for_the_entry(prepared: Prepared) -> None:
+        """An applied change must be audited: without room for its entry, none is made."""
+        try:
+            await reserve(request, prepared.before, prepared.after)
+        except AuditUnavailable as exc:
+            raise ChangeRefused(503, f"{exc.strerror}: nothing changed") from None
+
     try:
         with acting_as(token.name, f"config API: {routes}{more}"):
-            applied = await writer.apply(changes)
+            applied = await writer.apply(changes, before_write=room_for_the_entry)
     except ChangeRefused as exc:
         response = web.json_response(
             {"error": str(exc), "errors": exc.errors[:200]}, status=exc.status

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from dnsd.admin.audit import RATE_PER_S, UNAUTHENTICATED, AuditLog, now_iso
+from dnsd.admin.audit import RATE_PER_S, UNAUTHENTICATED, AuditLog, entry_size, now_iso
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import Token, TokenGate, error
 
@@ -27,6 +27,7 @@ def _request_key(name: str) -> Any:
 TOKEN = _request_key("token")  # the token of a write (valid, maybe without the scope)
 AUDITED = _request_key("audited")  # its audit entry is written (or counted)
 CHARGED = _request_key("charged")  # its audit budget is taken
+RESERVED = _request_key("reserved")  # bytes of the audit trail reserved for its entry
 
 
 def authorize(request: web.Request, scope: str) -> Token | web.Response:
@@ -79,18 +80,37 @@ async def audit_refusal(request: web.Request, response: web.StreamResponse) -> N
         "route": request.path[:300], "before": None, "after": None,
         "status": response.status, "error": message,
     }  # fmt: skip
-    await asyncio.to_thread(audit.append, entry)
+    await asyncio.to_thread(audit.append_or_log, entry, request.pop(RESERVED, 0))
+
+
+async def reserve(request: web.Request, *parts: Any) -> None:
+    """Reserve room in the audit trail for the entry of a write about to be applied (its
+    before and after as `parts`: the largest they can be): AuditUnavailable when there is
+    none, and the write must then be refused, unapplied (dnsd.admin.audit)."""
+    audit = request.app[AUDIT]
+    reserved = await asyncio.to_thread(lambda: audit.reserve(entry_size(*parts)))
+    request[RESERVED] = request.get(RESERVED, 0) + reserved
+
+
+def release_reserved(request: web.Request) -> None:
+    """Room reserved for an entry that was never written (a handler that failed)."""
+    reserved = request.pop(RESERVED, 0)
+    if reserved:
+        request.app[AUDIT].release(reserved)
 
 
 async def audited(
     request: web.Request, token: Token, before: Any, after: Any, response: web.Response
 ) -> web.Response:
-    """Append the write to the audit trail (durably, off the event loop), then answer."""
+    """Append the write to the audit trail (durably, off the event loop; into the room
+    `reserve` set aside, if it did), then answer. A trail that cannot take the entry does
+    not change the answer: the entry goes to the log (the write was applied or refused
+    already, and saying otherwise would be false)."""
     entry = {
         "time": now_iso(), "token": token.name, "source": request.remote or "-",
         "method": request.method, "route": request.path[:300], "before": before,
         "after": after, "status": response.status,
     }  # fmt: skip
     request[AUDITED] = True
-    await asyncio.to_thread(request.app[AUDIT].append, entry)
+    await asyncio.to_thread(request.app[AUDIT].append_or_log, entry, request.pop(RESERVED, 0))
     return response

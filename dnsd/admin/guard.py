@@ -7,6 +7,12 @@ does its accounting when a connection is accepted:
 
 * **headers on time**: a connection finishes its first request's headers within
   `header_timeout_s` (then aiohttp's keep-alive timeout governs it);
+* **requests on time**: from a client without a valid token, a request that has begun
+  (a later request's headers, or any request's body) arrives whole within
+  `request_timeout_s`, else the connection is cut and counted; while its body is under way
+  it may lose its place (no request without a token needs a body, and with a minimum age
+  200 trickling clients that reconnect at once would keep every place young), and so may
+  one whose later headers have been arriving for over a second;
 * **writes on time**: a client that stops reading its answers (the server's socket buffer
   stays full, asyncio pauses writing) is cut after `write_timeout_s` without progress, and
   nothing more is read from it meanwhile — what one connection may queue is its socket
@@ -20,8 +26,9 @@ does its accounting when a connection is accepted:
 * **in all**: at most `max_connections`; a new connection takes the place of one of the
   source holding the most (when that source holds more than the newcomer's: one that does
   not read, or has no headers yet, else its newest), else of one still without headers or
-  whose client does not read; at its source's cap it may take the place of its own source's
-  connection that does not read or has no headers yet. Connections that showed a valid token are never taken;
+  whose client does not read, or whose request is unfinished (as above); at its source's
+  cap it may take the place of its own source's connection that does not read or has no
+  headers yet (or an unfinished request). Connections that showed a valid token are never taken;
 * **a reserve for operators**: a connection that finds no room (its source is at its cap,
   or every place is kept) may still wait in one of `reserve` places for its first request
   headers; with a valid `Authorization: Bearer` token it is served, without one it gets a
@@ -87,6 +94,100 @@ def refusal(status: int, message: str) -> bytes:
     )
 
 
+class RequestFraming:
+    """Where a client's request stream is: which request has begun and not yet arrived
+    whole (its headers after the first request, or its body by `Content-Length` or
+    chunks). It only watches what is passed on to aiohttp, which parses it again and
+    refuses what is malformed: a misreading here can only time a connection out."""
+
+    def __init__(self) -> None:
+        self.pending_since: float | None = None  # when the unfinished request began
+        self._line = b""  # a head, or a chunk-size or trailer line, not yet whole
+        self._state = "head"  # head | body | size | data | trailer
+        self._left = 0  # bytes of the body or chunk (with its CRLF) still to come
+
+    @property
+    def in_body(self) -> bool:
+        """Between a request's headers and the end of its body."""
+        return self._state != "head"
+
+    def feed(self, data: bytes, now: float) -> None:
+        at = 0
+        while at < len(data):
+            if self._state in ("body", "data"):
+                take = min(self._left, len(data) - at)
+                self._left -= take
+                at += take
+                if self._left == 0:
+                    self._state = "head" if self._state == "body" else "size"
+                    if self._state == "head":
+                        self.pending_since = None
+                continue
+            if self._state == "head" and not self._line and data.startswith(b"\r\n", at):
+                at += 2  # an empty line between requests (RFC 9112 §2.2)
+                continue
+            if self.pending_since is None:
+                self.pending_since = now
+            mark = HEADER_END if self._state == "head" else b"\r\n"
+            past = self._past(data, at, mark)
+            if past < 0:  # kept whole while it is short; aiohttp refuses a longer one
+                self._line = (self._line + data[at:])[-MAX_HEAD:]
+                break
+            line, self._line = (self._line + data[at:past])[: -len(mark)], b""
+            at = past
+            self._ended(line)
+
+    def _past(self, data: bytes, at: int, mark: bytes) -> int:
+        """Where in `data` the first `mark` from `at` on ends (one may begin in the line
+        kept from before), -1: none. Searched in place: a stream of pipelined requests
+        costs its length, not its length for each request."""
+        if self._line:
+            tail = self._line[-(len(mark) - 1) :]
+            found = (tail + data[at : at + len(mark) - 1]).find(mark)
+            if found >= 0:
+                return at + found + len(mark) - len(tail)
+        end = data.find(mark, at)
+        return -1 if end < 0 else end + len(mark)
+
+    def _ended(self, line: bytes) -> None:
+        if self._state == "head":
+            chunked, length = _framing(line)
+            if chunked:
+                self._state = "size"
+            elif length:
+                self._state, self._left = "body", length
+            else:
+                self.pending_since = None
+        elif self._state == "size":
+            size = line.partition(b";")[0].strip()
+            try:
+                self._left = int(size, 16) + 2 if size else -1
+            except ValueError:
+                self._left = -1
+            if self._left < 0:
+                self._state, self._left = "trailer", 0  # aiohttp refuses it and closes
+            elif self._left == 2:
+                self._state = "trailer"  # the last chunk: trailer lines, an empty one
+            else:
+                self._state = "data"
+        elif not line:  # the empty line after the trailer: the request is whole
+            self._state = "head"
+            self.pending_since = None
+
+
+def _framing(head: bytes) -> tuple[bool, int]:
+    """(chunked, Content-Length) of a request head."""
+    chunked, length = False, 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+        elif name == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+    return chunked, length
+
+
 class ConnectionGuard:
     def __init__(
         self,
@@ -97,6 +198,7 @@ class ConnectionGuard:
         reserve: int = 0,
         per_source: int | None = None,
         write_timeout_s: float = 5.0,
+        request_timeout_s: float = 10.0,
         authorized: Callable[[str], bool] = lambda token: False,
         rate_per_source: float = 0.0,
     ) -> None:
@@ -106,6 +208,7 @@ class ConnectionGuard:
         self.reserve = reserve
         self.per_source = per_source or max_connections
         self.write_timeout_s = write_timeout_s
+        self.request_timeout_s = request_timeout_s
         self.authorized = authorized
         self.open: dict[GuardedProtocol, None] = {}  # insertion order: oldest first
         self.reserved: dict[GuardedProtocol, None] = {}
@@ -113,6 +216,7 @@ class ConnectionGuard:
         self.refused = 0
         self.timed_out = 0
         self.write_timeouts = 0
+        self.request_timeouts = 0  # requests whose headers or body did not arrive in time
         self.evicted = 0
         self.busy = 0  # reserve connections without a valid token (503)
         self.throttled = 0  # times a connection was held back for its source's request rate
@@ -153,20 +257,23 @@ class ConnectionGuard:
         """At its source's cap, a newcomer takes the place of its own source's connection
         that does not read, else of its oldest one without headers."""
         own = [c for c in self.open if c.source == source and not c.trusted]
+        slow_since = asyncio.get_running_loop().time() - SLOW_HEADERS_S
         return next((c for c in own if c.stalled), None) or next(
-            (c for c in own if c.awaiting_headers), None
+            (c for c in own if c.awaiting_headers or c.unfinished(slow_since)), None
         )
 
     def _victim(self, mine: int) -> GuardedProtocol | None:
         """Whose place a newcomer from a source holding `mine` connections takes: a
         connection of the biggest source when that holds at least two more (one that does
-        not read, or has no headers yet, else its newest); else, from a source holding
-        more than `mine`, one that does not read or has sent no headers for a second."""
+        not read, or has no headers yet or a request under way, else its newest); else,
+        from a source holding more than `mine`, one that does not read, or has sent no
+        headers for a second, or whose request is unfinished (a body under way, or later
+        headers for a second): a trickled body holds no place for long."""
         biggest = max(self.by_source, key=self.by_source.__getitem__)
         if self.by_source[biggest] >= mine + 2:
             theirs = [c for c in self.open if c.source == biggest and not c.trusted]
             for c in theirs:
-                if c.stalled or c.awaiting_headers:
+                if c.stalled or c.awaiting_headers or c.unfinished(float("inf")):
                     return c
             if theirs:
                 return theirs[-1]
@@ -175,7 +282,11 @@ class ConnectionGuard:
             if (
                 self.by_source[c.source] > mine
                 and not c.trusted
-                and (c.stalled or (c.awaiting_headers and c.opened < idle_since))
+                and (
+                    c.stalled
+                    or (c.awaiting_headers and c.opened < idle_since)
+                    or c.unfinished(idle_since)
+                )
             ):
                 return c
         return None
@@ -225,6 +336,7 @@ class ConnectionGuard:
         return {
             "open": len(self.open), "reserved": len(self.reserved), "refused": self.refused,
             "header_timeouts": self.timed_out, "write_timeouts": self.write_timeouts,
+            "request_timeouts": self.request_timeouts,
             "evicted": self.evicted, "busy": self.busy, "throttled": self.throttled,
         }  # fmt: skip
 
@@ -248,6 +360,8 @@ class GuardedProtocol(asyncio.Protocol):
         self.opened = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
+        self._request_timer: asyncio.TimerHandle | None = None
+        self.framing = RequestFraming()  # of what is passed on from a client without a token
         self._admitted = False
         self._inner_started = False
 
@@ -342,9 +456,35 @@ class GuardedProtocol(asyncio.Protocol):
         elif not self.stalled and not getattr(self.inner, "_buffer_paused", False):
             transport.resume_reading()
         if data:
+            self.framing.feed(data, now)
+            if self.framing.pending_since is not None and self._request_timer is None:
+                self._request_timer = asyncio.get_running_loop().call_later(
+                    self.guard.request_timeout_s, self._request_due
+                )
             self.inner.data_received(data)
             if len(getattr(self.inner, "_messages", ())) > MAX_QUEUED:  # an old aiohttp
                 self.close()
+
+    def unfinished(self, before: float) -> bool:
+        """A request of this connection is not whole: its body is under way, or its headers
+        (after the first request's) began arriving before `before`."""
+        since = self.framing.pending_since
+        return since is not None and (self.framing.in_body or since < before)
+
+    def _request_due(self) -> None:
+        """A request, once begun, arrives whole within request_timeout_s: a client that
+        trickles a body (or a later request's headers) is cut and counted."""
+        self._request_timer = None
+        since = self.framing.pending_since
+        if since is None or self.transport is None or self.transport.is_closing():
+            return
+        loop = asyncio.get_running_loop()
+        left = since + self.guard.request_timeout_s - loop.time()
+        if left > 0:  # a later request than the one the timer was set for
+            self._request_timer = loop.call_later(left, self._request_due)
+            return
+        self.guard.request_timeouts += 1
+        self.close()
 
     def _headers_done(self, head: bytes) -> None:
         self.awaiting_headers = False
@@ -396,7 +536,7 @@ class GuardedProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.forget(self)
-        for timer in (self._timer, self._write_timer, self._pump_timer):
+        for timer in (self._timer, self._write_timer, self._pump_timer, self._request_timer):
             if timer is not None:
                 timer.cancel()
         if self._inner_started:

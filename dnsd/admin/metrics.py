@@ -47,6 +47,9 @@ class Metrics:
         self._texts: list[Callable[[], bytes]] = []
         self.lb_counts: dict[tuple[str, str, str], int] = {}  # (lb, pool, region)
         self.fallback_counts: dict[str, int] = {}
+        # Zone transfers this process served or refused: (zone, type, result), (zone, type).
+        self.transfer_counts: dict[tuple[str, str, str], int] = {}
+        self.transfer_bytes: dict[tuple[str, str], int] = {}
         # Answer caches count their hot path's decisions themselves (dnsd.fastpath).
         self._decision_tables: list[
             tuple[Mapping[tuple[str, str, str], int], Mapping[str, int]]
@@ -134,7 +137,9 @@ class Metrics:
             latency = [a + b for a, b in zip(latency, tally.latency, strict=True)]
             latency_sum += tally.sums[0]
         return {"queries": queries, "dropped": dropped, "latency": latency,
-                "latency_sum": latency_sum, "lb": lb, "fallback": fallback}  # fmt: skip
+                "latency_sum": latency_sum, "lb": lb, "fallback": fallback,
+                "transfers": dict(self.transfer_counts),
+                "transfer_bytes": dict(self.transfer_bytes)}  # fmt: skip
 
     def set_worker_counts(self, worker: int, counts: dict[str, Any]) -> None:
         """The latest counts a worker process reported (dnsd.workers)."""
@@ -164,6 +169,13 @@ class Metrics:
         self.lb_counts[key] = self.lb_counts.get(key, 0) + 1
         if fail_open:
             self.fallback_counts[lb] = self.fallback_counts.get(lb, 0) + 1
+
+    def observe_transfer(self, zone: str, kind: str, result: str, size: int) -> None:
+        """A zone transfer served or refused (dnsd.xfr.service; the event loop)."""
+        key = (zone, kind, result)
+        self.transfer_counts[key] = self.transfer_counts.get(key, 0) + 1
+        if size:
+            self.transfer_bytes[(zone, kind)] = self.transfer_bytes.get((zone, kind), 0) + size
 
     def observe_publish(self, seconds: float, states_changed: bool) -> None:
         self.publish_seconds.labels("states" if states_changed else "rtt").observe(seconds)
@@ -203,7 +215,7 @@ def override_kind(subject: str) -> str:
 def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two serving_counts() summed (either may be empty)."""
     out: dict[str, Any] = {}
-    for field in ("queries", "dropped", "lb", "fallback"):
+    for field in ("queries", "dropped", "lb", "fallback", "transfers", "transfer_bytes"):
         merged = dict(a.get(field, {}))
         for key, count in b.get(field, {}).items():
             merged[key] = merged.get(key, 0) + count
@@ -334,6 +346,19 @@ class _CountsCollector(Collector):
             "Answers from the fallback pool because nothing was healthy",
             ["lb"],
             counts["fallback"],
+        )
+        yield _counters(
+            "dnsd_transfers",
+            "Zone transfers by outcome: full, incremental or current (served), refused, "
+            "notauth or formerr; zone is empty unless it names a zone served here",
+            ["zone", "type", "result"],
+            counts["transfers"],
+        )
+        yield _counters(
+            "dnsd_transfer_bytes",
+            "Bytes of zone transfer messages sent",
+            ["zone", "type"],
+            counts["transfer_bytes"],
         )
 
 

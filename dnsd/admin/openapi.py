@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dnsd import __version__
-from dnsd.admin.config_api import CONFIG_ROUTES
+from dnsd.admin.config_api import CONFIG_ROUTES, NO_DELETE
 from dnsd.config import fields
 
 JSON = {"application/json": {"schema": {"type": "object"}}}
@@ -131,6 +131,8 @@ def config_paths() -> dict[str, Any]:
         f"/api/v1/config/{route}": _config_entry(what, fields.schema(table), params)
         for route, what, table, params in CONFIG_ROUTES
     }
+    for route in NO_DELETE:
+        del paths[f"/api/v1/config/{route}"]["delete"]
     paths["/api/v1/config"] = {
         "get": {
             "summary": "Every zone's records, pools, monitors and load balancers",

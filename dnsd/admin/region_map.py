@@ -173,7 +173,9 @@ def legend_html(colours: Mapping[str, str], lb: Mapping[str, Any], facts: list[R
     """This load balancer's pools with their colours, and the marks in use, as text."""
     mine = [*lb.get("default_pools", ()), lb.get("fallback_pool"), *(f.pool for f in facts)]
     items = [
-        f'<li><span class="sw" style="background:{colours[pool]}"></span>{esc(pool)}</li>'
+        # an SVG swatch, not a style attribute: the page's CSP allows no inline style
+        f'<li><svg class="sw" viewBox="0 0 1 1" aria-hidden="true"><rect width="1" height="1" '
+        f'fill="{esc(colours[pool])}"/></svg>{esc(pool)}</li>'
         for pool in dict.fromkeys(mine)
         if pool in colours
     ]

@@ -4,7 +4,9 @@ only fetches the same HTML again (`?fragment=1`) to stay current."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import hashlib
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from string import Template
 from typing import Any
@@ -12,6 +14,7 @@ from urllib.parse import urlencode
 
 from dnsd.admin.html import attrs, esc, parse_utc, shorten, utc
 from dnsd.admin.region_map import (
+    RegionFact,
     land_symbol,
     legend_html,
     pool_colours,
@@ -32,6 +35,31 @@ def _shell() -> Template:
 
 
 SHELL = _shell()
+
+
+def _inline_hash(tag: str) -> str:
+    """The CSP source for the page's one inline `<style>` or `<script>`: its SHA-256, so
+    nothing else inline (an injected script or style) runs."""
+    text = SHELL.template
+    start = text.index(f"<{tag}>") + len(tag) + 2
+    body = text[start : text.index(f"</{tag}>", start)]
+    return "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+
+
+# What the page needs and no more: its own style and script (by hash), fetches of itself
+# (`?fragment=1`), its search form; no frames (clickjacking), no plugins, no base override.
+CSP = (
+    f"default-src 'none'; style-src {_inline_hash('style')}; "
+    f"script-src {_inline_hash('script')}; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+HTML_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+# Every admin answer (JSON, metrics, the page): never sniffed as something else.
+ALL_HEADERS = {"X-Content-Type-Options": "nosniff"}
 
 
 def render_page(
@@ -65,7 +93,7 @@ def render_live(
         land_symbol(),
         frame_symbol(now - DAY_S, now),
         "</svg>",
-        banner(doc, now),
+        banner(doc, events_by_lb, now),
         paging(doc, query),
         '<h2 id="lbs-head">Load balancers: the pool answering each client region now</h2>',
         '<div id="lbs">',
@@ -79,7 +107,7 @@ def render_live(
     parts += [
         "</div>",
         "<h2>Pools and backends</h2>",
-        pools_table(doc["pools"], overrides),
+        pools_table(doc["pools"], overrides, now),
         "<h2>Recent health events and overrides</h2>",
         events_list(doc.get("events", ())),
     ]
@@ -108,7 +136,98 @@ def _left(seconds: float) -> str:
     return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
-def banner(doc: Mapping[str, Any], now: float) -> str:
+# -- since when ------------------------------------------------------------------------------
+def _timed(events: Iterable[Mapping[str, Any]]) -> list[tuple[float, Mapping[str, Any]]]:
+    timed = ((parse_utc(e.get("time")), e) for e in events)
+    return sorted(((at, e) for at, e in timed if at is not None), key=lambda pair: pair[0])
+
+
+def regions_off_since(lb: str, events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Per client region of `lb` off its first choice, when it left it: the `failover` (or
+    `fail_open`) event that took it away, not a later move on to another pool; a `failback`
+    ends it. Only what the events kept (the last 24 h) say."""
+    left: dict[str, float] = {}
+    for at, e in _timed(e for e in events if e.get("lb") == lb):
+        for region in e.get("regions") or ():
+            if e.get("kind") in ("failover", "fail_open"):
+                left.setdefault(region, at)
+            elif e.get("kind") == "failback":
+                left.pop(region, None)
+    return left
+
+
+def backends_down_since(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Per `pool/backend` found unhealthy by its probes, since when (its `backend_health`
+    event; a healthy one ends it)."""
+    down: dict[str, float] = {}
+    health = {id(e): e for e in events if e.get("kind") == "backend_health" and e.get("backend")}
+    for at, e in _timed(health.values()):  # a pool's events are in each of its lbs' lists
+        key = f"{e.get('pool')}/{e['backend']}"
+        if str(e.get("new")) == "unhealthy":
+            down.setdefault(key, at)
+        else:
+            down.pop(key, None)
+    return down
+
+
+def since_text(at: float | None, now: float) -> str:
+    """`since 2026-12-02 13:50:02Z (for 3 min)`; without an event in the last 24 h, said."""
+    if at is None:
+        return "since before the last 24 h of events"
+    return f"since {utc(at)} (for {_duration(now - at)})"
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < DAY_S:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86_400} d {s % 86_400 // 3600} h"
+
+
+def _outage_since(
+    lb: Mapping[str, Any], facts: list[RegionFact], events: Iterable[Mapping[str, Any]]
+) -> tuple[bool, float | None]:
+    """(is this load balancer in a probe-driven outage, since when — None: not in the
+    events kept)."""
+    out = [f.region for f in facts if f.state in ("failover", "fail_open")]
+    if not out:
+        return False, None
+    left = regions_off_since(lb["name"], events)
+    known = [left[r] for r in out if r in left]
+    return True, (min(known) if len(known) == len(out) else None)
+
+
+def banner_since(
+    doc: Mapping[str, Any], events_by_lb: Mapping[str, list[Mapping[str, Any]]], now: float
+) -> str:
+    """When the outage on this page began: the earliest of its load balancers' probe-driven
+    failovers and of its backends found down by probes."""
+    overrides = {(o["kind"], o["target"]): o for o in doc.get("overrides_active", ())}
+    starts: list[float | None] = []
+    for lb in doc["load_balancers"]:
+        events = events_by_lb.get(lb["name"], [])
+        out, at = _outage_since(lb, region_facts(lb, _cause(lb, overrides, now)), events)
+        if out:
+            starts.append(at)
+    seen = [e for events in events_by_lb.values() for e in events]
+    down = backends_down_since([*seen, *doc.get("events", ())])
+    for pool in doc["pools"]:
+        for b in pool["backends"]:
+            if b.get("probed") == "unhealthy" and b.get("override") is None:
+                starts.append(down.get(f"{pool['name']}/{b['name']}"))
+    if not starts:
+        return ""
+    known = [at for at in starts if at is not None]
+    return since_text(min(known) if len(known) == len(starts) else None, now)
+
+
+def banner(
+    doc: Mapping[str, Any], events_by_lb: Mapping[str, list[Mapping[str, Any]]], now: float
+) -> str:
     s = doc.get("summary") or {}
     overrides = doc.get("overrides_active", ())
     down = s.get("backends_down", 0)
@@ -139,6 +258,12 @@ def banner(doc: Mapping[str, Any], now: float) -> str:
         f'<li class="fact {cls}" data-fact="{key}"><b>{esc(n)}</b> {esc(text)}</li>'
         for key, cls, n, text in facts
     )
+    lost = sum(b.get("quorum") == "degraded" for p in doc["pools"] for b in p["backends"])
+    if lost:  # counted over this page's pools (a lost node usually takes every backend's)
+        items += (
+            f'<li class="fact warn" data-fact="quorum-lost"><b>{lost}</b> '
+            f"backend{'s' * (lost != 1)} of the pools shown without a probe quorum</li>"
+        )
     node = doc["node"]
     items += f'<li class="fact" data-fact="node">node <b>{esc(node.get("name") or "-")}</b></li>'
     listed = "".join(
@@ -146,6 +271,11 @@ def banner(doc: Mapping[str, Any], now: float) -> str:
         f'<span class="tag manual">override</span> {esc(override_text(o, now))}</li>'
         for o in overrides
     )
+    if lost and level == "ok":  # green would hide that the verdicts are held or thinner
+        level, headline = "warn", "Probe quorum lost: verdicts held or from fewer sources"
+    since = banner_since(doc, events_by_lb, now) if level == "outage" else ""
+    if since:
+        headline += f" {since}"
     return (
         f'<section id="banner" class="banner {level}" data-level="{level}">'
         f'<p class="headline">{esc(headline)}</p><ul class="facts">{items}</ul>'
@@ -295,9 +425,14 @@ def lb_section(
         f"<li><time>{esc(utc(parse_utc(e.get('time'))))}</time> {esc(describe(e))}</li>"
         for e in list(reversed(events))[:20]
     )
+    out, since = _outage_since(lb, facts, events)
+    since_html = (
+        f' <span class="since outage">outage {esc(since_text(since, now))}</span>' if out else ""
+    )
     return (
         f'<section class="lb {level}" data-lb="{esc(name)}" data-failed="{len(off)}">'
-        f'<h3>{heading} <span class="lbname">load balancer <code>{esc(name)}</code></span></h3>'
+        f'<h3>{heading} <span class="lbname">load balancer <code>{esc(name)}</code></span>'
+        f"{since_html}</h3>"
         f'<p class="meta">policy {esc(lb.get("policy"))} · ttl {esc(lb.get("ttl"))}s · '
         f"{trickle_html} · pools {esc(pools_text)}</p>{status}"
         f'<div class="lb-grid"><figure class="map">'
@@ -328,7 +463,23 @@ def backend_state(b: Mapping[str, Any]) -> tuple[str, str]:
     return "unhealthy", "unhealthy"
 
 
-def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any]) -> str:
+def quorum_text(b: Mapping[str, Any], now: float) -> str:
+    """A backend with fewer fresh probe sources than its quorum (docs/health.md "Lost
+    quorum"): since when, how many are fresh, and whether its verdict is held or decided by
+    the fresh sources. "" when its quorum is whole."""
+    if b.get("quorum") != "degraded":
+        return ""
+    verdict = {
+        "held": "verdict held",
+        "fresh": "verdict decided by the fresh sources",
+    }.get(str(b.get("quorum_verdict")), f"verdict {b.get('quorum_verdict')}")
+    since = parse_utc(b.get("quorum_since"))
+    fresh = f"{b.get('sources_fresh', '?')} of {len(b.get('sources') or ())} sources fresh"
+    when = f" since {utc(since)} (for {_duration(now - since)})" if since is not None else ""
+    return f"quorum lost{when}: {fresh}, {verdict}"
+
+
+def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any], now: float) -> str:
     if not pools:
         return '<p class="meta">no pool matches</p>'
     sources = sorted({s for p in pools for b in p["backends"] for s in b["sources"]})
@@ -362,18 +513,27 @@ def pools_table(pools: list[Mapping[str, Any]], overrides: Mapping[Any, Any]) ->
             o = overrides.get(("backend", key))
             if o is not None:
                 text += f" — {o.get('reason') or 'no reason'} — by {o.get('actor') or '?'}"
+            quorum = quorum_text(b, now)
+            quorum_html = (
+                f' <span class="tag quorum" data-quorum="{esc(b.get("quorum_verdict"))}">'
+                f"{esc(quorum)}</span>"
+                if quorum
+                else ""
+            )
             cells = "".join(_source_cell(b["sources"].get(s)) for s in sources)
             row = attrs(
                 data_backend=key,
                 data_state="healthy" if b.get("healthy") else "unhealthy",
                 data_override=b.get("override"),
+                data_quorum="degraded" if quorum else None,
                 class_="override" if b.get("override") else None,
             )
             rows.append(
                 f"<tr{row}>"
                 f'<td class="name">{esc(b["name"])}</td><td class="name">{esc(b["address"])}</td>'
                 f"<td>{esc(b.get('zone') or '-')}</td>"
-                f'<td>{esc(b["role"])}</td><td class="state {cls}">{esc(text)}</td>{cells}</tr>'
+                f'<td>{esc(b["role"])}</td><td class="state {cls}">{esc(text)}{quorum_html}</td>'
+                f"{cells}</tr>"
             )
     head = "".join(f"<th>probe {esc(s)}</th>" for s in sources)
     return (

@@ -92,7 +92,7 @@ class RedisBus:
         self.errors_total = 0
         self.published_total = 0
         self.received_total = 0
-        self.failovers_total = 0  # connections dropped because the primary moved
+        self.failovers_total = 0  # reconnects that Sentinel sent to another primary
         self.last_error: str | None = None
         self.primary: tuple[str, int] | None = None  # with Sentinel: where we are connected
         self.rejected: dict[str, int] = {}
@@ -138,7 +138,7 @@ class RedisBus:
                 await pubsub.subscribe(*(name for c in self.channels for name in c.channels))
                 connection = pubsub.connection
                 if self._sentinel is not None and connection is not None:
-                    self.primary = (str(connection.host), int(connection.port))
+                    self._on_primary((str(connection.host), int(connection.port)))
                 for channel in self.channels:
                     await channel.catch_up(self._client)
                 self.last_error = None
@@ -211,13 +211,22 @@ class RedisBus:
         if self._sentinel is not None:
             # A demoted primary that stays up keeps our subscription open: ask Sentinel.
             primary = await self.target.primary(self._sentinel)
-            if primary != self.primary:
-                self.failovers_total += 1
+            if primary != self.primary:  # counted once connected there (_on_primary)
                 log.warning("redis %s: the primary moved from %s to %s: reconnecting",
                             self.url, self.primary, primary)  # fmt: skip
                 raise ConnectionError("the primary moved")
         for channel in self.channels:
             await channel.tick(self._client)
+
+    def _on_primary(self, primary: tuple[str, int]) -> None:
+        """Connected to the primary Sentinel names. A move is counted here, however it was
+        noticed: a demoted primary found by asking Sentinel (`_tick`), or — the usual case,
+        a primary that died — a lost connection whose reconnect Sentinel sent elsewhere."""
+        if self.primary is not None and primary != self.primary:
+            self.failovers_total += 1
+            log.warning("redis %s: failover: the primary is now %s:%d (was %s:%d)", self.url,
+                        *primary, *self.primary)  # fmt: skip
+        self.primary = primary
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dnsd.config.zone_section import RECORD_TYPES
+from dnsd.config.zone_section import RECORD_TYPES, SOA_KEYS
 
 STRING: dict[str, Any] = {"type": "string"}
 INTEGER: dict[str, Any] = {"type": "integer"}
@@ -107,3 +107,18 @@ RECORD: Fields = (
     Field("ttl", INTEGER),
     Field("lb", {**STRING, "description": "a load balancer answers this name"}),
 )
+
+# A zone's own settings (config API `zones/Z`); the zone checker (zone_section) decides.
+ZONE: Fields = (
+    Field("ttl", INTEGER),
+    Field("soa", {"type": "object", "properties": {
+        k: STRING if k in ("mname", "rname") else INTEGER for k in SOA_KEYS}}),
+    Field("file", {**STRING, "description": "an RFC 1035 master file in the config directory"}),
+    Field("transfer", {"type": "object", "properties": {"allow": STRINGS, "keys": STRINGS}}),
+    Field("notify", STRINGS),
+    Field("dnssec", {"type": "object", "properties": {
+        "algorithm": INTEGER, "split_keys": BOOLEAN}}),
+    Field("catalog", {"type": "object", "description": "an RFC 9432 catalog zone of these",
+                      "properties": {"members": {"oneOf": [STRING, STRINGS]}}}),
+    Field("catalog_group", {**STRING, "description": "the group property in catalogs"}),
+)  # fmt: skip

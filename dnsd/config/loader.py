@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from dnsd.atomic_files import WriteFailed, recover
+from dnsd.config.catalog import fill_catalogs
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
@@ -55,6 +56,14 @@ class ParseCache:
     def __init__(self) -> None:
         self.files: dict[str, FileResult] = {}
         self.parsed = 0  # files parsed by the last load (the rest came from here)
+
+    def copy(self) -> ParseCache:
+        """A cache of its own holding the same results (they are never changed): a config
+        write checks its change with it and leaves the server's cache as the last load
+        left it. One C call: safe while a reload's thread changes the original."""
+        other = ParseCache()
+        other.files = self.files.copy()
+        return other
 
 
 def load_config(
@@ -118,7 +127,7 @@ def _load_config(
         cache.parsed = parsed
         for gone in set(cache.files) - {p.name for p in files}:
             del cache.files[gone]
-    config = _merge(zones, sections, reasons)
+    config = fill_catalogs(_merge(zones, sections, reasons), reasons)
     _check_references(config, sections, lb_uses, reasons)
     errors = [r for r in reasons if not r.warning]
     if errors:

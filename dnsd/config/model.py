@@ -63,6 +63,16 @@ class Transfer:
 
 
 @dataclass(frozen=True, slots=True)
+class Catalog:
+    """`catalog: {members: all | [ZONE, ...]}`: the zone is an RFC 9432 catalog (version 2)
+    whose records dnsd makes from its members (dnsd.config.catalog)."""
+
+    members: tuple[str, ...] | None  # None: `all`, every other zone with `transfer:`
+    line: int = field(default=0, compare=False)  # where `members` is, for errors
+    member_lines: tuple[int, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Zone:
     name: str
     file: str
@@ -75,6 +85,8 @@ class Zone:
     notify: tuple[tuple[str, int], ...] = ()  # secondaries told of every serial change
     dnssec_algorithm: int | None = None  # `dnssec: {algorithm: 13|15}`; None: unsigned
     dnssec_split_keys: bool = False  # a KSK and a ZSK instead of one CSK
+    catalog: Catalog | None = None  # this zone is a catalog zone (RFC 9432)
+    catalog_group: str | None = None  # the RFC 9432 group property in catalogs listing it
 
 
 @dataclass(frozen=True, slots=True)

@@ -298,3 +298,18 @@ def load_yaml(text: str, prefer: str | None = None) -> Any:
         raise YamlSyntaxError(line, f"{kind}: {problem}") from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None
+
+
+def compose_marked(text: str) -> yaml.Node | None:
+    """The node tree of `text` with where each node starts and ends (libyaml, with the
+    stack the loader gives it), or None when libyaml cannot read it so: the config API
+    uses it to change one line of a big file without a round-trip load of all of it."""
+    if CSafeLoader is None or parser_for(text) != "c":
+        return None
+    try:
+        node: yaml.Node | None = call_with_stack(
+            _stack_needed(text), lambda: yaml.compose(text, Loader=CSafeLoader)
+        )
+    except (yaml.YAMLError, RecursionError):
+        return None
+    return node

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -13,7 +13,7 @@ import dns.rdatatype
 from dnslib import QTYPE, RD, RR, SOA
 
 from dnsd.config.checker import Checker, join
-from dnsd.config.model import IPNetwork, RRset, Soa, Transfer, Zone
+from dnsd.config.model import Catalog, IPNetwork, RRset, Soa, Transfer, Zone
 from dnsd.config.yamlio import LineDict, LineList
 from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
 from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
@@ -28,7 +28,14 @@ MAX_TTL = 2**31 - 1
 RECORD_TYPES = tuple(
     t.name for t in dns.rdatatype.RdataType if t.value and type_problem(t.value) is None
 )
-ZONE_KEYS = ("zone", "ttl", "soa", "records", "file", "transfer", "notify", "dnssec")
+ZONE_KEYS = (
+    "zone", "ttl", "soa", "records", "file", "transfer", "notify", "dnssec", "catalog",
+    "catalog_group",
+)  # fmt: skip
+# A catalog zone's SOA when it has no `soa:` (RFC 9432 §4: its values mean nothing to a
+# consumer but the serial; dnsd numbers that itself).
+CATALOG_SOA = Soa("invalid.", "invalid.", 1, 3600, 600, 2419200, 0, 0)
+MAX_GROUP = 255  # one TXT string (RFC 9432 §4.4.2)
 DNSSEC_ALGORITHMS = (13, 15)  # ECDSAP256SHA256 (default), ED25519
 SOA_KEYS = ("mname", "rname", "serial", "refresh", "retry", "expire", "minimum", "ttl")
 
@@ -53,6 +60,8 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         ck.error(doc.line_of("zone"), "zone", f"invalid zone name {zone_raw!r}: {name_error(exc)}")
         return None, []
     ttl = ck.get_int(doc, "ttl", "", default=3600, lo=0, hi=MAX_TTL)
+    if "catalog" in doc:
+        return _catalog_zone(ck, doc, origin, ttl), []
     rrsets: list[RRset] = []
     file_soa: Soa | None = None
     if "file" in doc:
@@ -104,6 +113,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
     transfer = _transfer(ck, doc) if "transfer" in doc else None
     notify = _notify(ck, doc) if "notify" in doc else ()
     algorithm, split_keys = _dnssec(ck, doc) if "dnssec" in doc else (None, False)
+    group = _catalog_group(ck, doc) if "catalog_group" in doc else None
     if soa is None:
         return None, lb_uses
     zone = Zone(
@@ -118,8 +128,82 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
         notify=notify,
         dnssec_algorithm=algorithm,
         dnssec_split_keys=split_keys,
+        catalog_group=group,
     )
     return zone, lb_uses
+
+
+def _catalog_zone(ck: Checker, doc: LineDict, origin: str, ttl: int) -> Zone | None:
+    """A zone with `catalog:`: its records are made from its members once every file is
+    read (dnsd.config.catalog); here only its own settings are checked."""
+    for key in ("records", "file", "catalog_group"):
+        if key in doc:
+            ck.error(doc.line_of(key), key,
+                     f"a catalog zone has no {key}: dnsd makes its records from its members")  # fmt: skip
+    d = ck.mapping(doc["catalog"], doc.line_of("catalog"), "catalog")
+    if d is None:
+        return None
+    ck.keys(d, "catalog", ("members",), required=("members",))
+    raw = d.get("members", "all")
+    line = d.line_of("members") if "members" in d else d.line
+    members: tuple[str, ...] | None = None
+    lines: list[int] = []
+    if raw != "all":
+        if not isinstance(raw, LineList) or not raw:
+            ck.error(line, "catalog.members", "expected all or a list of zone names")
+            return None
+        names: list[str] = []
+        for i, text in enumerate(raw):
+            path, item_line = f"catalog.members[{i}]", raw.line_of(i)
+            if not isinstance(text, str) or not text:
+                ck.error(item_line, path, "expected a zone name")
+                continue
+            try:
+                name = parse_name(text, ".")
+            except dns.exception.DNSException as exc:
+                ck.error(item_line, path, f"invalid zone name {text!r}: {name_error(exc)}")
+                continue
+            if name in names:
+                ck.error(item_line, path, f"zone {name} is listed twice")
+                continue
+            names.append(name)
+            lines.append(item_line)
+        members = tuple(names)
+    soa, serial_auto = _parse_soa(ck, doc, origin, ttl, replace(CATALOG_SOA, ttl=ttl))
+    transfer = _transfer(ck, doc) if "transfer" in doc else None
+    notify = _notify(ck, doc) if "notify" in doc else ()
+    algorithm, split_keys = _dnssec(ck, doc) if "dnssec" in doc else (None, False)
+    if soa is None:
+        return None
+    if "soa" not in doc or "serial" not in doc["soa"]:
+        serial_auto = True  # CATALOG_SOA's serial is no floor
+    return Zone(
+        name=origin,
+        file=ck.file,
+        ttl=ttl,
+        soa=soa,
+        rrsets=(),
+        lb_names=MappingProxyType({}),
+        serial_auto=serial_auto,
+        transfer=transfer,
+        notify=notify,
+        dnssec_algorithm=algorithm,
+        dnssec_split_keys=split_keys,
+        catalog=Catalog(members, line, tuple(lines)),
+    )
+
+
+def _catalog_group(ck: Checker, doc: LineDict) -> str | None:
+    """`catalog_group: NAME`: the group property catalogs give this zone (RFC 9432 §4.4.2)."""
+    group = ck.get_str(doc, "catalog_group", "")
+    if group is None:
+        return None
+    text = str(group)
+    if not text or len(text.encode()) > MAX_GROUP:
+        ck.error(doc.line_of("catalog_group"), "catalog_group",
+                 f"expected a group name of 1 to {MAX_GROUP} bytes")  # fmt: skip
+        return None
+    return text
 
 
 ADDRESS_RTYPES = (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import signal
 import sys
+import urllib.parse
 from pathlib import Path
 
 from dnsd.admin_url import admin_url
@@ -59,6 +61,14 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
     except argparse.ArgumentTypeError as exc:
         print(f"dnsd drill run: the plan's server: {exc}", file=sys.stderr)
         return 2
+    if not args.server and not is_local(server):
+        # The admin token (DNSD_ADMIN_TOKEN) goes with every request: a plan file, which may
+        # come from anyone, must not be able to send it to a host the operator did not name.
+        print(f"dnsd drill run: {plan.file}: the plan's server {server} is not on this machine: "
+              "the admin token goes only to an admin API you name yourself: run it with "
+              f"--server {server}\ndnsd drill run: nothing was sent or changed",
+              file=sys.stderr)  # fmt: skip
+        return 2
     dns_text = args.dns or plan.dns or DEFAULT_DNS
     resolvers = [parse_addr(r) for r in (args.resolver or plan.resolvers)]
     from dnsd.admin.token_env import admin_token_from_environment  # DNSD_ADMIN_TOKEN or _FILE
@@ -78,6 +88,18 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
     print(table(result))
     _write_outputs(args, result)
     return 0 if result.passed else 1
+
+
+def is_local(url: str) -> bool:
+    """Whether the admin URL is on this machine: `localhost` or a loopback address (names
+    are not resolved: what a name resolves to is not the operator's choice alone)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def _run_restoring_on_signals(runner: PlanRunner) -> PlanResult:

@@ -42,6 +42,12 @@ from dnsd.explain import ecs_option
 
 POLL_S = 0.1
 SLACK_S = 1.0  # polling, a query's retry and scheduling, on top of the bound
+# An expectation is met only by an answer that the answers after it keep fulfilling for this
+# long: one stray answer (a 10% trickle's, or one a random policy drew) must not pass a drill.
+# At dnsd every answer is a fresh decision, so 1 s (10 polls) makes a stray streak from a 10%
+# trickle a 1e-10 chance; a resolver repeats its cached answer for a TTL, so through one the
+# answers must hold for the TTL + 1 s (the cached answer replaced at least once).
+HOLD_S = 1.0
 COMMAND_TIMEOUT_S = 60.0
 
 
@@ -59,6 +65,8 @@ class LaneResult:
     measured_s: float | None = None
     queries: int = 0
     lost: int = 0
+    fulfilled: int = 0  # answers that fulfilled it, holding or not
+    hold_s: float = 0.0  # how long the answers had to keep fulfilling it
 
 
 @dataclass
@@ -180,8 +188,9 @@ class AdminClient:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
+            # no redirects: the token goes to this admin API and nowhere it points to
             async with self._session.request(
-                method, self.url + path, json=body, headers=headers
+                method, self.url + path, json=body, headers=headers, allow_redirects=False
             ) as r:
                 return r.status, await r.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
@@ -375,7 +384,10 @@ class PlanRunner:
         avoid = self._faulted_addresses()
         ecs = ecs_option(self.plan.vantage[e.vantage]) if e.vantage else None
         servers = [("dnsd", self.dns)] + [(f"resolver {h}:{p}", (h, p)) for h, p in self.resolvers]
-        deadline = t0 + bound.seconds + SLACK_S + 1.0
+        info = self.live.names.get((e.name, e.vantage))
+        ttl_s = info.ttl_s if info is not None else 0.0
+        # the latest a holding streak may start (later is a failure anyway) + its hold window
+        latest = t0 + bound.seconds + SLACK_S + 1.0
 
         def fulfils(addrs: tuple[str, ...]) -> bool:
             got = set(addrs)
@@ -384,18 +396,28 @@ class PlanRunner:
             return got <= wanted if e.pools else bool(got & wanted)
 
         async def lane(name: str, server: tuple[str, int]) -> LaneResult:
-            lr = LaneResult(name)
+            lr = LaneResult(name, hold_s=HOLD_S if name == "dnsd" else ttl_s + HOLD_S)
             client = await DnsClient(*server, timeout_s=0.5).open()
             label = f"{e.name} from {e.vantage or 'here'} @ {name}"
+            streak: float | None = None  # when the answers began to fulfil it, without a break
             try:
                 tick = 0
-                while self.now() < deadline:
-                    answer = await client.query(e.name, self.now(), ecs=ecs)
+                while True:
+                    now = self.now()
+                    if streak is None and now >= latest:
+                        break
+                    answer = await client.query(e.name, now, ecs=ecs)
                     out.timeline.append((label, answer))
                     lr.queries += 1
                     lr.lost += answer.lost
-                    if not answer.lost and fulfils(answer.addresses):
-                        lr.measured_s = answer.at - t0
+                    if answer.lost or not fulfils(answer.addresses):
+                        streak = None  # a break: only a later answer can start a streak
+                    else:
+                        lr.fulfilled += 1
+                        if streak is None:
+                            streak = answer.at
+                    if streak is not None and answer.at - streak >= lr.hold_s:
+                        lr.measured_s = streak - t0
                         break
                     tick += 1
                     await asyncio.sleep(max(0.0, t0 + tick * POLL_S - self.now()))
@@ -412,7 +434,14 @@ class PlanRunner:
         lost = sum(x.lost for x in result.lanes)
         problems = []
         for x in slow:
-            seen = "never" if x.measured_s is None else f"after {x.measured_s:.2f}s"
+            seen = (
+                f"after {x.measured_s:.2f}s"
+                if x.measured_s is not None
+                else f"never held ({x.fulfilled} of {x.queries} answers fulfilled it, none "
+                f"followed by {x.hold_s:g}s of answers that did)"
+                if x.fulfilled
+                else "never"
+            )
             problems.append(f"{x.lane}: {seen}, bound {bound.seconds:.2f}s")
         if lost:
             problems.append(f"{lost} queries lost (timeout or SERVFAIL)")

@@ -88,7 +88,9 @@ class GeoDatabase:
             prefix = max(0, prefix - 96)  # IPv4 lives at ::/96 in IPv6 trees
         return GeoRecord(
             country=country,
-            subdivision=subdivisions[-1].get("iso_code") if self._city else None,
+            # the first (largest) subdivision, the ISO 3166-2 level the region table and
+            # `subdivision_pools` use: Italy's records also hold the province (62, then RM)
+            subdivision=subdivisions[0].get("iso_code") if self._city else None,
             continent=(found.get("continent") or {}).get("code"),
             latitude=location.get("latitude") if self._city else None,
             longitude=location.get("longitude") if self._city else None,

@@ -3,6 +3,11 @@
 Each probe returns a ProbeResult and never raises; a slow or hung backend costs one
 timeout. `retries` immediate re-tries happen inside one probe before it counts as failed,
 all within the one `timeout`.
+
+A probe's error is shown in the status API and page, events, webhooks and logs, and its
+text can come from the backend (a malformed status line or header that the HTTP client
+quotes, a TLS alert): it is one line of at most `ERROR_LIMIT` printable characters,
+whatever the backend sends (`one_line`); a TLS failure names its reason, not the stack.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dnsd.health.fsm import ProbeResult
 
 SOURCE_HEADER = "X-Dnsd-Probe-Source"
 BODY_LIMIT = 64 * 1024
+ERROR_LIMIT = 200  # characters of a probe error
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +89,42 @@ async def _once(
     except TimeoutError:
         error = f"timeout after {monitor.timeout_s:g}s"
     except (OSError, aiohttp.ClientError) as exc:
-        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        error = one_line(describe(exc))
         if is_local_failure(exc):
             return ProbeResult(False, time.time(), None, error, local=True)
     rtt_ms = (time.perf_counter() - started) * 1000.0
     if error is None:
         return ProbeResult(True, time.time(), rtt_ms)
-    return ProbeResult(False, time.time(), None, error)
+    return ProbeResult(False, time.time(), None, one_line(error))
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as an operator reads it: a TLS failure by its reason (the certificate
+    check's message, or the TLS alert), anything else as `Type: text`."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # aiohttp wraps the ssl error (certificate_error, os_error, __cause__)
+        if seen is None:
+            break
+        verify = getattr(seen, "verify_message", None)  # ssl.SSLCertVerificationError
+        if isinstance(verify, str) and verify:
+            return f"TLS: the certificate was refused ({verify})"
+        reason = getattr(seen, "reason", None)  # ssl.SSLError: the TLS alert or library reason
+        if type(seen).__module__ == "ssl" and isinstance(reason, str) and reason:
+            return f"TLS: {reason}"
+        inner = getattr(seen, "certificate_error", None) or getattr(seen, "os_error", None)
+        seen = inner if isinstance(inner, BaseException) else (seen.__cause__ or seen.__context__)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def one_line(text: str, limit: int = ERROR_LIMIT) -> str:
+    """`text` as one line of at most `limit` printable characters: control characters and
+    line breaks (any Unicode one) become spaces, runs of spaces one, a longer text is cut
+    with "…"."""
+    if len(text) > 4 * limit:
+        text = text[: 4 * limit]  # what is cut anyway is not looked at
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 # Failures that say something about this machine, not about the backend: out of

@@ -6,10 +6,13 @@
         url: http://127.0.0.1:8053      # the admin API (changes go through the config API)
         token: env/DNSD_ADMIN_TOKEN     # a token with the admin scope
         # or, without a server: directory: /etc/dnsd/zones
+        soa: {rname: hostmaster.example.net.}   # for zones the sync creates (optional)
 
 A sync is one change set (`POST /api/v1/config/changes`, or dnsd.provision straight into
 the directory): checked as a whole, applied together or not at all. How records map onto
-dnsd entries is in mapping.py and docs/octodns.md.
+dnsd entries is in mapping.py and docs/octodns.md. A zone dnsd does not have is created
+in the same change set (`zones/Z`: its own YAML file), its SOA from the `soa:` option and
+defaults (dnsd.provision.edit.new_zone_settings).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from dnsd.octodns.mapping import (
     dynamic_record,
 )
 from dnsd.provision.directory import apply_to_directory, read_all
-from dnsd.provision.edit import ChangeRefused, relative
+from dnsd.provision.edit import ChangeRefused, new_zone_settings, relative
 from dnsd.provision.targets import SECTIONS, Change, parse_route
 
 # Every octoDNS record type that is a DNS record type (not ALIAS or URLFWD): dnsd serves
@@ -71,6 +74,7 @@ class DnsdProvider(BaseProvider):
         token: str | None = None,
         directory: str | None = None,
         timeout: float = 30.0,
+        soa: dict[str, Any] | None = None,
         *args: Any,
         **kwargs: Any,
     ) -> None:
@@ -84,6 +88,13 @@ class DnsdProvider(BaseProvider):
         self.token = token
         self.directory = Path(directory) if directory else None
         self.timeout = timeout
+        if soa is not None and not isinstance(soa, dict):
+            raise ProviderException(f"{id}: soa: a mapping (mname, rname, refresh, ...)")
+        try:  # unknown keys are refused now, not at the first sync that creates a zone
+            new_zone_settings("check.", soa)
+        except ValueError as exc:
+            raise ProviderException(f"{id}: {exc}") from None
+        self.soa = soa
         self._foreign: dict[str, dict[str, str]] = {}  # zone → name → a hand-written LB
 
     # -- talking to dnsd -------------------------------------------------------------------------
@@ -238,13 +249,17 @@ class DnsdProvider(BaseProvider):
         zone = desired.name.rstrip(".").lower()
         config = self._config(zone)
         info = config["zones"].get(zone)
-        if info is None:
-            raise ProviderException(f"{self.id}: zone {zone} is not in dnsd's configuration (create its YAML file first)")  # fmt: skip
         by_name: dict[str, list[Any]] = defaultdict(list)
         for record in desired.records:
             by_name[record.name].append(record)
-        existing = {relative(str(k), zone + "."): v for k, v in info["records"].items()}
         changes: list[Change] = []
+        if info is None:  # a new zone: its file first, then its records (one change set)
+            root_ns = [r for r in by_name.get("", []) if r._type == "NS"]
+            settings = new_zone_settings(zone, self.soa, _dnsd_values(root_ns[0]) if root_ns else None)  # fmt: skip
+            changes.append(Change(parse_route(f"zones/{zone}"), settings))
+            self.log.info("_apply: zone %s is new in dnsd: created with %s", zone, settings)
+            info = {"records": {}}
+        existing = {relative(str(k), zone + "."): v for k, v in info["records"].items()}
         keep: set[str] = set()  # entries the new state needs
         touched = {c.record.name for c in plan.changes}
         for rname in sorted(touched):

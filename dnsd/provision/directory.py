@@ -7,10 +7,18 @@ every reason). Only then is each touched file replaced atomically (temp file, fs
 rename, fsync of the directory), all of them as one change (dnsd.atomic_files: a journal
 makes a crash at any point leave the old files or the new ones). No server is needed: the octoDNS provider's
 `directory:` mode uses this module as it is; a running server adds a reload (writer.py).
+
+What a check costs grows with what changes, not with the directory: a running server
+passes what it already knows of the files a change does not touch (their parsed data,
+keyed by the SHA-256 of their text, and the loader's results for them), so a write beside
+a 40,000-record zone does not read that zone with the round-trip YAML library, parse it
+or validate it again; only the files a change edits are loaded for editing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +26,18 @@ from typing import Any
 
 from dnsd.atomic_files import WriteFailed, recover, write_files
 from dnsd.config.files import UnsafeFile, read_config_file
-from dnsd.config.loader import load_config
+from dnsd.config.loader import ParseCache, load_config
 from dnsd.config.yamlio import YamlSyntaxError, load_yaml
 from dnsd.errors import ConfigError
-from dnsd.provision.edit import ChangeRefused, Editor, find, plain
+from dnsd.provision.edit import MAX_FILES, ChangeRefused, Editor, lookup, plain
 from dnsd.provision.targets import SECTIONS, Change, Target, etag, matches
 
-MAX_FILES = 10_000
+# file name → (the SHA-256 of a text of it, that text as JSON data): what a caller already
+# parsed (dnsd.provision.reader); used only while the digest matches the file read now.
+Known = Mapping[str, tuple[bytes, Any]]
+# Words that make a file one a change to a pool, backend, monitor or load balancer may be
+# about (a file without any of them holds none of those sections).
+_SECTION_WORDS = re.compile(r"\b(?:pools|monitors|load_balancers)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +66,15 @@ def read_texts(directory: Path) -> dict[str, str]:
     return texts
 
 
-def parsed(texts: Mapping[str, str]) -> dict[str, Any]:
-    """Every file as dnsd's loader reads it; a file that does not parse is refused."""
+def parsed(texts: Mapping[str, str], known: Known | None = None) -> dict[str, Any]:
+    """Every file as dnsd's loader reads it (from `known` when its text is the one parsed
+    there); a file that does not parse is refused."""
     docs = {}
     for file, text in texts.items():
+        seen = known.get(file) if known else None
+        if seen is not None and seen[0] == hashlib.sha256(text.encode()).digest():
+            docs[file] = seen[1]
+            continue
         try:
             docs[file] = load_yaml(text)
         except YamlSyntaxError as exc:
@@ -66,8 +84,8 @@ def parsed(texts: Mapping[str, str]) -> dict[str, Any]:
 
 def entry(docs: Mapping[str, Any], target: Target) -> Any:
     """The entry as JSON data, or None."""
-    place = find(docs, target)
-    return None if place is None else plain(place.container[place.key])
+    value = lookup(docs, target)
+    return None if value is None else plain(value)
 
 
 def read_entry(directory: Path, target: Target) -> Any:
@@ -94,25 +112,31 @@ def read_all(directory: Path) -> dict[str, Any]:
 
 
 def prepare(
-    directory: Path, changes: Sequence[Change], cancelled: Callable[[], bool] | None = None
+    directory: Path,
+    changes: Sequence[Change],
+    cancelled: Callable[[], bool] | None = None,
+    known: Known | None = None,
+    cache: ParseCache | None = None,
 ) -> Prepared:
     """Check a change set against the directory as it is now; ChangeRefused if any part
     fails (404 missing, 412 stale ETag, 400 invalid), in which case nothing is written.
     `cancelled`: the check of the whole directory gives up (LoadCancelled) once it is
-    True (a stopping server)."""
+    True (a stopping server). `known`: files already parsed; `cache`: the loader's
+    results of files that did not change (filled in with those of the new texts) — both
+    used only for texts identical to what is read now, so the check is the same."""
     texts = read_texts(directory)
-    docs = parsed(texts)
+    docs = parsed(texts, _with_stand_ins(texts, known, cache, changes))
     before = {c.target.route: entry(docs, c.target) for c in changes}
     for change in changes:
         current = etag(before[change.target.route])
         if change.if_match is not None and not matches(change.if_match, current):
             raise ChangeRefused(412, f"{change.target.route}: If-Match {change.if_match[:80]} "
                                 f"is stale (the entry's ETag is {current or 'none: it does not exist'})")  # fmt: skip
-    editor = Editor(texts)
+    editor = Editor(texts, docs)
     for change in changes:
         editor.apply(change)
     new_texts = editor.result()
-    new_docs = parsed({**texts, **new_texts})
+    new_docs = {**docs, **parsed(new_texts, editor.read_back)}
     last = {c.target.route: c for c in changes}  # the last change to an entry decides it
     after = {route: entry(new_docs, c.target) for route, c in last.items()}
     for route, change in last.items():
@@ -121,7 +145,7 @@ def prepare(
                                 "(a value YAML reads as another type?)")  # fmt: skip
     _keep_apex(before, after)
     try:
-        load_config(directory, overlay=new_texts, cancelled=cancelled)
+        load_config(directory, overlay=new_texts, cache=cache, cancelled=cancelled)
     except ConfigError as exc:
         errors = [str(r) for r in exc.reasons if not r.warning]
         raise ChangeRefused(400, "the change makes the configuration invalid: nothing changed", errors) from None  # fmt: skip
@@ -133,6 +157,35 @@ def prepare(
         etags={route: etag(value) for route, value in after.items()},
         created=tuple(r for r, v in before.items() if v is None and after[r] is not None),
     )
+
+
+def _with_stand_ins(
+    texts: Mapping[str, str],
+    known: Known | None,
+    cache: ParseCache | None,
+    changes: Sequence[Change],
+) -> Known | None:
+    """`known`, and an empty stand-in for each file no change can be about, told by the
+    loader's result for its very text: valid, a zone other than the changed ones (or
+    none), no section words. Looking entries up, it reads as the file does (nothing), so
+    a big unrelated zone is neither parsed nor kept parsed for a write; the check of the
+    whole directory still reads it (from the cache)."""
+    if cache is None:
+        return known
+    out = dict(known or {})
+    zones = {c.target.names[0] for c in changes if c.target.kind in ("record", "zone")}
+    for file, text in texts.items():
+        result = cache.files.get(file)
+        if result is None or any(not r.warning for r in result.reasons):
+            continue
+        if result.zone is not None and result.zone.name.lower().rstrip(".") in zones:
+            continue
+        digest = hashlib.sha256(text.encode()).digest()
+        if file in out and out[file][0] == digest:
+            continue  # known as it is
+        if result.digest == digest and not _SECTION_WORDS.search(text):
+            out[file] = (digest, {})
+    return out
 
 
 def _keep_apex(before: dict[str, Any], after: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -23,7 +24,7 @@ from typing import Any
 
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.yamlio import YamlSyntaxError, load_yaml
-from dnsd.provision.edit import ChangeRefused, find
+from dnsd.provision.edit import ChangeRefused, lookup
 from dnsd.provision.targets import SECTIONS, Target
 
 log = logging.getLogger("dnsd.provision")
@@ -32,15 +33,17 @@ MAX_FILES = 10_000
 Signature = tuple[int, int, int]
 
 
-def parse_file(directory: str, name: str) -> tuple[bool, str]:
-    """(True, the file as JSON text) or (False, why not): runs in the parser process."""
+def parse_file(directory: str, name: str) -> tuple[bool, str, bytes]:
+    """(True, the file as JSON text, the SHA-256 of the text it came from) or (False, why
+    not, b""): runs in the parser process."""
     try:
         text = read_config_file(Path(directory), Path(directory) / name)
-        return True, json.dumps(load_yaml(text), default=str)
+        digest = hashlib.sha256(text.encode()).digest()
+        return True, json.dumps(load_yaml(text), default=str), digest
     except YamlSyntaxError as exc:
-        return False, f"{name}:{exc.line}: {exc.message}"
+        return False, f"{name}:{exc.line}: {exc.message}", b""
     except (OSError, UnsafeFile, UnicodeDecodeError) as exc:
-        return False, f"{Path(directory) / name}: cannot read: {exc}"
+        return False, f"{Path(directory) / name}: cannot read: {exc}", b""
 
 
 def signatures(directory: Path) -> dict[str, Signature]:
@@ -55,7 +58,8 @@ def signatures(directory: Path) -> dict[str, Signature]:
 class ConfigReader:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._files: dict[str, tuple[Signature, Any]] = {}
+        # file name → (its signature, the SHA-256 of the text parsed, that text as JSON data)
+        self._files: dict[str, tuple[Signature, bytes, Any]] = {}
         self._lock = asyncio.Lock()  # one refresh at a time; the others wait for it
         self._pool: ProcessPoolExecutor | None = None
         self.parsed = 0  # files parsed (a metric for tests: reads do not parse again)
@@ -68,16 +72,22 @@ class ConfigReader:
             for name, sig in now.items():
                 cached = self._files.get(name)
                 if cached is None or cached[0] != sig:
-                    ok, text = await self._parse(name)
+                    ok, text, digest = await self._parse(name)
                     if not ok:
                         raise ChangeRefused(400, text)
-                    self._files[name] = (sig, await asyncio.to_thread(json.loads, text))
+                    self._files[name] = (sig, digest, await asyncio.to_thread(json.loads, text))
                     self.parsed += 1
             for gone in set(self._files) - set(now):
                 del self._files[gone]
-            return {name: self._files[name][1] for name in now}
+            return {name: self._files[name][2] for name in now}
 
-    async def _parse(self, name: str) -> tuple[bool, str]:
+    def known(self) -> dict[str, tuple[bytes, Any]]:
+        """What the reads parsed so far, without parsing anything: per file the SHA-256 of
+        the text and that text as JSON data (a config write uses an entry only while the
+        file's text still has that digest)."""
+        return {name: (digest, doc) for name, (_, digest, doc) in self._files.items()}
+
+    async def _parse(self, name: str) -> tuple[bool, str, bytes]:
         if self._pool is None:
             try:  # spawn: no copy of the serving threads' state (fork with threads is unsafe)
                 context = multiprocessing.get_context("spawn")
@@ -109,8 +119,7 @@ class ConfigReader:
 
 
 def _entry(docs: dict[str, Any], target: Target) -> Any:
-    place = find(docs, target)
-    return None if place is None else place.container[place.key]
+    return lookup(docs, target)
 
 
 def _page(docs: dict[str, Any], zone: str | None, offset: int, limit: int) -> bytes:

@@ -1,7 +1,8 @@
 """One entry of the configuration directory, as the config API names it.
 
 Routes (under /api/v1/config/): `pools/P`, `pools/P/backends/B`, `monitors/M`,
-`load_balancers/L`, `zones/Z/records/NAME`. A change is a target with the new body (the
+`load_balancers/L`, `zones/Z` (a zone's own settings: `ttl`, `soa`, ...; a PUT of a new
+zone creates its YAML file), `zones/Z/records/NAME`. A change is a target with the new body (the
 YAML entry as JSON) or None for a delete, optionally guarded by an ETag.
 """
 
@@ -12,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["pool", "backend", "monitor", "load_balancer", "record"]
+Kind = Literal["pool", "backend", "monitor", "load_balancer", "zone", "record"]
 SECTIONS: dict[str, str] = {
     "pool": "pools",
     "monitor": "monitors",
@@ -28,7 +29,7 @@ class BadTarget(ValueError):
 @dataclass(frozen=True, slots=True)
 class Target:
     kind: Kind
-    names: tuple[str, ...]  # (pool,) (pool, backend) (monitor,) (lb,) (zone, record name)
+    names: tuple[str, ...]  # (pool,) (pool, backend) (monitor,) (lb,) (zone,) (zone, record name)
 
     @property
     def route(self) -> str:
@@ -36,6 +37,8 @@ class Target:
             return f"pools/{self.names[0]}/backends/{self.names[1]}"
         if self.kind == "record":
             return f"zones/{self.names[0]}/records/{self.names[1]}"
+        if self.kind == "zone":
+            return f"zones/{self.names[0]}"
         return f"{SECTIONS[self.kind]}/{self.names[0]}"
 
     @property
@@ -61,15 +64,17 @@ def parse_route(route: str) -> Target:
         target = Target(kind, (parts[1],))
     elif len(parts) == 4 and parts[0] == "pools" and parts[2] == "backends":
         target = Target("backend", (parts[1], parts[3]))
+    elif len(parts) == 2 and parts[0] == "zones":
+        target = Target("zone", (parts[1].lower().rstrip(".") or ".",))
     elif len(parts) == 4 and parts[0] == "zones" and parts[2] == "records":
         target = Target("record", (parts[1].lower().rstrip(".") or ".", parts[3]))
     else:
         raise BadTarget(f"{route[:100]!r} is not a config route (pools/P, pools/P/backends/B, "
-                        "monitors/M, load_balancers/L, zones/Z/records/NAME)")  # fmt: skip
+                        "monitors/M, load_balancers/L, zones/Z, zones/Z/records/NAME)")  # fmt: skip
     for name in target.names:
         if not name or len(name) > MAX_NAME or not name.isprintable():
             raise BadTarget(f"{name[:40]!r}: a name is 1 to {MAX_NAME} printable characters")
-    if target.kind != "record" and target.names[-1].startswith("lb:"):
+    if target.kind not in ("record", "zone") and target.names[-1].startswith("lb:"):
         raise BadTarget("names must not start with 'lb:'")
     return target
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnsd.config.loader import ParseCache
 from dnsd.config.zonefile import LoadCancelled
 from dnsd.process_tools import in_daemon_thread
 from dnsd.provision.directory import Prepared, prepare, read_all, write_texts
@@ -38,8 +39,12 @@ class ConfigWriter:
         directory: Path,
         reload: Callable[[], Awaitable[ReloadResult]],
         cancelled: Callable[[], bool] | None = None,
+        parse_cache: ParseCache | None = None,
     ) -> None:
         self.directory = directory
+        # The loader's results of the served config's files (the server's reloads keep it):
+        # a check reuses those of the files a change does not touch.
+        self._parse_cache = parse_cache
         self._reload = reload
         self._cancelled = cancelled  # the server is stopping: a check in progress gives up
         self._lock = asyncio.Lock()
@@ -54,17 +59,37 @@ class ConfigWriter:
     async def read_all(self) -> dict[str, Any]:
         return await asyncio.to_thread(read_all, self.directory)
 
-    async def apply(self, changes: Sequence[Change], local: bool = True) -> Applied:
-        """Check, write and reload; ChangeRefused (nothing changed) otherwise."""
+    async def apply(
+        self,
+        changes: Sequence[Change],
+        local: bool = True,
+        before_write: Callable[[Prepared], Awaitable[None]] | None = None,
+    ) -> Applied:
+        """Check, write and reload; ChangeRefused (nothing changed) otherwise.
+        `before_write`: called with the checked change before anything is written (the
+        audit trail reserves room for its entry there); ChangeRefused from it stops it."""
         if not changes:
             raise ChangeRefused(400, "no changes")
         async with self._lock:
+            # What is already known of the files: the reads' parsed copies and the last
+            # load's results; the check parses and validates only what it has to (the files
+            # the change edits, and those it could be about that nothing knows yet).
+            known = self.reader.known()
+            cache = self._parse_cache.copy() if self._parse_cache is not None else None
             try:  # a daemon thread: checking a big directory does not hold up a SIGTERM
                 prepared = await in_daemon_thread(prepare, self.directory, changes,
-                                                  self._cancelled)  # fmt: skip
+                                                  self._cancelled, known, cache)  # fmt: skip
             except LoadCancelled:
                 raise ChangeRefused(503, "the server is stopping: nothing changed") from None
+            if before_write is not None:
+                await before_write(prepared)
             await asyncio.to_thread(write_texts, self.directory, prepared.new_texts)
+            if cache is not None and self._parse_cache is not None:
+                # The check's results of the new texts: the reload does not parse them again
+                # (keyed by digest, so a text that is not on disk any more is not used).
+                for name in prepared.new_texts:
+                    if name in cache.files:
+                        self._parse_cache.files[name] = cache.files[name]
             result = await self._reload()
             if not result.ok:
                 await asyncio.to_thread(write_texts, self.directory, prepared.old_texts)

@@ -1,5 +1,5 @@
-"""The admin HTTP listener: the admin app behind a connection guard (header and write
-timeouts, places per source, a reserve only a valid token gets), on the admin address."""
+"""The admin HTTP listener: the admin app behind a connection guard (header, request and
+write timeouts, places per source, a reserve only a valid token gets), on the admin address."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from dnsd.admin.guard import ConnectionGuard
 log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
 ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this
+ADMIN_REQUEST_TIMEOUT_S = 10.0  # a request, once begun, arrives whole (headers and body)
 ADMIN_WRITE_TIMEOUT_S = 5.0  # a client that reads none of its answers for this long is cut
 ADMIN_PER_SOURCE = 16  # admin connections from one address (an IPv6 /64)
 ADMIN_RATE_PER_SOURCE = 50.0  # requests a second from one address without a token
@@ -61,6 +62,7 @@ class AdminListener:
         self.guard = ConnectionGuard(
             factory, general, ADMIN_HEADER_TIMEOUT_S, reserve=reserve,
             per_source=min(ADMIN_PER_SOURCE, general), write_timeout_s=ADMIN_WRITE_TIMEOUT_S,
+            request_timeout_s=ADMIN_REQUEST_TIMEOUT_S,
             authorized=lambda secret: gate.find(secret) is not None,
             rate_per_source=ADMIN_RATE_PER_SOURCE,
         )  # fmt: skip

@@ -85,7 +85,7 @@ class ClusterNews:
         """A change set from another node, applied here or refused: in the audit trail
         with its origin node, within that node's budget (dnsd.admin.audit)."""
         if self.audit.allow(f"sync:{entry['origin_node']}", time.monotonic()):
-            await asyncio.to_thread(self.audit.append, entry)
+            await asyncio.to_thread(self.audit.append_or_log, entry)
 
     def refused(self, errors: list[str]) -> None:
         generation = self.holder.current.generation

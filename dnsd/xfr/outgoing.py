@@ -98,14 +98,25 @@ def ixfr(
     query: dns.message.Message, current: ZoneContent, old: ZoneContent | None, asked: int | None
 ) -> list[dns.message.Message]:
     """The IXFR answer for a client at serial `asked` (None: no SOA in the query)."""
-    if asked is not None and not serial_gt(current.serial, asked):
+    form = ixfr_form(current, old, asked)
+    if form == "current":
         return _messages(query, [current.soa])  # up to date (or ahead): nothing to send
-    if old is None or asked is None or old.serial != asked:
+    if form == "full" or old is None:
         return axfr(query, current)
     before, after = old.texts(), current.texts()
     deleted = _parse(sorted(before - after))
     added = _parse(sorted(after - before))
     return _messages(query, [current.soa, old.soa, *deleted, current.soa, *added, current.soa])
+
+
+def ixfr_form(current: ZoneContent, old: ZoneContent | None, asked: int | None) -> str:
+    """How IXFR answers a client at serial `asked`: `current` (the SOA alone: it is up to
+    date or ahead), `incremental` (the difference from a journalled version) or `full`."""
+    if asked is not None and not serial_gt(current.serial, asked):
+        return "current"
+    if old is None or asked is None or old.serial != asked:
+        return "full"
+    return "incremental"
 
 
 def requested_serial(query: dns.message.Message) -> int | None:

@@ -176,6 +176,9 @@ def test_nodes_follow_a_sentinel_failover(tmp_path: Path, cleanup: list[Any]) ->
     print(f"promotion {promoted:.2f} s after the kill; override on b {override_s:.2f} s, "
           f"config change served by b {config_s:.2f} s after it was made")  # fmt: skip
     assert f"(primary {new})" in a.output + b.output  # the log says where it went
+    for proc in (a, b):  # the move is counted, though it was noticed as a lost connection
+        assert "dnsd_redis_failovers_total 1.0" in http(proc.admin_port, "GET", "/metrics")[1]
+        assert f"failover: the primary is now {new}" in proc.output
 
 
 def test_config_sync_survives_redis_restarted_empty_and_ignores_unsealed_writes(

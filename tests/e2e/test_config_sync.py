@@ -166,3 +166,25 @@ def test_a_change_from_another_node_is_in_the_audit_trail(tmp_path: Path, redis:
     finally:
         for proc in nodes.values():
             proc.__exit__(None, None, None)
+
+
+def test_a_zone_created_on_one_node_is_served_by_the_others(tmp_path: Path, redis: Redis) -> None:
+    """A new zone (config API `zones/Z`, as the octoDNS provider sends it: the zone and its
+    records in one change set) reaches every node: each writes the zone's own file."""
+    nodes = {n: node(tmp_path, n, redis).__enter__() for n in "ab"}
+    try:
+        for proc in nodes.values():
+            proc.wait_for_log("sharing health as node")
+        soa = {"mname": "ns1.made.test.", "rname": "hostmaster.made.test."}
+        changes = [
+            {"method": "PUT", "route": "zones/made.test", "body": {"soa": soa}},
+            {"method": "PUT", "route": "zones/made.test/records/www", "body": {"A": ["192.0.2.52"]}},
+        ]  # fmt: skip
+        status, body = http(nodes["a"].admin_port, "POST", "/api/v1/config/changes", {"changes": changes}, TOKEN)  # fmt: skip
+        assert status == 200, body
+        assert answers(nodes["a"].port, "www.made.test") == ["192.0.2.52"]
+        wait_for(nodes["b"].port, "www.made.test", ["192.0.2.52"], 2.0)
+        assert (tmp_path / "b" / "zones" / "made.test.yaml").read_text().startswith("zone: made.test\n")  # fmt: skip
+    finally:
+        for proc in nodes.values():
+            proc.__exit__(None, None, None)

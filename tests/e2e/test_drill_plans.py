@@ -47,6 +47,7 @@ records:
   ns1: {{A: 127.0.0.1}}
   api: {{lb: api-failover}}
   geo: {{lb: api-geo}}
+  steady: {{lb: api-trickle}}
 monitors:
   http-health:
     type: http
@@ -79,6 +80,11 @@ load_balancers:
     steering: geo
     default_pools: [iad]
     region_pools: {{WEU: [fra, iad], ENAM: [iad, fra]}}
+    max_answers: 2
+  api-trickle:                          # fra answers, one answer in ten goes to iad
+    ttl: 2
+    default_pools: [fra, iad]
+    trickle_ratio: 0.1
     max_answers: 2
 """
 
@@ -237,6 +243,47 @@ def test_an_expectation_that_cannot_hold_fails_with_exit_1_and_is_named(
     [failure] = suite.findall("testcase/failure")
     assert "api.acme.test from us -> pool fra" in failure.get("message", "")
     assert _overrides(acme) == []  # restored although the plan failed
+
+
+def test_one_stray_trickle_answer_does_not_meet_an_expectation_a_holding_one_does(
+    acme: Acme, tmp_path
+) -> None:
+    """`steady` answers from fra with a 10% trickle to iad. Nothing moves it, so "iad
+    within 10s" must fail although ~10 of its ~100 answers at dnsd come from iad (each one met
+    it before); when a manual failover moves every answer, the same expectation holds, at
+    dnsd and through unbound."""
+    stray = tmp_path / "stray.yaml"
+    stray.write_text(f"""\
+name: stray trickle
+server: http://127.0.0.1:{acme.dnsd.admin_port}
+dns: 127.0.0.1:{acme.dnsd.port}
+steps:
+  - name: nothing moves it
+    expect: [{{name: steady.acme.test, pool: iad, within: 10s}}]
+""")
+    result = acme.drill(str(stray), "--json", str(tmp_path / "stray.json"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "0/1 expectations held: FAIL" in result.stdout
+    [e] = json.loads((tmp_path / "stray.json").read_text())["steps"][0]["expectations"]
+    assert not e["passed"] and e["lanes"] == {"dnsd": None}
+    assert "never held (" in e["message"] and "followed by 1s of answers that did" in e["message"]
+    strays = int(e["message"].split("never held (")[1].split(" of ")[0])
+    assert strays > 0, "no trickle answer came: the test proves nothing"
+    holding = acme.plan(
+        tmp_path,
+        """\
+  - name: manual failover
+    fault: {trickle: {lb: api-trickle, ratio: 1.0}}
+    expect: [{name: steady.acme.test, pool: iad, within: bound}]
+  - restore: true
+""",
+        name="holding.yaml",
+    )
+    result = acme.drill(str(holding), "--json", str(tmp_path / "holding.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [e] = json.loads((tmp_path / "holding.json").read_text())["steps"][0]["expectations"]
+    assert e["passed"] and len(e["lanes"]) == 2 and e["client_s"] <= e["bound_s"] + 1.0
+    assert _overrides(acme) == []
 
 
 def test_dry_run_on_a_missing_pool_exits_2_with_file_line_and_a_suggestion(

@@ -65,7 +65,7 @@ def test_the_lab_drill_plan_in_docs_passes(tmp_path: Path) -> None:
         junit = tmp_path / "lab-drill.xml"
         done = subprocess.run(
             ["ip", "netns", "exec", "dnsdlab-wnam", sys.executable, "-m", "dnsd", "drill", "run",
-             str(plan), "--junit", str(junit), "--quiet"],
+             str(plan), "--server", "http://10.77.1.10:8053", "--junit", str(junit), "--quiet"],
             capture_output=True, text=True, timeout=300,
             env=dict(os.environ, DNSD_ADMIN_TOKEN=TOKEN),
         )  # fmt: skip

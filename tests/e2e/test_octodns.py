@@ -21,6 +21,7 @@ from octodns.zone import Zone
 
 from dnsd.drill.backend import DemoBackend
 from dnsd.drill.ports import free_port_pair
+from tests.admin_client import http
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
 
@@ -281,3 +282,56 @@ def test_a_source_with_a_root_ns_and_new_types_syncs_with_defaults(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-3000:]
     with DnsdProcess(zones, "--rrl-rate", "0") as dnsd:
         assert dig(dnsd.port, "oc.test", "NS") == ["ns1.oc.test."]
+
+
+def test_octodns_sync_creates_a_zone_dnsd_does_not_have(tmp_path: Path) -> None:
+    """As octoDNS users expect of a target (the PowerDNS provider does it): a sync to a zone
+    dnsd does not serve yet creates it — its own YAML file, the SOA from defaults or the
+    provider's `soa:` option — in the same change set as its records; a second sync is a
+    no-op."""
+    zones = tmp_path / "zones"
+    zones.mkdir()
+    (zones / "seed.yaml").write_text(DNSD_ZONE.replace("oc.test", "seed.test"))
+    with DnsdProcess(zones, "--rrl-rate", "0", env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:
+        assert dig(dnsd.port, "oc.test", "SOA") == []  # not a zone of this server
+        target = {"url": f"http://127.0.0.1:{dnsd.admin_port}", "token": "env/DNSD_TOKEN"}
+        config = write_octodns(tmp_path, target, RICH_SOURCE)
+        done = octodns("octodns-sync", "--config-file", str(config), "--doit")
+        assert done.returncode == 0, done.stderr[-3000:]
+        # the default SOA: mname the first of the source's NS names, rname hostmaster,
+        # the serial dnsd's own, the timers dnsd's defaults
+        soa = dig(dnsd.port, "oc.test", "SOA")[0].split()
+        assert soa[:2] == ["ns1.oc.test.", "hostmaster.oc.test."] and soa[3:] == ["7200", "900", "1209600", "300"], soa  # fmt: skip
+        assert sorted(dig(dnsd.port, "oc.test", "NS")) == ["ns1.oc.test.", "ns2.oc.test."]
+        assert dig(dnsd.port, "ns2.oc.test") == ["127.0.0.2"]
+        assert sorted(dig(dnsd.port, "txt.oc.test", "TXT")) == ['"a; b"', '"v=spf1 -all"']
+        again = octodns("octodns-sync", "--config-file", str(config), "--doit")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "No changes were planned" in again.stdout + again.stderr, again.stdout + again.stderr
+        # one write, through the config API with the token: audited as such
+        status, body = http(dnsd.admin_port, "GET", "/api/v1/audit", token=TOKEN)
+        writes = [e for e in body["entries"] if e["route"] == "/api/v1/config/changes"]
+        assert status == 200 and len(writes) == 1 and writes[0]["status"] == 200, writes
+        assert writes[0]["before"]["zones/oc.test"] is None
+        assert writes[0]["after"]["zones/oc.test"] == {"soa": {"mname": "ns1.oc.test.", "rname": "hostmaster.oc.test."}}  # fmt: skip
+    assert sorted(p.name for p in zones.glob("*.yaml")) == ["oc.test.yaml", "seed.yaml"]
+    result = subprocess.run([sys.executable, "-m", "dnsd", "check", str(zones)], capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # the SOA from the provider's option (here into a directory); an unknown key is refused
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    option = {"directory": str(fresh), "soa": {"mname": "pri.oc.test.", "rname": "ops.oc.test.", "minimum": 30}}  # fmt: skip
+    done = octodns("octodns-sync", "--config-file", str(write_octodns(tmp_path, option, RICH_SOURCE)), "--doit")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        (fresh / "oc.test.yaml")
+        .read_text()
+        .startswith(
+            "zone: oc.test\nsoa: {mname: pri.oc.test., rname: ops.oc.test., minimum: 30}\nrecords:\n"
+        )
+    )
+    option["soa"] = {"serail": 1}
+    done = octodns("octodns-sync", "--config-file", str(write_octodns(tmp_path, option, RICH_SOURCE)), "--doit")  # fmt: skip
+    assert done.returncode != 0 and "soa: unknown keys ['serail']" in done.stderr, done.stderr[
+        -2000:
+    ]

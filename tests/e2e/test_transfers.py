@@ -1,6 +1,7 @@
 """Zone transfers to real secondaries: Knot and NSD pull every bundled zone from
 `dnsd serve` with a TSIG key, follow its NOTIFY after a reload and after a failover, and
-an unsigned or outside transfer is refused. kdig is the transfer client."""
+an unsigned or outside transfer is refused; a stopped secondary is logged, and its return.
+kdig is the transfer client."""
 
 from __future__ import annotations
 
@@ -223,3 +224,34 @@ def test_ixfr_sends_the_difference_and_old_serials_get_the_whole_zone(setup: Set
     assert full == export(setup.config, zone, setup.state)  # the whole zone, as exported
     current = records(kdig(port, f"IXFR={now}", zone, key=setup.secret))
     assert len(current) == 1 and " SOA " in next(iter(current))
+
+
+def test_a_stopped_secondary_is_logged_and_its_return_too(setup: Setup) -> None:
+    """Knot stops: the next change's NOTIFY to it is logged within seconds (NSD, answering,
+    is not); Knot starts again: the next NOTIFY says it answers again, and it follows."""
+    dnsd, knot, nsd = setup.dnsd, setup.knot, setup.nsd
+    path = setup.config / "example.test.yaml"
+    zone = "example.test."
+    for secondary in (knot, nsd):
+        wait_for(lambda s=secondary: soa_serial(s.port, zone) == soa_serial(dnsd.port, zone),
+                 15, f"{secondary.name} in step")  # fmt: skip
+    knot.stop()
+    path.write_text(path.read_text().replace("records:\n", "records:\n  gone: {A: 192.0.2.9}\n", 1))
+    changed = time.monotonic()
+    assert http(dnsd.admin_port, "POST", "/api/v1/reload", token=TOKEN)[0] == 200
+    dnsd.wait_for_log(f"to 127.0.0.1 port {knot.port}: no answer within 1 s", timeout=5)
+    assert time.monotonic() - changed < 4.0
+    knot.start()
+    path.write_text(path.read_text().replace("records:\n", "records:\n  back: {A: 192.0.2.8}\n", 1))
+    assert http(dnsd.admin_port, "POST", "/api/v1/reload", token=TOKEN)[0] == 200
+    dnsd.wait_for_log(f"to 127.0.0.1 port {knot.port}: NOERROR, answered again", timeout=10)
+    wait_for(lambda: short(knot.port, "back.example.test.") == ["192.0.2.8"], 10,
+             "knot follows again")  # fmt: skip
+    notify_lines = [line for line in dnsd.lines if "NOTIFY" in line and "port" in line]
+    assert not any(f"port {nsd.port}: no answer" in line for line in notify_lines), notify_lines
+    about_knot = [
+        line for line in notify_lines if f"port {knot.port}" in line and "WARNING" in line
+    ]
+    assert 2 <= len(about_knot) <= 3, about_knot  # silent, (a round lost,) answering again
+    text = http(dnsd.admin_port, "GET", "/metrics")[1]
+    assert f'secondary="127.0.0.1:{nsd.port}"' in text and 'result="noerror"' in text

@@ -411,3 +411,55 @@ def test_an_admin_connection_must_send_its_headers_in_time(config_copy, monkeypa
         assert http(srv.admin_port, "GET", "/healthz")[0] == 200
     finally:
         srv.stop()
+
+
+def test_an_admin_request_must_arrive_whole_in_time(config_copy, monkeypatch) -> None:
+    """A body (by Content-Length or in chunks) or a later request's headers trickled a
+    byte at a time is cut off and counted (10 s in production; 0.5 s here); a request
+    that arrives whole in time is served, and its connection kept."""
+    import contextlib
+    import socket
+    import time
+
+    import dnsd.serve.admin_listener
+
+    monkeypatch.setattr(dnsd.serve.admin_listener, "ADMIN_REQUEST_TIMEOUT_S", 0.5)
+    srv = ServerThread(config_copy, admin_token=TOKEN).start()
+    head = b"PUT /api/v1/overrides/pools/us-east HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    starts = {
+        "length": head + b"Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{",
+        "chunked": head + b'Transfer-Encoding: chunked\r\n\r\n5\r\n{"sta\r\n40\r\n',
+        "later headers": b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nX-Slow: ",
+    }
+    try:
+        slow = {}
+        for name, start in starts.items():
+            slow[name] = s = socket.create_connection(("127.0.0.1", srv.admin_port))
+            s.sendall(start)
+        for _ in range(8):  # a byte every 0.1 s: never quiet, never whole
+            time.sleep(0.1)
+            for s in slow.values():
+                with contextlib.suppress(OSError):
+                    s.sendall(b"X")
+        for s in slow.values():
+            s.settimeout(2)  # aiohttp alone would read on for 10 s or more
+            with contextlib.suppress(ConnectionResetError):
+                while s.recv(65536):
+                    pass
+            s.close()
+        assert srv.server.admin.guard.request_timeouts == 3
+        body = json.dumps({"state": "down"}).encode()
+        whole = socket.create_connection(("127.0.0.1", srv.admin_port))
+        whole.sendall(head + b"Content-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+        time.sleep(0.3)  # under the timeout
+        whole.sendall(body)
+        whole.settimeout(2)
+        assert whole.recv(65536).startswith(b"HTTP/1.1 401")  # answered: no token
+        time.sleep(0.4)  # past the first request's start + 0.5 s: it was whole
+        whole.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert whole.recv(65536).startswith(b"HTTP/1.1 200")
+        whole.close()
+        assert srv.server.admin.guard.request_timeouts == 3
+    finally:
+        srv.stop()

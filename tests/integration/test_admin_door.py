@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.admin_client import http
-from tests.attackers import PipeliningJammer, request_from
+from tests.attackers import PipeliningJammer, SlowBodyJammer, request_from
 from tests.dnsclient import ask
 from tests.processes import DnsdProcess
 
@@ -96,3 +96,25 @@ def test_wrong_tokens_throttle_themselves_but_never_the_right_token(config_copy:
         assert status == 429 and "retry in" in body["error"]
         assert http(port, "POST", "/api/v1/reload", {}, token=TOKEN)[0] == 200
         assert http(port, "DELETE", ROUTE, token=TOKEN)[0] == 200
+
+
+def test_200_connections_that_trickle_their_bodies_do_not_lock_out_healthz(
+    config_copy: Path,
+) -> None:
+    """200 connections from 200 addresses send a request's headers, then its body a byte
+    every half second, never finishing it. /healthz from another address, without a token,
+    answers 200 every time (it got 503 three times in four: such a connection could not be
+    taken), as does an operator with a token."""
+    sources = [f"127.0.11.{i}" for i in range(1, 201)]
+    with DnsdProcess(config_copy, "--rrl-rate", "0", env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:
+        port = dnsd.admin_port
+        with SlowBodyJammer(port, sources, 200) as jammer:
+            time.sleep(2.0)  # every place taken, each connection a second into its body
+            answers = []
+            for i in range(24):
+                answers.append(request_from(f"127.0.9.{i + 1}", port, "GET", "/healthz")[0])
+                time.sleep(0.25)
+            assert answers == [200] * 24, answers
+            status, _ = request_from("127.0.0.1", port, "GET", "/api/v1/audit", token=TOKEN)
+            assert status == 200
+            assert jammer.trickled > 1000  # the attack really ran

@@ -4,10 +4,12 @@ ETags, refused whole when invalid."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from tests.admin_client import http
 from tests.processes import DnsdProcess
@@ -163,3 +165,80 @@ def _etag(port: int, route: str) -> str:
         tag = response.headers["ETag"]
     assert tag and tag.startswith('"')
     return tag
+
+
+SEED_ZONE = """\
+zone: seed.test
+soa: {mname: ns1.seed.test., rname: h.seed.test.}
+records:
+  "@": {NS: [ns1.seed.test.]}
+  ns1: {A: 192.0.2.53}
+"""
+
+
+def test_a_zone_is_created_through_its_own_route_checked_scoped_and_audited(
+    tmp_path: Path,
+) -> None:
+    zones = tmp_path / "zones"
+    zones.mkdir()
+    (zones / "seed.yaml").write_text(SEED_ZONE)
+    (zones / "clash.test.yaml").write_text(SEED_ZONE.replace("seed.test", "other.test"))
+    reader = "zone-reader-token"
+    digest = hashlib.sha256(reader.encode()).hexdigest()
+    server_file = tmp_path / "dnsd.yaml"
+    server_file.write_text(f"tokens:\n  - {{name: reader, scope: read, sha256: {digest}}}\n")
+    route = "/api/v1/config/zones/new.test"
+    soa = {"mname": "ns1.new.test.", "rname": "ops.new.test.", "refresh": 600, "minimum": 30}
+    with DnsdProcess(zones, "--config", str(server_file), env=ENV) as dnsd:
+        admin = dnsd.admin_port
+        files = sorted(p.name for p in zones.iterdir())
+
+        def refused(status: int, path: str, body: Any, token: str = TOKEN) -> dict:
+            got, answer = http(admin, "PUT", path, body, token=token)
+            assert got == status, (path, got, answer)
+            assert sorted(p.name for p in zones.iterdir()) == files  # nothing written
+            return answer
+
+        # who may: a write needs the admin scope
+        assert http(admin, "PUT", route, {"soa": soa})[0] == 401
+        refused(403, route, {"soa": soa}, token="nope")
+        refused(403, route, {"soa": soa}, token=reader)
+        # bad names, bad settings, a file that holds another zone: a clear 4xx, nothing written
+        answer = refused(400, "/api/v1/config/zones/bad!name.test", {"soa": soa})
+        assert "letters, digits" in answer["error"]
+        answer = refused(400, route, {"soa": {"mname": "ns1.new.test."}})
+        assert any('"rname"' in e and "new.test.yaml" in e for e in answer["errors"]), answer
+        answer = refused(400, route, {"soa": soa, "records": {"www": {"A": "192.0.2.1"}}})
+        assert "records" in answer["error"]
+        answer = refused(400, route, {"soa": soa, "colour": "blue"})
+        assert any("unknown key" in e for e in answer["errors"]), answer
+        answer = refused(409, "/api/v1/config/zones/clash.test", {"soa": soa})
+        assert "clash.test.yaml exists" in answer["error"]
+        assert dig(dnsd.port, "new.test", "SOA") == []  # not served
+        # created: its own file, served at once (SOA with dnsd's serial), records next
+        status, answer = http(admin, "PUT", route, {"soa": soa, "ttl": 120}, token=TOKEN)
+        assert status == 201, answer
+        assert answer["etags"]["zones/new.test"]
+        got = dig(dnsd.port, "new.test", "SOA")
+        assert got[:2] == ["ns1.new.test.", "ops.new.test."] and got[3:] == ["600", "900", "1209600", "30"], got  # fmt: skip
+        assert http(admin, "GET", route, token=reader) == (200, {"soa": soa, "ttl": 120})
+        record = "/api/v1/config/zones/new.test/records/www"
+        assert http(admin, "PUT", record, {"A": ["192.0.2.7"]}, token=TOKEN)[0] == 201
+        assert dig(dnsd.port, "www.new.test") == ["192.0.2.7"]
+        # settings replaced, records kept; no DELETE (a zone goes with its file, by hand)
+        status, _ = http(admin, "PUT", route, {"soa": {**soa, "refresh": 1200}}, token=TOKEN)
+        assert status == 200
+        assert dig(dnsd.port, "new.test", "SOA")[3] == "1200"
+        assert dig(dnsd.port, "www.new.test") == ["192.0.2.7"]
+        assert http(admin, "DELETE", route, token=TOKEN)[0] == 405
+        # audited (before: none) and a `config` event that names the change
+        entries = http(admin, "GET", "/api/v1/audit", token=TOKEN)[1]["entries"]
+        made = [e for e in entries if e["route"] == route and e["status"] == 201]
+        assert made and made[0]["before"] == {"zones/new.test": None}, entries
+        events = http(admin, "GET", "/api/v1/events?kind=config", token=TOKEN)[1]["events"]
+        assert any(e["cause"] == "config API: PUT zones/new.test" for e in events), events
+    text = (zones / "new.test.yaml").read_text()
+    assert text.startswith("zone: new.test\nsoa: {mname: ns1.new.test.") and "www:" in text, text
+    assert (zones / "clash.test.yaml").read_text() == SEED_ZONE.replace("seed.test", "other.test")
+    result = check(zones)
+    assert result.returncode == 0, result.stderr

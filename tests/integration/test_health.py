@@ -227,6 +227,64 @@ def test_https_with_a_self_signed_certificate(tmp_path, allow_insecure, ok) -> N
     asyncio.run(main())
 
 
+HOSTILE = {
+    # what a hostile (or broken) backend answers a probe with, and how the error must begin
+    "a status line of 7 KB over many lines": (
+        "\x1b[2J\nline2\nline3\u2028".encode() * 600 + b"\r\n\r\n",
+        "ClientResponseError: 400",
+    ),
+    "a Content-Length of 3,000 digits": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: \x1b" + b"9" * 3000 + b"\r\n\r\n",
+        "ClientResponseError: 400",
+    ),
+    "a TLS record then junk": (b"\x16\x03\x01\x00\x05" + b"\n\x1b[31mjunk" * 500, "TLS: "),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_probe_error_is_one_short_line_whatever_the_backend_sends(tmp_path, case) -> None:
+    """The error is shown in the status API and page, events, webhooks and logs: one line of
+    at most 200 printable characters, however long or multi-line what the backend sent."""
+    reply, begins = HOSTILE[case]
+
+    async def main() -> str | None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(1000)
+            writer.write(reply)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        kind = "https" if begins.startswith("TLS") else "http"
+        monitor = monitor_from(tmp_path, f"type: {kind}\ntimeout: 2s\npath: /healthz\n", port)
+        try:
+            async with aiohttp.ClientSession() as session:
+                result = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "WEU")
+        finally:
+            server.close()
+        assert not result.ok
+        return result.error
+
+    error = asyncio.run(main())
+    assert error is not None and error.startswith(begins), error
+    assert len(error) <= 200 and error.isprintable(), (len(error), error[:300])
+
+
+def test_a_refused_certificate_says_why_in_a_few_words(tmp_path) -> None:
+    async def main() -> str | None:
+        runner, port = await serve_app(web.Application(), self_signed(tmp_path))
+        monitor = monitor_from(tmp_path, "type: https\ntimeout: 2s\npath: /healthz\n", port)
+        try:
+            async with aiohttp.ClientSession() as session:
+                result = await probe(session, ProbeTarget("m", "127.0.0.1", port), monitor, "WEU")
+        finally:
+            await runner.cleanup()
+        return result.error
+
+    assert asyncio.run(main()) == "TLS: the certificate was refused (self-signed certificate)"
+
+
 def ca_signed_context(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, list[str | None]]:
     """A test CA (ca.pem in tmp_path) and a server certificate for `name` signed by it;
     the context records the SNI each client sent."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import socket
 import threading
 import time
@@ -14,9 +15,11 @@ from pathlib import Path
 import dns.message
 import dns.opcode
 import dns.tsigkeyring
+import pytest
 
 from dnsd.loading import load_snapshot
 from dnsd.snapshot import SnapshotHolder, with_serials
+from dnsd.xfr import notify
 from dnsd.xfr.notify import NotifySender
 
 SECRET = base64.b64encode(bytes(range(32))).decode()
@@ -26,12 +29,13 @@ RING = dns.tsigkeyring.from_text({"xfr-key": SECRET})
 class Secondary:
     """Answers every NOTIFY after ignoring the first `ignore` of them; records what came."""
 
-    def __init__(self, ignore: int = 0) -> None:
+    def __init__(self, ignore: int = 0, delay: float = 0.0) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.ignore = ignore
+        self.delay = delay  # seconds before each answer (a secondary far away)
         self.received: list[tuple[float, int, bool]] = []  # (time, serial, signed)
         self.stop = False
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -47,6 +51,7 @@ class Secondary:
             assert message.opcode() == dns.opcode.NOTIFY
             self.received.append((time.monotonic(), message.answer[0][0].serial, message.had_tsig))
             if len(self.received) > self.ignore:
+                time.sleep(self.delay)
                 self.sock.sendto(dns.message.make_response(message).to_wire(), peer)
 
     def close(self) -> None:
@@ -93,7 +98,10 @@ def test_changes_in_a_burst_give_one_round_per_second_with_the_latest_serial(
         assert secondary.received[1][0] - secondary.received[0][0] >= 0.9
 
 
-def test_an_unanswered_notify_is_sent_again(tmp_path: Path) -> None:
+def test_an_unanswered_notify_is_sent_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=2)  # the first two tries get no answer
     holder = holder_for(tmp_path, secondary.port)
 
@@ -111,3 +119,142 @@ def test_an_unanswered_notify_is_sent_again(tmp_path: Path) -> None:
         secondary.close()
     assert [serial for _, serial, _ in secondary.received] == [11, 11, 11]
     assert sender.answered == 1
+    lines = [line for _, line in _lines(caplog, secondary.port)]
+    assert len(lines) == 2, lines  # silent after the first try; answering again
+    assert "no answer within 1 s; trying again" in lines[0]
+    assert "NOERROR, answered again after 2 unanswered tries" in lines[1]
+    assert sender.outcomes == {("z.example.", f"127.0.0.1:{secondary.port}", "noerror"): 1}
+
+
+def _lines(caplog: pytest.LogCaptureFixture, port: int) -> list[tuple[float, str]]:
+    """The NOTIFY log lines about the secondary at `port`: (time, text)."""
+    return [
+        (record.created, record.getMessage())
+        for record in caplog.records
+        if record.name == "dnsd.xfr.notify" and f"port {port}" in record.getMessage()
+    ]
+
+
+def test_a_dead_secondary_is_logged_within_seconds_and_once_per_episode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
+    secondary = Secondary(ignore=10**9)  # a real socket that takes NOTIFY and never answers
+    holder = holder_for(tmp_path, secondary.port)
+    start = time.time()
+
+    async def changes() -> NotifySender:
+        sender = NotifySender(holder)
+        holder.swap(with_serials(holder.current, {"z.example.": 11}))
+        sender.changed("z.example.", 11)
+        await asyncio.sleep(2.5)  # the first try timed out at 1 s; the second is waiting
+        for serial in range(12, 20):  # newer serials supersede round after round
+            holder.swap(with_serials(holder.current, {"z.example.": serial}))
+            sender.changed("z.example.", serial)
+            await asyncio.sleep(0.4)
+        await sender.stop()
+        return sender
+
+    try:
+        sender = asyncio.run(changes())
+    finally:
+        secondary.close()
+    lines = _lines(caplog, secondary.port)
+    assert lines, "a NOTIFY to a dead secondary logged nothing"
+    first_at, first = lines[0]
+    assert first_at - start < 2.0 and "serial 11" in first and "no answer within 1 s" in first
+    # One line when it went silent, one when a round ended without its answer; the rounds
+    # that follow (superseded again and again) write nothing more.
+    assert len(lines) == 2, lines
+    assert "superseded by serial 12" in lines[1][1] and "not logged again" in lines[1][1]
+    secondary_name = f"127.0.0.1:{secondary.port}"
+    assert sender.outcomes[("z.example.", secondary_name, "superseded")] >= 3
+    assert len(secondary.received) >= 4  # it was really being sent to all along
+
+
+def test_a_dead_secondary_under_changes_faster_than_a_try_is_still_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Changes every 0.3 s: a newer round still waits for the older one's first try (its
+    answer or its 1 s timeout), so the dead secondary is said to be silent after a second,
+    and the round it lost once; nothing more however many rounds follow."""
+    caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
+    secondary = Secondary(ignore=10**9)
+    holder = holder_for(tmp_path, secondary.port)
+    start = time.time()
+
+    async def changes() -> NotifySender:
+        sender = NotifySender(holder)
+        for serial in range(11, 25):
+            holder.swap(with_serials(holder.current, {"z.example.": serial}))
+            sender.changed("z.example.", serial)
+            await asyncio.sleep(0.3)
+        await sender.stop()
+        return sender
+
+    try:
+        sender = asyncio.run(changes())
+    finally:
+        secondary.close()
+    lines = _lines(caplog, secondary.port)
+    assert len(lines) == 2, lines
+    assert lines[0][0] - start < 2.0 and "serial 11" in lines[0][1]
+    assert "no answer within 1 s" in lines[0][1] and "superseded by serial" in lines[1][1]
+    superseded = sender.outcomes[("z.example.", f"127.0.0.1:{secondary.port}", "superseded")]
+    assert superseded >= 2 and len(secondary.received) >= 3
+
+
+def test_a_round_given_up_is_logged_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
+    monkeypatch.setattr(notify, "TRIES", 2)  # tries at 0 and 1 s, given up at 3 s
+    secondary = Secondary(ignore=10**9)
+    holder = holder_for(tmp_path, secondary.port)
+
+    async def once() -> NotifySender:
+        sender = NotifySender(holder)
+        holder.swap(with_serials(holder.current, {"z.example.": 11}))
+        sender.changed("z.example.", 11)
+        await asyncio.sleep(3.4)
+        await sender.stop()
+        return sender
+
+    try:
+        sender = asyncio.run(once())
+    finally:
+        secondary.close()
+    lines = [line for _, line in _lines(caplog, secondary.port)]
+    assert len(lines) == 2, lines
+    assert "no answer after 2 tries: given up" in lines[1]
+    assert sender.outcomes == {("z.example.", f"127.0.0.1:{secondary.port}", "no_answer"): 1}
+
+
+def test_a_slow_but_answering_secondary_under_a_burst_of_changes_is_no_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Changes every 30 ms end rounds while a far secondary's answer (100 ms) is on its way:
+    that is no failure, so it is neither logged nor counted (an alert on the count would
+    page for a healthy secondary)."""
+    caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
+    secondary = Secondary(delay=0.1)
+    holder = holder_for(tmp_path, secondary.port)
+
+    async def burst() -> NotifySender:
+        sender = NotifySender(holder)
+        for serial in range(11, 91):
+            holder.swap(with_serials(holder.current, {"z.example.": serial}))
+            sender.changed("z.example.", serial)
+            await asyncio.sleep(0.03)
+        await asyncio.sleep(0.5)  # the last round is answered
+        await sender.stop()
+        return sender
+
+    try:
+        sender = asyncio.run(burst())
+    finally:
+        secondary.close()
+    assert len(secondary.received) >= 3  # a round a second, each cut short
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not warnings
+    assert set(sender.outcomes) == {("z.example.", f"127.0.0.1:{secondary.port}", "noerror")}

@@ -228,3 +228,38 @@ def test_only_the_load_balancers_that_reach_a_change_are_steered_again(tmp_path:
     )
     assert changed_pools(up, down) == {"eu-a", "standby"}
     assert changed_trickles(up, down) == {"web"} and changed_pools(up, up) == set()
+
+
+def test_moves_compared_a_slice_at_a_time_are_the_moves_of_the_whole() -> None:
+    """The failover check compares many load balancers a slice at a time (the event loop
+    answers in between): the events, nested load balancers' regions included, are the
+    ones of one comparison, in the same order."""
+    import asyncio
+
+    from dnsd.admin.active_pool_watch import COMPARE_SLICE, ActivePoolWatch, Reach
+
+    count = 3 * COMPARE_SLICE + 7
+    names = [f"lb{i}" for i in range(count)]
+    inner = {f"inner{i}": f"lb{i}" for i in range(0, count, 2)}  # reached only through lb{i}
+    before, after = {}, {}
+    for i, name in enumerate(names):
+        paths = dict.fromkeys(REGIONS, "primary")
+        if f"inner{i}" in inner:  # only WEU's path goes through the nested one
+            paths["WEU"] = f"lb:inner{i} -> primary"
+        before[name] = _states(paths, "primary")
+        moved = paths | {REGIONS[i % 3]: "standby"}
+        after[name] = _states(moved if i % 5 else paths, "primary")
+    for nested in inner:
+        before[nested] = _states(dict.fromkeys(REGIONS, "primary"), "primary")
+        after[nested] = _states(dict.fromkeys(REGIONS, "standby"), "primary")
+    nested_only = frozenset(inner)
+    whole = moves(before, after, nested_only, T0, "c", "a")
+    journal = EventLog(None)
+    watch = ActivePoolWatch(lambda *_: {}, lambda: None, lambda: None, journal)  # type: ignore
+    reach = Reach.__new__(Reach)
+    reach.nested_only = nested_only
+    watch._reach = reach
+    asyncio.run(watch._compare_in_slices(before, after, list(after), T0, "c", "a"))
+    assert [e.to_json() for e in journal] == [e.to_json() for e in whole]
+    assert len(whole) > 2 * COMPARE_SLICE // 5
+    assert {e.regions for e in whole if e.lb.startswith("inner")} == {("WEU",)}
