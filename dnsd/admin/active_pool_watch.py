@@ -70,7 +70,7 @@ def moves(
     if nested_only:  # a region whose path reached it before or after counts
         for states in (before, after):
             add_reached(reached, states)
-    return moves_of(before, after, nested_only, reached, at, cause, actor)
+    return moves_of(before, after, nested_only, reached, at, cause, actor, config)
 
 
 def add_reached(reached: dict[str, set[str]], states: RegionStates) -> None:
@@ -88,6 +88,7 @@ def moves_of(
     at: float,
     cause: str,
     actor: str,
+    config: Config | None = None,
 ) -> list[Event]:
     """moves() for the load balancers in `after`, the regions through each nested one
     (`reached`) found beforehand: a part of the load balancers at a time gives the
@@ -418,7 +419,7 @@ class ActivePoolWatch:
         the event loop for 100-160 ms (the /healthz p99 of a flapping backend), and the
         events of 1,000 that fail over (each logged, counted, journaled) for over 100 ms."""
         assert self._reach is not None
-        nested_only = self._reach.nested_only
+        nested_only, config = self._reach.nested_only, self._reach.config
         reached: dict[str, set[str]] = {}
         if nested_only:  # which regions reach each nested one: from every state first
             for states in (before, fresh):
@@ -430,7 +431,7 @@ class ActivePoolWatch:
                     await asyncio.sleep(0)  # cheap: paths only, no events
         for start in range(0, len(lbs), COMPARE_SLICE):
             after = {n: fresh[n] for n in lbs[start : start + COMPARE_SLICE] if n in fresh}
-            for event in moves_of(before, after, nested_only, reached, at, cause, actor):
+            for event in moves_of(before, after, nested_only, reached, at, cause, actor, config):
                 self._journal.add(event)
             await asyncio.sleep(SLICE_PAUSE_S)
 
