@@ -168,8 +168,11 @@ def render_text(info: dict[str, Any]) -> str:
             f"  backup {info['backup'] or '-'}  draw {info['trickle_draw']}"
         )
         lines.append(
-            f"chosen:   {' -> '.join(info['path'])}{'  (FAIL OPEN)' if info['fail_open'] else ''}"
+            f"chosen:   {' -> '.join(info['path']) or '-'}"
+            f"{'  (FAIL OPEN)' if info['fail_open'] else ''}"
         )
+        if info.get("when_all_down"):  # docs/steering.md, when all pools are down
+            lines.append(f"all down: when_all_down {info['when_all_down']} answers")
         lines.append(f"eligible: {', '.join(info['eligible']) or '-'}  ({info['original_kind']})")
         lines.append(
             f"zonal match: {info['zonal_match']}  modified: {', '.join(info['modified_eligible']) or '-'}"

@@ -517,14 +517,17 @@ class AnswerCache:
             held.users.append((memo.tables, memo.key))
         outcome = drawn or walk(memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
         if query.on_decision is not None:
-            query.on_decision(entry.lb.name, outcome.pool, info.location.region, outcome.fail_open)
+            # the fallback pool answered (not a when_all_down rule of its own)
+            by_fallback = outcome.fail_open and outcome.all_down is None
+            query.on_decision(entry.lb.name, outcome.pool, info.location.region, by_fallback)
         scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
-        okey = (parsed.key, outcome.addresses, outcome.cname, scope)
+        okey = (parsed.key, outcome.addresses, outcome.cname, scope, outcome.all_down)
         cookie = _cookie_echo(query, parsed)
         template = self._outcomes.get(okey)
         if template is None:
             decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
             decision.addresses, decision.cname = outcome.addresses, outcome.cname
+            decision.when_all_down = outcome.all_down  # closed/servfail change the reply
             decision.scope_prefixes = [scope] if scope else []
             rendered = _render(query.wire, client, query.snap, decision, info, query.now)
             template = _template(rendered, parsed, cookie)
@@ -535,7 +538,8 @@ class AnswerCache:
         # bounded: a Sample over many backends has many outcomes
         if parsed.cookie is None and outcome not in memo.tails and len(memo.tails) < MAX_TAILS:
             counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
-            fallback = self._counter("fallback", entry.lb.name) if outcome.fail_open else -1
+            by_fallback = outcome.fail_open and outcome.all_down is None
+            fallback = self._counter("fallback", entry.lb.name) if by_fallback else -1
             memo.tails[outcome] = Finished(reply[2:], self._counter("reply", reply[2:60]),
                                            self._counter("lb", counted), fallback)  # fmt: skip
             changed = True

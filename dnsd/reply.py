@@ -156,8 +156,13 @@ def lookup_name(qname: DNSLabel) -> str:
 
 
 def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:
+    rule = decision.all_down_rule() if decision is not None else None
+    if rule == "servfail":  # docs/steering.md, when all pools are down: no data at all
+        reply.header.rcode, reply.header.aa = RCODE.SERVFAIL, 0
+        return
     reply.header.rcode = result.rcode
     reply.header.aa = int(result.authoritative)
+    negative_ttl = result.zone.negative_ttl if result.zone is not None else 0
     qname = reply.q.qname  # lower case: owners become pointers to the question (see reply_for)
     for part in result.answer:
         owner = qname if part.owner is None else to_label(part.owner)
@@ -172,13 +177,15 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
             reply.add_answer(RR(owner, record.rtype, ttl=record.ttl, rdata=rdata))
         if not records:
             result.negative = True
+            if rule == "closed":  # a resolver asks again after the LB's TTL, not the zone's
+                negative_ttl = decision.ttl
     for rrset in result.authority:
         label = to_label(rrset.owner)
         for rdata in rrset.rdatas:
             reply.add_auth(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if result.negative and result.zone is not None:
         soa = result.zone.soa
-        reply.add_auth(RR(soa.rname, QTYPE.SOA, ttl=result.zone.negative_ttl, rdata=soa.rdata))
+        reply.add_auth(RR(soa.rname, QTYPE.SOA, ttl=negative_ttl, rdata=soa.rdata))
     for rrset in result.additional:
         label = to_label(rrset.owner)
         for rdata in rrset.rdatas:

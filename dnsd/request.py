@@ -13,7 +13,8 @@ from dnsd.reply import Client
 from dnsd.snapshot import Snapshot
 
 # Told of every load-balanced answer: (load balancer, pool that answered, client region,
-# whether the fallback answered because nothing was healthy). Metrics count these.
+# whether the fallback pool answered because nothing was healthy — not another
+# `when_all_down` rule). Metrics count these.
 DecisionObserver = Callable[[str, str | None, str | None, bool], None]
 
 

@@ -102,7 +102,8 @@ def resolve(request: Request) -> bytes | None:
     if on_decision is not None and result.decision is not None and result.client is not None:
         decision = result.decision
         region = result.client.location.region
-        on_decision(decision.lb, decision.innermost().pool, region, decision.any_fail_open())
+        by_fallback = decision.all_down_rule() == "fallback"  # not closed, servfail, all …
+        on_decision(decision.lb, decision.innermost().pool, region, by_fallback)
     return reply
 
 

@@ -43,6 +43,7 @@ from dnsd.serve.failover_watch import FailoverWatch
 from dnsd.serve.first_load import load_first
 from dnsd.serve.following import Following
 from dnsd.serve.key_watch import follow_keys
+from dnsd.serve.last_good import LastGood
 from dnsd.serve.listeners import DnsListeners
 from dnsd.serve.loop_watch import watch_loops
 from dnsd.serve.override_expiry import expire_overrides
@@ -111,6 +112,9 @@ class DnsServer:
         self.store = HealthStore(options.state_dir, events=self.events)
         self.store.node_name = options.node.name or "dnsd"
         self.store.set_snapshot(snapshot)
+        # when_all_down: last_good (docs/steering.md): remembered in STATE_DIR, read back first
+        self.last_good = LastGood(self.holder, self.store, options.state_dir if main else None)
+        self.last_good.load()
         self.bus: RedisBus | None = None
         if options.redis_url:
             # Several nodes: this one probes as its own region; the others' observations
@@ -164,6 +168,7 @@ class DnsServer:
         # new one and a new snapshot; then the worker processes (`--workers`), which must
         # receive the snapshot with those serials (set once the pool has started).
         self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
+            "last good": self.last_good.on_view if main else None,
             "moves": self.failover.on_view if main else None,
             "serials": None,
             "workers": None,
@@ -270,6 +275,7 @@ class DnsServer:
             "failover watch": self.failover.stop,
             "alerts": self.alerts.stop,
             "events": lambda: asyncio.to_thread(self.events.close),  # every event written
+            "last good": lambda: asyncio.to_thread(self.last_good.flush),
             "config sync": self.config_sync.stop if self.config_sync is not None else None,
             "bus": self.bus.stop if self.bus is not None else None,
             "dns listeners": self.listeners.close,

@@ -177,7 +177,7 @@ ALLOWED: dict[str, set[str]] = {
     "serve": {"dnsd", "errors", "process_tools", "ratelog", "reaper", "reload_result", "rdata",
               "events", "serverfile_reload", "config", "geo", "loading", "snapshot", "health",
               "reply", "request", "dnssec", "xfr", "resolve", "fastpath", "net", "workers",
-              "admin", "provision", "cluster"},
+              "admin", "provision", "cluster", "steering", "atomic_files"},
     "server": {"process_tools", "reload_result", "events", "serverfile_reload", "config",
                "snapshot", "health", "xfr", "fastpath", "net", "workers", "admin", "provision",
                "cluster", "serve"},

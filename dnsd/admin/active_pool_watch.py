@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, Final
 
-from dnsd.admin.status import FAIL_OPEN, answering_pool
+from dnsd.admin.status import FAIL_OPEN, all_down_rule, answering_pool
 from dnsd.config.model import LB_PREFIX, Config
 from dnsd.events.journal import EventLog
 from dnsd.events.record import PROBE, Event, make
@@ -59,14 +61,16 @@ def moves(
     at: float,
     cause: str,
     actor: str,
+    config: Config | None = None,
 ) -> list[Event]:
     """The failover, failback and fail_open events from `before` to `after` (pure).
-    `nested_only`: load balancers answering only through another one."""
+    `nested_only`: load balancers answering only through another one. With `config`, a
+    fail_open event names the `when_all_down` rule answering each region it lists."""
     reached: dict[str, set[str]] = {}
     if nested_only:  # a region whose path reached it before or after counts
         for states in (before, after):
             add_reached(reached, states)
-    return moves_of(before, after, nested_only, reached, at, cause, actor)
+    return moves_of(before, after, nested_only, reached, at, cause, actor, config)
 
 
 def add_reached(reached: dict[str, set[str]], states: RegionStates) -> None:
@@ -84,6 +88,7 @@ def moves_of(
     at: float,
     cause: str,
     actor: str,
+    config: Config | None = None,
 ) -> list[Event]:
     """moves() for the load balancers in `after`, the regions through each nested one
     (`reached`) found beforehand: a part of the load balancers at a time gives the
@@ -114,7 +119,13 @@ def moves_of(
                 events.append(_event(kind, lb, moved, changed, at, cause, actor))
         opened = sorted(r for r in away if changed[r][1].endswith(FAIL_OPEN))
         if opened:
-            events.append(_event("fail_open", lb, opened, changed, at, cause, actor))
+            event = _event("fail_open", lb, opened, changed, at, cause, actor)
+            owner = config.load_balancers.get(lb) if config is not None else None
+            if owner is not None:  # docs/steering.md, when all pools are down: which rule
+                rules = {r: all_down_rule(config, owner, changed[r][1]) for r in opened}
+                details = {**event.details, "when_all_down": rules}
+                event = replace(event, details=MappingProxyType(details))
+            events.append(event)
     return events
 
 
@@ -125,6 +136,7 @@ def _event(
     pools = {answering_pool(changed[r][1])[0] for r in regions}
     changes = {r: {"from": changed[r][0], "to": changed[r][1]} for r in regions}
     pool = next(iter(pools)) if len(pools) == 1 else None
+    pool = pool or None  # "": no pool answers (when_all_down closed, servfail, all)
     return make(at, kind, cause, actor, lb=lb, pool=pool, regions=tuple(regions), changes=changes)
 
 
@@ -407,7 +419,7 @@ class ActivePoolWatch:
         the event loop for 100-160 ms (the /healthz p99 of a flapping backend), and the
         events of 1,000 that fail over (each logged, counted, journaled) for over 100 ms."""
         assert self._reach is not None
-        nested_only = self._reach.nested_only
+        nested_only, config = self._reach.nested_only, self._reach.config
         reached: dict[str, set[str]] = {}
         if nested_only:  # which regions reach each nested one: from every state first
             for states in (before, fresh):
@@ -419,7 +431,7 @@ class ActivePoolWatch:
                     await asyncio.sleep(0)  # cheap: paths only, no events
         for start in range(0, len(lbs), COMPARE_SLICE):
             after = {n: fresh[n] for n in lbs[start : start + COMPARE_SLICE] if n in fresh}
-            for event in moves_of(before, after, nested_only, reached, at, cause, actor):
+            for event in moves_of(before, after, nested_only, reached, at, cause, actor, config):
                 self._journal.add(event)
             await asyncio.sleep(SLICE_PAUSE_S)
 
@@ -428,7 +440,8 @@ class ActivePoolWatch:
         actor: str,
     ) -> None:  # fmt: skip
         assert self._reach is not None
-        for event in moves(before, fresh, self._reach.nested_only, at, cause, actor):
+        reach = self._reach
+        for event in moves(before, fresh, reach.nested_only, at, cause, actor, reach.config):
             self._journal.add(event)
 
     @staticmethod

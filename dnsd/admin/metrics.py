@@ -476,6 +476,12 @@ ACTIVE_FAMILIES = (
     ("dnsd_lb_fail_open", "1 when some client region is answered by a fallback because "
      "nothing was healthy"),
 )  # fmt: skip
+ALL_DOWN = (
+    "dnsd_lb_all_down", "1 while some client region of the load balancer is answered by "
+    "this when_all_down rule (nothing healthy, the fallback pool included); 0 for the "
+    "configured rule otherwise",
+)  # fmt: skip
+AllDownRule = Callable[[Any, Any, str], "str | None"]  # (config, lb, active chain) → rule
 HEALTH_FAILOVER = (
     "dnsd_lb_failed_over_by_health", "Client regions off their first-choice pool because of "
     "health, not planned work: answered otherwise than the overrides, drains and manual "
@@ -503,8 +509,10 @@ class ActivePools:
         answering_pool: AnsweringPool,
         clock: Callable[[], float] = time.time,
         health_failed: HealthFailed | None = None,
+        all_down_rule: AllDownRule | None = None,
     ) -> None:
         self.holder, self.store = holder, store
+        self.all_down_rule = all_down_rule  # None: dnsd_lb_all_down not exported
         self.region_states, self.answering_pool = region_states, answering_pool
         self.health_failed = health_failed  # None: dnsd_lb_failed_over_by_health not exported
         self.clock = clock
@@ -530,6 +538,7 @@ class ActivePools:
         failed_lines: list[str] = []
         open_lines: list[str] = []
         health_lines: list[str] = []
+        down_lines: list[str] = []
         # Per shared answer (a class of alike load balancers): its lines after the lb label.
         fragments: dict[int, tuple[Any, list[str], list[str], str]] = {}
         for lb in snap.config.load_balancers.values():
@@ -543,6 +552,8 @@ class ActivePools:
             head = f'dnsd_lb_failed_over{{lb="{name}",'
             failed_lines.append(head + head.join(fragment[2]))
             open_lines.append(f'dnsd_lb_fail_open{{lb="{name}"}} {fragment[3]}\n')
+            if self.all_down_rule is not None:
+                down_lines.extend(self._all_down(snap.config, lb, name, active))
             if self.health_failed is not None:
                 # Cached per class; steered once more only for a class off its first choice.
                 by_health = len(self.health_failed(lb, now)) if failed else 0
@@ -550,11 +561,25 @@ class ActivePools:
         families = [*zip(ACTIVE_FAMILIES, (active_lines, failed_lines, open_lines), strict=True)]
         if self.health_failed is not None:
             families.append((HEALTH_FAILOVER, health_lines))
+        if self.all_down_rule is not None:
+            families.append((ALL_DOWN, down_lines))
         out: list[str] = []
         for (name, documentation), lines in families:
             out.append(f"# HELP {name} {documentation}\n# TYPE {name} gauge\n")
             out.extend(lines)
         return "".join(out).encode()
+
+    def _all_down(self, config: Any, lb: Any, name: str, active: Mapping[str, str]) -> list[str]:
+        """The lb's dnsd_lb_all_down lines: each rule answering some region now, and the
+        configured rule (0 while nothing is down), so the series exists before it fires."""
+        assert self.all_down_rule is not None
+        if not any(path.endswith(")") for path in active.values()):  # no " (fail open)"
+            return [f'{ALL_DOWN[0]}{{lb="{name}",rule="{lb.when_all_down}"}} 0.0\n']
+        rules = {self.all_down_rule(config, lb, path) for path in active.values()} - {None}
+        return [
+            f'{ALL_DOWN[0]}{{lb="{name}",rule="{rule}"}} {"1.0" if rule in rules else "0.0"}\n'
+            for rule in sorted({*rules, lb.when_all_down})
+        ]
 
     def _fragment(
         self, active: Mapping[str, str], failed: Sequence[str]

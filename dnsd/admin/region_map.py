@@ -63,7 +63,15 @@ def region_facts(lb: Mapping[str, Any], cause: Cause) -> list[RegionFact]:
         state: State = "first"
         why = ""
         if open_:
-            state, why = "fail_open", "nothing healthy: answered from the fallback"
+            rule = (lb.get("all_down") or {}).get(region) or "fallback"
+            state, why = (
+                "fail_open",
+                (
+                    "nothing healthy: answered from the fallback"
+                    if rule == "fallback"
+                    else f"nothing healthy: when_all_down {rule} answers"
+                ),
+            )
         elif region in failed:
             manual, why = cause(first.get(region))
             state = "manual" if manual else "failover"

@@ -158,7 +158,14 @@ def status_document(
                 "trickle_override": view.trickle_overrides.get(lb.name),
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
+                "when_all_down": lb.when_all_down,
                 "active": active,
+                # per region answered with nothing healthy: the when_all_down rule answering
+                "all_down": {
+                    region: all_down_rule(snap.config, lb, path)
+                    for region, path in active.items()
+                    if path.endswith(FAIL_OPEN)
+                },
                 "failed_over": failed,
                 "first_choice": first,
             }
@@ -416,6 +423,19 @@ def answering_pool(active: str) -> tuple[str, bool]:
     fail_open = active.endswith(FAIL_OPEN)
     chain = active[: -len(FAIL_OPEN)] if fail_open else active
     return chain.rsplit(" -> ", 1)[-1], fail_open
+
+
+def all_down_rule(config: Any, lb: Any, active: str) -> str | None:
+    """The `when_all_down` rule answering an `active` chain (docs/steering.md, when all pools
+    are down), None while something healthy answers: `fallback` when a pool answers anyway,
+    else the rule of the load balancer at the end of the chain (`lb` itself for "")."""
+    if not active.endswith(FAIL_OPEN):
+        return None
+    parts = [part for part in active[: -len(FAIL_OPEN)].split(" -> ") if part]
+    if parts and not parts[-1].startswith(LB_PREFIX):
+        return "fallback"
+    owner = config.load_balancers.get(parts[-1][len(LB_PREFIX) :]) if parts else lb
+    return None if owner is None else str(owner.when_all_down)
 
 
 _ACTIVE: dict[

@@ -99,6 +99,7 @@ LOAD_BALANCER: Fields = (
     Field("selection", enum("random", "hash")), Field("min_samples", INTEGER),
     Field("rtt_max_age", DURATION), Field("client_region", enum("client", "pop")),
     Field("max_outage", DURATION),
+    Field("when_all_down", enum("fallback", "closed", "servfail", "all", "last_good")),
 )  # fmt: skip
 
 _VALUES: dict[str, Any] = {"oneOf": [STRING, STRINGS]}

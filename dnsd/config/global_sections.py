@@ -47,6 +47,8 @@ from dnsd.geo.regions import REGIONS, region_table
 MONITOR_TYPES = ("http", "https", "tcp", "dns")
 MAX_LB_TTL = 300  # above this `dnsd check` warns: the outage bound grows with the TTL
 STEERING_POLICIES = ("off", "random", "dynamic", "geo", "proximity")
+# docs/steering.md, when all pools are down: what a name answers when nothing is healthy
+WHEN_ALL_DOWN = ("fallback", "closed", "servfail", "all", "last_good")
 AFFINITY_MODES = ("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE")
 _CODES_ITEM = re.compile(r"^([1-5])xx$|^(\d{3})(?:-(\d{3}))?$")
 
@@ -561,6 +563,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         client_region=ck.get_enum(d, "client_region", path, ("client", "pop"), default="client"),
         max_outage_s=ck.get_duration(d, "max_outage", path, default=None, lo=0.001),
         max_outage_line=d.line_of("max_outage"),
+        when_all_down=ck.get_enum(d, "when_all_down", path, WHEN_ALL_DOWN, default="fallback"),
     )
 
 

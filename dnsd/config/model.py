@@ -202,6 +202,8 @@ class LoadBalancer:
     # outage budget); the line is where it was written, for that error.
     max_outage_s: float | None = None
     max_outage_line: int = field(default=0, compare=False)
+    # docs/steering.md, when all pools are down: nothing healthy, the fallback included
+    when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

@@ -171,4 +171,5 @@ def next_view(
         backends=MappingProxyType(dict(backends)),
         pool_overrides=MappingProxyType(dict(pool_overrides)),
         trickle_overrides=MappingProxyType(dict(trickle_overrides)),
+        last_good=last.last_good,  # kept: dnsd.serve.last_good adds to it
     )

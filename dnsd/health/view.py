@@ -46,6 +46,7 @@ class BackendHealth:
 
 
 UNMONITORED = BackendHealth()
+LastGoodAnswer = tuple[tuple[str, ...], str | None]  # (addresses, CNAME target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,13 @@ class HealthView:
     )
     pool_overrides: Mapping[str, PoolOverride] = field(default_factory=lambda: MappingProxyType({}))
     trickle_overrides: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # docs/steering.md, when all pools are down (`last_good`): per (load balancer, client
+    # region or "", A or AAAA) the answer last given while something was healthy. Read only
+    # by a load balancer with nothing healthy, whose entry cannot change meanwhile: no
+    # generation of its own (dnsd.serve.last_good records it, off the serving path).
+    last_good: Mapping[tuple[str, str, int], LastGoodAnswer] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def backend(self, pool: Pool, backend: Backend) -> BackendHealth:
         return self.backends.get((pool.name, backend.name), UNMONITORED)
@@ -130,6 +138,7 @@ def to_plain(view: HealthView) -> dict[str, Any]:
         },
         "pool_overrides": dict(view.pool_overrides),
         "trickle_overrides": dict(view.trickle_overrides),
+        "last_good": dict(view.last_good),
     }
 
 
@@ -149,4 +158,5 @@ def from_plain(plain: dict[str, Any]) -> HealthView:
         backends=MappingProxyType(backends),
         pool_overrides=MappingProxyType(dict(plain["pool_overrides"])),
         trickle_overrides=MappingProxyType(dict(plain["trickle_overrides"])),
+        last_good=MappingProxyType(dict(plain.get("last_good", {}))),
     )

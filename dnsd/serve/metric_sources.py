@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 from dnsd import __version__
 from dnsd.admin.control import ServerControl
 from dnsd.admin.metrics import ActivePools, CockpitCollector, StateCollector
-from dnsd.admin.status import answering_pool, health_failed_over, shared_region_states
+from dnsd.admin.status import (
+    all_down_rule,
+    answering_pool,
+    health_failed_over,
+    shared_region_states,
+)
 from dnsd.fastpath import AnswerCaches
 from dnsd.net.rrl import ResponseRateLimiter
 from dnsd.net.supervisor import ServingLoops
@@ -37,6 +42,7 @@ def register(
         lambda lb, now: shared_region_states(server, lb, now),
         answering_pool,
         health_failed=lambda lb, now: health_failed_over(server, lb, now),
+        all_down_rule=all_down_rule,
     )
     metrics.add_text(active.text)
     cockpit = CockpitCollector(holder, store, serving_loop, __version__)

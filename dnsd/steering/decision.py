@@ -36,6 +36,8 @@ class LbDecision:
     client_region: str = "client"  # client | pop (docs/steering.md, locating the client)
     pool: str | None = None  # chosen entry (pool name or lb:NAME)
     fail_open: bool = False  # nothing healthy: the fallback answers regardless of health
+    # docs/steering.md, when all pools are down: the rule that answered at this level, if any
+    when_all_down: str | None = None
     nested: LbDecision | None = None
     affinity: AffinityDecision | None = None
     addresses: tuple[str, ...] = ()
@@ -50,6 +52,11 @@ class LbDecision:
     def any_fail_open(self) -> bool:
         """Nothing was healthy at some level of the path: a fallback answered."""
         return self.fail_open or (self.nested is not None and self.nested.any_fail_open())
+
+    def all_down_rule(self) -> str | None:
+        """The `when_all_down` rule that answered on this path (the deepest one), if any."""
+        inner = self.nested.all_down_rule() if self.nested else None
+        return inner or self.when_all_down
 
     def all_scope_prefixes(self) -> list[int]:
         inner = self.nested.all_scope_prefixes() if self.nested else []
@@ -102,6 +109,7 @@ class LbDecision:
             "rtt_source": self.rtt_source,
             "client_region": self.client_region,
             "fail_open": self.any_fail_open(),
+            "when_all_down": self.all_down_rule(),
             "pool": inner.pool,
             "path": self.path(),
             "original_kind": aff.original_kind if aff else None,

@@ -39,6 +39,9 @@ class Outcome:
     fail_open: bool  # nothing healthy somewhere on the route: the fallback answered
     scope: int  # the widest ECS scope prefix the answer depended on
     route: tuple[str, ...]  # the entry chosen at each nesting level, outermost first
+    # docs/steering.md, when all pools are down: the rule that answered (closed, servfail,
+    # all, last_good) when no pool did; None when a pool answered (the fallback rule too)
+    all_down: str | None = None
 
     def answer(self) -> tuple[tuple[str, ...], str | None, str | None, bool, int]:
         return self.addresses, self.cname, self.pool, self.fail_open, self.scope

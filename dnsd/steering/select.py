@@ -8,8 +8,10 @@
 * `compile_plan` — the per-query draws over a plan as one tree (`draws.py`), walked by
   every server path; `describe` explains one walk from the draws it took.
 
-Nothing healthy anywhere → the fallback pool (else the first default pool) answers
-regardless of its health, and the decision says so.
+Nothing healthy anywhere, the fallback included → the LB's `when_all_down` rule answers
+(docs/steering.md, when all pools are down): `fallback` (the default) sends the fallback pool
+(else the first default pool) regardless of its health; `closed`, `servfail` and `all` are
+leaves of their own (no pool answers); the decision says which rule answered.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from typing import Any
 from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.geo.locate import NOWHERE, Location
+from dnsd.health.view import LastGoodAnswer
 from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
 from dnsd.steering.pick import Answer, answer_node, candidates_for
+from dnsd.steering.records import AAAA, A
 from dnsd.steering.skips import unable_reason
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
@@ -62,6 +66,10 @@ class LbPlan:
     scope_prefixes: list[int] = field(default_factory=list)
     too_deep: bool = False
     scope_max: int = 0
+    # nothing healthy and a rule other than `fallback`: that rule answers, no pool does
+    all_down: str | None = None
+    all_addresses: tuple[str, ...] = ()  # `all`: every enabled address of the asked family
+    all_cname: str | None = None  # `last_good`: a CNAME answer remembered
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -87,18 +95,26 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         )
         for ref, ok in ((ref, able(ref)) for ref in lb.pool_refs())
     ]
+    rule, remembered = (None, ((), None)) if ordering.refs else all_down_rule(inp, lb, qtype)
     plan = LbPlan(
         lb=lb,
         qtype=qtype,
         candidates=candidates,
         ordering=ordering,
         trickle_ratio=inp.health.trickle_ratio(lb.name, lb.trickle_ratio),
-        fail_open_ref=None if ordering.refs else (lb.fallback_pool or lb.default_pools[0]),
+        fail_open_ref=(lb.fallback_pool or lb.default_pools[0]) if rule == "fallback" else None,
         backup=trickle_backup(lb, ordering),
+        all_down=None if rule == "fallback" else rule,
     )
-    if ordering.location_dependent and not by_pop:
+    if rule == "all":
+        plan.all_addresses = every_address(inp, lb, qtype)
+    elif rule == "last_good":
+        plan.all_addresses, plan.all_cname = remembered
+    if (ordering.location_dependent or rule == "last_good") and not by_pop:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
     plan.scope_max = max(plan.scope_prefixes, default=0)
+    if plan.all_down is not None:
+        return plan  # no pool answers: nothing to plan below
     for ref in ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]:
         if ref.startswith(LB_PREFIX):
             if depth >= MAX_DEPTH:
@@ -109,6 +125,42 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         else:
             plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb, qtype)
     return plan
+
+
+def all_down_rule(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[str, LastGoodAnswer]:
+    """The rule answering when nothing is healthy, and for `last_good` the answer last
+    given to this client's region (the health view keeps them); none known: `fallback`."""
+    if lb.when_all_down != "last_good":
+        return lb.when_all_down, ((), None)
+    known = inp.health.last_good.get(last_good_key(lb, inp.client.location.region, qtype))
+    return ("fallback", ((), None)) if known is None else ("last_good", known)
+
+
+def last_good_key(lb: LoadBalancer, region: str | None, qtype: int) -> tuple[str, str, int]:
+    """Where the health view keeps a `last_good` answer: load balancer, region, A or AAAA."""
+    return lb.name, region or "", AAAA if qtype == AAAA else A
+
+
+def every_address(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[str, ...]:
+    """`when_all_down: all` (gdnsd multifo's way): every enabled address of the asked family
+    in the LB's pools (nested load balancers' too), in configuration order, health ignored;
+    drained backends and disabled pools are not enabled."""
+    config, seen, out = inp.snap.config, {lb.name}, list[str]()
+    todo = [lb]
+    while todo:
+        for ref in todo.pop(0).pool_refs():
+            if ref.startswith(LB_PREFIX):
+                inner = config.load_balancers.get(ref[len(LB_PREFIX) :])
+                if inner is not None and inner.name not in seen and len(seen) <= MAX_DEPTH:
+                    seen.add(inner.name)
+                    todo.append(inner)
+                continue
+            pool = config.pools.get(ref)
+            if pool is None or not pool.enabled:
+                continue
+            usable = tuple(b for b in pool.backends if inp.health.usable(pool, b))
+            out.extend(b.address_text for b in candidates_for(usable, qtype))
+    return tuple(dict.fromkeys(out))
 
 
 def pop_location(inp: SteeringInputs) -> Location:
@@ -170,6 +222,8 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
         )
 
     refs = plan.ordering.refs
+    if plan.all_down is not None:  # no pool answers: the rule's own leaf
+        return Outcome(plan.all_addresses, plan.all_cname, None, True, scope, route, plan.all_down)
     if plan.fail_open_ref is not None:
         return branch(plan.fail_open_ref)
     if plan.ordering.weights is not None and len(refs) > 1:
@@ -195,6 +249,10 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     decision.reasons.append(plan.ordering.reason)
     if lb.client_region == "pop":
         decision.reasons.append("client_region pop: the client is placed in this node's region")
+    if plan.all_down is not None:
+        return _describe_all_down(plan, outcome, decision)
+    if plan.fail_open_ref is not None:
+        decision.when_all_down = "fallback"
     chosen = outcome.route[level]
     drawn = {node.kind: value for node, value in path if node.owner is plan}
     refs = plan.ordering.refs
@@ -203,7 +261,9 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
     if plan.fail_open_ref is not None:
         decision.fail_open = True
-        decision.reasons.append(f"nothing healthy: {chosen} answers regardless of its health")
+        decision.reasons.append(
+            f"nothing healthy: when_all_down fallback: {chosen} answers regardless of its health"
+        )
     elif "trickle" in drawn:
         draw = decision.trickle_draw = drawn["trickle"]
         decision.reasons.append(
@@ -225,6 +285,24 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.affinity = child.affinity
         decision.scope_prefixes.extend(child.scope_prefixes)
         decision.addresses, decision.cname = outcome.addresses, outcome.cname
+    return decision
+
+
+ALL_DOWN_REASONS = {
+    "closed": "NOERROR with no answer (the SOA with the load balancer's TTL as negative TTL)",
+    "servfail": "SERVFAIL",
+    "all": "every enabled address of its pools, health ignored",
+    "last_good": "the answer last given to this client region while something was healthy",
+}
+
+
+def _describe_all_down(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> LbDecision:
+    """Nothing healthy and a rule other than `fallback`: the rule answered, no pool did."""
+    rule = str(plan.all_down)  # set: the caller checked
+    decision.fail_open, decision.when_all_down = True, rule
+    decision.reasons.append(f"nothing healthy: when_all_down {rule}: {ALL_DOWN_REASONS[rule]}")
+    decision.not_chosen = {c.pool: c.why_not or "unhealthy" for c in plan.candidates}
+    decision.addresses, decision.cname = outcome.addresses, outcome.cname
     return decision
 
 

@@ -258,6 +258,7 @@ def test_moves_compared_a_slice_at_a_time_are_the_moves_of_the_whole() -> None:
     watch = ActivePoolWatch(lambda *_: {}, lambda: None, lambda: None, journal)  # type: ignore
     reach = Reach.__new__(Reach)
     reach.nested_only = nested_only
+    reach.config = None  # type: ignore[assignment]  # (no when_all_down rules to name)
     watch._reach = reach
     asyncio.run(watch._compare_in_slices(before, after, list(after), T0, "c", "a"))
     assert [e.to_json() for e in journal] == [e.to_json() for e in whole]
