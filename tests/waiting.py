@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 POLL_S = 0.02
 
 
@@ -57,3 +58,15 @@ def real_time_passes(seconds: float, why: str) -> None:
     a while, a peer's own timer in another process): `why` says which."""
     assert why
     time.sleep(seconds)
+
+
+def got(get: Callable[[], T], timeout: float = 10.0, what: object = "") -> T:
+    """The first truthy value `get()` gives; AssertionError after `timeout`."""
+    box: list[T] = []
+
+    def check() -> bool:
+        box[:] = [get()]
+        return bool(box[0])
+
+    until(check, timeout, what)
+    return box[0]
