@@ -95,7 +95,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
     ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
               "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
-              "reload_result", "reaper", "admin_url", "events"]),
+              "reload_result", "reaper", "admin_url", "events", "clock"]),
     # The validated configuration, and the key material derived from it.
     ("config", ["config", "tsig_keyring", "zone_keys"]),
     # What a query is answered from: the compiled, immutable snapshot.
@@ -119,7 +119,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                "server", "drill", "lab", "cli", "__main__"]),
 ]  # fmt: skip
 BASE = {"dnsd", "errors", "dnsname", "rdata", "atomic_files", "process_tools", "logsetup",
-        "ratelog", "reload_result", "reaper"}  # fmt: skip
+        "ratelog", "reload_result", "reaper", "clock"}  # fmt: skip
 # unit -> the units it may import (beyond itself).
 ALLOWED: dict[str, set[str]] = {
     "dnsd": set(),
@@ -135,6 +135,7 @@ ALLOWED: dict[str, set[str]] = {
     "reaper": set(),
     "admin_url": set(),
     "events": set(),
+    "clock": set(),
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
@@ -151,7 +152,7 @@ ALLOWED: dict[str, set[str]] = {
     "request": {"snapshot", "health", "reply"},
     "answer_table": {"steering"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
-    "xfr": {"config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
+    "xfr": {"clock", "config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
             "zone_keys", "snapshot", "health", "steering", "reply", "dnssec"},
     # The cluster bus shares health observations between nodes: health's data types, the
     # config, files and logs; never the admin API or the server that wires it.
@@ -174,7 +175,8 @@ ALLOWED: dict[str, set[str]] = {
     "serverfile_reload": {"errors", "admin", "serverfile"},
     "geoip_cli": {"errors", "geo", "snapshot", "steering", "loading"},
     # The services the server is made of: each one job, none wires the others together.
-    "serve": {"dnsd", "errors", "process_tools", "ratelog", "reaper", "reload_result", "rdata",
+    "serve": {"dnsd", "clock", "errors", "process_tools", "ratelog", "reaper", "reload_result",
+              "rdata",
               "events", "serverfile_reload", "config", "geo", "loading", "snapshot", "health",
               "reply", "request", "dnssec", "xfr", "resolve", "fastpath", "net", "workers",
               "admin", "provision", "cluster", "steering", "atomic_files"},

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -38,6 +37,7 @@ import dns.rdatatype
 import dns.rrset
 from prometheus_client.core import CounterMetricFamily
 
+from dnsd.clock import SYSTEM, Clock, within
 from dnsd.ratelog import RateLimitedLog
 from dnsd.rdata import to_text as rdata_text
 from dnsd.snapshot import SnapshotHolder
@@ -69,8 +69,9 @@ class _Sending:
 
 
 class NotifySender:
-    def __init__(self, holder: SnapshotHolder) -> None:
+    def __init__(self, holder: SnapshotHolder, clock: Clock = SYSTEM) -> None:
         self._holder = holder
+        self._clock = clock  # rounds, answer timeouts and silences are timed on it
         self._waiting: dict[str, asyncio.Task[None]] = {}  # a round not sending yet
         self._sending: dict[str, _Sending] = {}
         self._last_round: dict[str, float] = {}
@@ -104,9 +105,9 @@ class NotifySender:
                 await task
 
     async def _round(self, zone: str) -> None:
-        wait = self._last_round.get(zone, 0.0) + MIN_INTERVAL_S - time.monotonic()
+        wait = self._last_round.get(zone, 0.0) + MIN_INTERVAL_S - self._clock.monotonic()
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._clock.sleep(wait)
         previous = self._sending.get(zone)
         if previous is not None and not previous.task.done():
             # The latest serial wins, but not before every first try of the older round
@@ -126,7 +127,7 @@ class NotifySender:
             del self._waiting[zone]  # from here on a change no longer folds into this round
         first_tries_done = asyncio.Event()
         self._sending[zone] = _Sending(task, first_tries_done)
-        self._last_round[zone] = time.monotonic()
+        self._last_round[zone] = self._clock.monotonic()
         transfer = compiled.config.transfer
         key = transfer.keys[0] if transfer and transfer.keys else None
         soa_text = rdata_text(6, compiled.soa.rdata)  # dnspython's text: names with any bytes
@@ -155,15 +156,17 @@ class NotifySender:
         what = f"NOTIFY {zone} serial {serial} to {host} port {port}"
         for attempt in range(1, TRIES + 1):
             self.sent += 1
-            silence = self._silent.setdefault((host, port), _Silence(time.monotonic()))
+            silence = self._silent.setdefault((host, port), _Silence(self._clock.monotonic()))
             try:
-                reply = await dns.asyncquery.udp(message, host, timeout=timeout, port=port)
+                reply = await within(
+                    self._clock, dns.asyncquery.udp(message, host, port=port), timeout
+                )
             except asyncio.CancelledError:
                 if not self._stopping:  # a newer serial took over this round
                     self._superseded(zone, what, host, port, silence)
                 raise
-            except (dns.exception.Timeout, OSError) as exc:
-                reason = "no answer" if isinstance(exc, dns.exception.Timeout) else str(exc)
+            except (TimeoutError, OSError) as exc:
+                reason = "no answer" if isinstance(exc, TimeoutError) else str(exc)
                 silence.tries += 1
                 if attempt == TRIES:
                     self.failed += 1
@@ -180,7 +183,7 @@ class NotifySender:
                 self.failed += 1
                 self._silent.pop((host, port), None)  # it answers: not silent
                 self._count(zone, host, port, "bad_reply")
-                FAILURE_LOG.log(time.time(), logging.WARNING, "%s: %s", what, exc)
+                FAILURE_LOG.log(self._clock.time(), logging.WARNING, "%s: %s", what, exc)
                 return
             finally:
                 if attempt == 1:  # answered, refused or timed out: a newer round may go
@@ -191,16 +194,16 @@ class NotifySender:
             ended = self._silent.pop((host, port), None)
             if ended is not None and ended.reported:
                 log.warning("%s: %s, answered again after %d unanswered tries over %.0f s",
-                            what, rcode, ended.tries, time.monotonic() - ended.since)  # fmt: skip
+                            what, rcode, ended.tries, self._clock.monotonic() - ended.since)  # fmt: skip
             elif reply.rcode() != dns.rcode.NOERROR:
-                FAILURE_LOG.log(time.time(), logging.WARNING, "%s: %s", what, rcode)
+                FAILURE_LOG.log(self._clock.time(), logging.WARNING, "%s: %s", what, rcode)
             else:
                 log.info("%s: %s", what, rcode)
             return
 
     def _superseded(self, zone: str, what: str, host: str, port: int, silence: _Silence) -> None:
         silence.tries += 1
-        silent_s = time.monotonic() - silence.since
+        silent_s = self._clock.monotonic() - silence.since
         self._round_lost(zone, host, port, "superseded", silence,
                          f"{what}: no answer for {silent_s:.1f} s, superseded by serial "
                          f"{self._newer.get(zone)}")  # fmt: skip

@@ -13,6 +13,7 @@ from tests.admin_client import http
 from tests.attackers import PipeliningJammer, SlowBodyJammer, request_from
 from tests.dnsclient import ask
 from tests.processes import DnsdProcess
+from tests.waiting import real_time_passes
 
 TOKEN = "door-token-0123456789"
 ROUTE = "/api/v1/overrides/pools/us-east"
@@ -36,7 +37,7 @@ def test_200_pipelining_connections_that_never_read_do_not_lock_out_anyone(
     with DnsdProcess(config_copy, "--rrl-rate", "0", env={"DNSD_ADMIN_TOKEN": TOKEN}) as dnsd:
         port = dnsd.admin_port
         with PipeliningJammer(port, sources, 200) as jammer:
-            time.sleep(3.0)  # every place taken, every socket buffer full
+            real_time_passes(3.0, "every place taken, every socket buffer full")
             worst = 0.0
             rounds = 0
             deadline = time.monotonic() + 15
@@ -52,14 +53,14 @@ def test_200_pipelining_connections_that_never_read_do_not_lock_out_anyone(
                 worst = max(worst, took)
                 assert ask(dnsd.port, "mail.example.test").rr
                 rounds += 1
-                time.sleep(0.5)
+                real_time_passes(0.5, "a round every half second of the attack")
             assert jammer.sent > 1_000_000  # the attack really ran: over 1 MB of requests
         assert worst < 3.0, worst  # on a loaded 2-core machine; the lockout was >= 40 s
         assert rounds >= 10
         # From the jamming address itself: without a token an answer or a 503 that says
         # why (never a hang); with one, served.
         with PipeliningJammer(port, ["127.0.8.1"], 40):
-            time.sleep(1.0)
+            real_time_passes(1.0, "the jam from this address under way")
             for _ in range(5):
                 status, body = request_from("127.0.8.1", port, "GET", "/healthz", timeout=5)
                 assert status == 200 or (status == 503 and "valid token" in body["error"])
@@ -71,10 +72,10 @@ def test_200_pipelining_connections_that_never_read_do_not_lock_out_anyone(
             s.bind(("127.0.8.2", 0))
             s.connect(("127.0.0.1", port))
             idle.append(s)
-        time.sleep(0.5)
+        real_time_passes(0.5, "the idle connections taken")
         for s in idle:
             s.close()
-        time.sleep(0.5)  # the jammers' connections are gone: every place is free again
+        real_time_passes(0.5, "the jammers' connections gone: every place free again")
         for source in ("127.0.0.1", "127.0.8.1", "127.0.7.1", "127.0.8.2"):
             for _ in range(20):  # more than the per-address cap, one after another
                 assert request_from(source, port, "GET", "/healthz")[0] == 200

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-import time
 
 import dns.edns
 import dns.message
@@ -16,6 +15,7 @@ import pytest
 from tests.admin_client import http
 from tests.conftest import DATA
 from tests.processes import DnsdProcess
+from tests.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -99,10 +99,8 @@ def test_every_worker_accepts_the_cookie_another_made(tmp_path) -> None:  # type
     args = ("--workers", "3", "--rrl-rate", "5", "--rrl-slip", "0", "--state-dir", str(tmp_path))
     with DnsdProcess(DATA / "good", *args) as dnsd:
         dnsd.wait_for_log("started 2 worker process(es)")
-        deadline = time.monotonic() + 15
-        while sum("listening on" in line for line in dnsd.lines) < 3:
-            assert time.monotonic() < deadline, dnsd.output
-            time.sleep(0.05)
+        listening = lambda: sum("listening on" in line for line in dnsd.lines) >= 3  # noqa: E731
+        until(listening, 15.0, lambda: dnsd.output)
         (first,) = burst("127.0.7.1", dnsd.port, client, 1)
         option = next(o for o in first.options if o.otype == dns.edns.OptionType.COOKIE).to_wire()
         answered = 0

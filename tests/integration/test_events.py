@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.dnsclient import ask
 from tests.integration.test_webhooks import SECRET, Receiver
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
+from tests.waiting import got, real_time_passes, until
 
 ADMIN = "events-admin-token"  # DNSD_ADMIN_TOKEN: named "DNSD_ADMIN_TOKEN"
 ALICE = "alice-on-call-secret-0123"  # an override token named "alice"
@@ -80,13 +80,16 @@ def received(receiver: Receiver) -> list[dict[str, Any]]:
 def wait_for(
     receiver: Receiver, match: Callable[[dict[str, Any]], bool], timeout: float = 6.0
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in received(receiver) if match(e)]
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no such event; received {received(receiver)}")
+    found = got(lambda: [e for e in received(receiver) if match(e)], timeout,
+                lambda: f"no such event; received {received(receiver)}")  # fmt: skip
+    return found[0]
+
+
+def probed(backend: DemoBackend, rounds: int) -> None:
+    """`rounds` more probes reached the backend (healthy_threshold is 2): the first
+    verdicts are in, and what they would have sent has had time to arrive."""
+    before = sum(backend.requests.values())
+    until(lambda: sum(backend.requests.values()) >= before + rounds, 10.0, f"{rounds} probes")
 
 
 def events(port: int, query: str = "") -> list[dict[str, Any]]:
@@ -108,7 +111,7 @@ def test_a_failing_backend_fails_over_and_back_and_the_events_survive_a_restart(
         receiver = Receiver(loop)
         zones, args = _setup(tmp_path, backend.port, loop.call(receiver.start()))
         with DnsdProcess(zones, *args, env=ENV) as dnsd:
-            time.sleep(1.5)  # seven probe rounds: every first verdict is in
+            probed(backend, 6)  # every first verdict is in
             assert received(receiver) == [] and events(dnsd.admin_port) == []  # no start noise
             assert address(dnsd.port) == "127.0.0.1"
             loop.call(backend.set_mode("503"))
@@ -140,7 +143,13 @@ def test_a_failing_backend_fails_over_and_back_and_the_events_survive_a_restart(
             assert address(dnsd.port) == "127.0.0.1"
             metrics = http(dnsd.admin_port, "GET", "/metrics")[1]
             assert 'dnsd_failovers_total{lb="web"} 1.0' in metrics
-            time.sleep(0.3)
+
+            def in_step() -> bool:  # the webhooks have caught up with the journal
+                api = events(dnsd.admin_port)
+                listed = {(e["kind"], e["time"]) for e in api if e["kind"] != "probe"}
+                return {(e["kind"], e["time"]) for e in received(receiver)} == listed
+
+            until(in_step, 5.0, "the webhooks carry what the API lists")
             before_restart = events(dnsd.admin_port)
             kinds = [e["kind"] for e in before_restart]
             assert kinds.count("failover") == 1 and kinds.count("failback") == 1
@@ -152,7 +161,7 @@ def test_a_failing_backend_fails_over_and_back_and_the_events_survive_a_restart(
             assert list(reversed(status_events)) == before_restart
         hooks_before = len(receiver.received)
         with DnsdProcess(zones, *args, env=ENV) as dnsd:
-            time.sleep(1.0)
+            probed(backend, 6)  # the first verdicts are in again
             assert events(dnsd.admin_port) == before_restart  # read back from events.jsonl
             assert len(receiver.received) == hooks_before  # a restart sends nothing
             port = dnsd.admin_port
@@ -254,14 +263,14 @@ def test_two_operators_overrides_close_together_each_name_their_own_cause(tmp_pa
         zones, args = _setup(tmp_path, backend.port, loop.call(receiver.start()))
         with DnsdProcess(zones, *args, env=ENV) as dnsd:
             port = dnsd.admin_port
-            time.sleep(1.0)  # the first verdicts are in: primary is healthy
+            probed(backend, 4)  # the first verdicts are in: primary is healthy
             assert address(dnsd.port) == "127.0.0.1"
             down = {"state": "down", "reason": "INC-8: primary db"}
             trickle = {"trickle_ratio": 1.0, "reason": "INC-9: eu-a drain"}
             with ThreadPoolExecutor(2) as pool:  # each request on its own, 34 ms apart
                 first = pool.submit(http, port, "PUT", "/api/v1/overrides/pools/primary", down,
                                     ALICE)  # fmt: skip
-                time.sleep(0.034)
+                real_time_passes(0.034, "inside one burst of the failover watch")
                 second = pool.submit(http, port, "PUT", "/api/v1/overrides/load_balancers/inner",
                                      trickle, BOB)  # fmt: skip
                 assert first.result()[0] == 200 and second.result()[0] == 200

@@ -7,7 +7,6 @@ incident — every region counts, at once — and the count is back to 0 when it
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from dnsd.geo.regions import REGIONS
 from tests.admin_client import http
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
+from tests.waiting import until
 
 TOKEN = "by-health-token"
 POOLS = {"eu": "127.0.0.21", "us": "127.0.0.22"}
@@ -64,11 +64,7 @@ def scrape(port: int) -> dict[str, tuple[float, float]]:
 
 
 def wait_for(check: Callable[[], bool], what: Callable[[], object], timeout: float = 10.0) -> float:
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < timeout, what()
-        time.sleep(0.05)
-    return time.monotonic() - started
+    return until(check, timeout, what)
 
 
 def test_planned_failovers_are_not_by_health_a_probe_failure_is(tmp_path: Path) -> None:

@@ -107,7 +107,8 @@ def test_quorum_of_three_sources(tmp_path) -> None:
             await wait_for(
                 lambda: store.source_states(*pool_backend(store))["WEU"].state.state == "unhealthy"
             )
-            await asyncio.sleep(0.3)
+            mark = dict(backend.requests)  # more probes from every source since
+            await wait_for(lambda: all(backend.requests[s] >= mark[s] + 2 for s in mark))
             assert store.view.backends[("p", "b0")].healthy  # 1 of 3 sources: still healthy
             assert backend.requests["WEU"] > 3 and backend.requests["WNAM"] > 3
             await backend.set_mode("503", source="ENAM")
@@ -544,7 +545,8 @@ def test_reload_keeps_unchanged_targets_and_starts_and_stops_others(tmp_path) ->
             assert not store.view.backends[("p", "b0")].healthy  # kept its state
             await wait_for(lambda: len(rec.seen.get("b9", [])) >= 1)
             before = backends[1].requests.copy()
-            await asyncio.sleep(0.4)
+            probed = len(rec.seen["b9"])  # the kept and the new one go on being probed
+            await wait_for(lambda: len(rec.seen["b9"]) >= probed + 3)
             assert backends[1].requests == before  # the removed backend is no longer probed
             assert ("p", "b1") not in store.view.backends
         finally:
@@ -651,8 +653,8 @@ def test_a_pool_of_hung_backends_cannot_delay_another_pools_detection(tmp_path) 
         await scheduler.start()
         try:
             await wait_for(lambda: store.view.backends[("p", "b0")].probed == "healthy")
-            await asyncio.sleep(1.5)  # the hung probes fill the slots, wave after wave
-            assert scheduler.probes_total >= 60  # hung probes were timing out meanwhile
+            # the hung probes fill the slots, wave after wave, timing out meanwhile
+            await wait_for(lambda: scheduler.probes_total >= 60)
             assert store.view.backends[("p", "b0")].healthy, errs
             await backend.set_mode("503")
             began = time.monotonic()

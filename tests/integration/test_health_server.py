@@ -11,6 +11,7 @@ from tests.dnsclient import ask
 from tests.health_harness import HEADER, write_config
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
+from tests.waiting import real_time_passes, until
 
 
 def test_hung_backend_never_delays_dns_answers(tmp_path: Path) -> None:
@@ -102,17 +103,10 @@ def test_retries_never_stretch_the_outage_bound(tmp_path: Path) -> None:
         text = text.replace("{default_pools: [p]}", "{default_pools: [p], fallback_pool: sorry}")
         (directory / "h.test.yaml").write_text(text)
         with DnsdProcess(directory, "--rrl-rate", "0") as proc:
-            deadline = time.monotonic() + 10
-            while address(proc.port) != "127.0.0.1":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            time.sleep(0.5)
+            until(lambda: address(proc.port) == "127.0.0.1", 10.0, "the backend healthy")
+            real_time_passes(0.5, "half a probe interval: the outage starts between probes")
             loop.call(backend.set_mode("blackhole"))
-            started = time.monotonic()
-            while address(proc.port) != "192.0.2.99":
-                assert time.monotonic() - started < 10
-                time.sleep(0.02)
-            took = time.monotonic() - started
+            took = until(lambda: address(proc.port) == "192.0.2.99", 10.0, "the failover")
     finally:
         loop.call(backend.stop())
         loop.close()

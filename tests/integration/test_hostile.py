@@ -16,6 +16,7 @@ from tests.admin_client import http
 from tests.conftest import DATA, ServerThread
 from tests.dnsclient import ask, make_query, tcp_raw, udp_raw
 from tests.processes import DnsdProcess
+from tests.waiting import real_time_passes, until
 
 
 def test_200_idle_tcp_connections_do_not_stop_udp_or_new_tcp(server) -> None:
@@ -26,7 +27,7 @@ def test_200_idle_tcp_connections_do_not_stop_udp_or_new_tcp(server) -> None:
             s.bind((f"127.0.{2 + i // 50}.1", 0))  # four /24s with 50 connections each
             s.connect(("127.0.0.1", server.port))
             idle.append(s)
-        time.sleep(0.2)
+        until(lambda: server.server.counters.tcp_connections >= 200, 5.0, "200 connections taken")
         started = time.monotonic()
         assert ask(server.port, "mail.example.test").rr
         assert ask(server.port, "mail.example.test", tcp=True).rr
@@ -46,7 +47,7 @@ def test_one_client_cannot_take_every_connection(config_copy) -> None:
             s.bind(("127.0.9.9", 0))
             s.connect(("127.0.0.1", srv.port))
             held.append(s)
-        time.sleep(0.1)
+        until(lambda: srv.server.counters.tcp_connections >= 5, 5.0, "5 connections taken")
         extra = socket.socket()
         extra.bind(("127.0.9.200", 0))  # another address of the same /24
         extra.connect(("127.0.0.1", srv.port))
@@ -79,14 +80,14 @@ def test_rrl_limits_a_flooding_prefix_while_another_gets_every_answer() -> None:
                     s.sendto(wire, ("127.0.0.1", dnsd.port))
                     r = DNSRecord.parse(s.recv(4096))
                     victim_ok.append(r.header.tc == 0 and bool(r.rr))
-                    time.sleep(0.1)
+                    real_time_passes(0.1, "a client's pace")
 
         thread = threading.Thread(target=other_prefix)
         thread.start()
         started = time.monotonic()
         for _ in range(1000):  # ~500 queries/s from one /24 for about 2 s
             flood.sendto(wire, ("127.0.0.1", dnsd.port))
-            time.sleep(0.002)
+            real_time_passes(0.002, "the flood's pace")
         elapsed = time.monotonic() - started
         try:
             while True:
@@ -120,7 +121,7 @@ def send_continuously(port: int, stop: threading.Event, results: list[str]) -> N
                 results.append("SERVFAIL" if r.header.rcode == 2 else "ok" if r.rr else "empty")
             except TimeoutError:
                 results.append("lost")
-            time.sleep(0.002)
+            real_time_passes(0.002, "the load's pace")
 
 
 def test_twenty_sighup_reloads_under_load_lose_nothing(config_copy) -> None:
@@ -132,9 +133,7 @@ def test_twenty_sighup_reloads_under_load_lose_nothing(config_copy) -> None:
             for i in range(20):
                 dnsd.signal(signal.SIGHUP)
                 dnsd.wait_for_log(f"generation {i + 2}")
-            deadline = time.monotonic() + 5
-            while len(results) <= 100 and time.monotonic() < deadline:  # fast reloads: more load
-                time.sleep(0.01)
+            until(lambda: len(results) > 100, 5.0, "100 answers")  # fast reloads: more load
         finally:
             stop.set()
             sender.join()
@@ -163,7 +162,7 @@ def test_sigterm_during_load_exits_0_and_keeps_the_overrides_file(config_copy, t
         held[0].sendall(b"\x00\x30partial")
         held.append(socket.create_connection(("127.0.0.1", dnsd.admin_port)))
         held[-1].sendall(b"GET /metrics HTTP/1.1\r\n")
-        time.sleep(0.5)
+        until(lambda: len(results) >= 20, 5.0, "the load flowing")  # and the connections in
         dnsd.signal(signal.SIGTERM)
         code = dnsd.proc.wait(timeout=10)  # type: ignore[union-attr]
         stop.set()
@@ -273,7 +272,8 @@ def test_idle_admin_connections_cannot_starve_probes_or_dns(tmp_path) -> None:
                     held.pop(0).close()
                 if i % 1000 == 0:
                     assert str(ask(dnsd.port, "www.hard.test").rr[0].rdata) == "127.0.0.71"
-            time.sleep(1.0)  # five probe intervals with the connections held
+            probes = sum(backend.requests.values())  # five probe intervals, connections held
+            until(lambda: sum(backend.requests.values()) >= probes + 5, 5.0, "five more probes")
             assert str(ask(dnsd.port, "www.hard.test").rr[0].rdata) == "127.0.0.71"
             assert str(ask(dnsd.port, "www.hard.test", tcp=True).rr[0].rdata) == "127.0.0.71"
             status, body = http(dnsd.admin_port, "GET", "/readyz")

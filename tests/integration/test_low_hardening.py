@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from aiohttp import web
@@ -18,6 +17,7 @@ from tests.attackers import request_from
 from tests.dnsclient import udp_raw
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess, Redis
+from tests.waiting import until
 
 TOKEN = "low-token"
 
@@ -57,8 +57,9 @@ def test_secrets_never_reach_the_log_or_config_show(config_copy: Path, tmp_path:
                 "WEU", "--redis-insecure")  # fmt: skip
         with DnsdProcess(config_copy, *args) as dnsd:
             dnsd.wait_for_log("sharing health as node")
+            logged = len(dnsd.lines)
             redis.cli("-a", password, "client", "kill", "type", "pubsub")  # a reconnect: logged
-            time.sleep(1.0)
+            until(lambda: len(dnsd.lines) > logged, 5.0, "the reconnect logged")
         log = dnsd.output
         assert "redis://:***@" in log
     finally:

@@ -1,6 +1,8 @@
 """NOTIFY (RFC 1996): sent to a zone's targets on a serial change, signed with the zone's
 key, retried until answered, at most one round per zone per second with the latest
-serial. The target is a real UDP socket that answers like a secondary (dnspython)."""
+serial. The target is a real UDP socket that answers like a secondary (dnspython); the
+sender's timers (rounds, answer timeouts) run on a FakeClock the tests advance, so a 4 s
+retry schedule takes no 4 s — the packets are real and are waited for."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import base64
 import logging
 import socket
 import threading
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dns.message
@@ -21,22 +24,26 @@ from dnsd.loading import load_snapshot
 from dnsd.snapshot import SnapshotHolder, with_serials
 from dnsd.xfr import notify
 from dnsd.xfr.notify import NotifySender
+from tests.fake_clock import FakeClock
+from tests.waiting import until_async
 
 SECRET = base64.b64encode(bytes(range(32))).decode()
 RING = dns.tsigkeyring.from_text({"xfr-key": SECRET})
+ZONE = "z.example."
 
 
 class Secondary:
-    """Answers every NOTIFY after ignoring the first `ignore` of them; records what came."""
+    """Answers every NOTIFY after ignoring the first `ignore` of them; records what came.
+    With `hold`, each answer waits until `hold` is set (an answer on its way)."""
 
-    def __init__(self, ignore: int = 0, delay: float = 0.0) -> None:
+    def __init__(self, ignore: int = 0, hold: threading.Event | None = None) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.ignore = ignore
-        self.delay = delay  # seconds before each answer (a secondary far away)
-        self.received: list[tuple[float, int, bool]] = []  # (time, serial, signed)
+        self.hold = hold
+        self.received: list[tuple[int, bool]] = []  # (serial, signed)
         self.stop = False
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -49,15 +56,54 @@ class Secondary:
                 continue
             message = dns.message.from_wire(data, keyring=RING)
             assert message.opcode() == dns.opcode.NOTIFY
-            self.received.append((time.monotonic(), message.answer[0][0].serial, message.had_tsig))
+            self.received.append((message.answer[0][0].serial, message.had_tsig))
             if len(self.received) > self.ignore:
-                time.sleep(self.delay)
+                while self.hold is not None and not self.hold.wait(0.2) and not self.stop:
+                    pass
                 self.sock.sendto(dns.message.make_response(message).to_wire(), peer)
+
+    @property
+    def serials(self) -> list[int]:
+        return [serial for serial, _ in self.received]
 
     def close(self) -> None:
         self.stop = True
         self.thread.join()
         self.sock.close()
+
+
+class Stamped(logging.Handler):
+    """The NOTIFY log lines about one secondary, each with the fake time it was written."""
+
+    def __init__(self, clock: FakeClock, port: int) -> None:
+        super().__init__(logging.INFO)
+        self.clock, self.port = clock, port
+        self.lines: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if f"port {self.port}" in record.getMessage():
+            self.lines.append((self.clock.now, record.getMessage()))
+
+
+@contextmanager
+def stamped(clock: FakeClock, port: int) -> Iterator[Stamped]:
+    logger = logging.getLogger("dnsd.xfr.notify")
+    handler = Stamped(clock, port)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def change(holder: SnapshotHolder, sender: NotifySender, serial: int) -> None:
+    holder.swap(with_serials(holder.current, {ZONE: serial}))
+    sender.changed(ZONE, serial)
+
+
+async def received(secondary: Secondary, count: int) -> None:
+    """The real socket has had `count` NOTIFYs (they travel in real time)."""
+    await until_async(lambda: len(secondary.received) >= count, 5.0, f"{count} NOTIFYs")
 
 
 def holder_for(tmp_path: Path, port: int) -> SnapshotHolder:
@@ -76,26 +122,31 @@ def test_changes_in_a_burst_give_one_round_per_second_with_the_latest_serial(
 ) -> None:
     secondary = Secondary()
     holder = holder_for(tmp_path, secondary.port)
+    clock = FakeClock()
 
-    async def burst() -> None:
-        sender = NotifySender(holder)
+    async def burst() -> NotifySender:
+        sender = NotifySender(holder, clock)
         for serial in range(11, 21):  # ten changes within a few milliseconds
-            holder.swap(with_serials(holder.current, {"z.example.": serial}))
-            sender.changed("z.example.", serial)
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(1.6)
+            change(holder, sender, serial)
+            await clock.advance(0.005)
+        await received(secondary, 1)
+        await until_async(lambda: sender.answered == 1)
+        await clock.advance(0.99 - 0.05)  # a second after the first round: not yet
+        assert sender.sent == 1
+        await clock.advance(0.01)
+        await received(secondary, 2)
+        await until_async(lambda: sender.answered == 2)
+        await clock.advance(5.0)  # no change since: no more rounds
         await sender.stop()
+        return sender
 
     try:
-        asyncio.run(burst())
+        sender = asyncio.run(burst())
     finally:
         secondary.close()
-    serials = [serial for _, serial, _ in secondary.received]
-    assert serials and serials[-1] == 20  # the latest serial always goes out
-    assert len(serials) <= 2  # one round at once, the next a second later at the earliest
-    assert all(signed for _, _, signed in secondary.received)  # signed with transfer.keys[0]
-    if len(secondary.received) == 2:
-        assert secondary.received[1][0] - secondary.received[0][0] >= 0.9
+    assert secondary.serials == [11, 20]  # one round at once, the next with the latest serial
+    assert sender.sent == 2
+    assert all(signed for _, signed in secondary.received)  # signed with transfer.keys[0]
 
 
 def test_an_unanswered_notify_is_sent_again(
@@ -104,35 +155,37 @@ def test_an_unanswered_notify_is_sent_again(
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=2)  # the first two tries get no answer
     holder = holder_for(tmp_path, secondary.port)
+    clock = FakeClock()
 
-    async def once() -> NotifySender:
-        sender = NotifySender(holder)
-        holder.swap(with_serials(holder.current, {"z.example.": 11}))
-        sender.changed("z.example.", 11)
-        await asyncio.sleep(4.5)  # tries after 0, 1 and 3 s
-        await sender.stop()
-        return sender
+    async def once() -> tuple[NotifySender, list[tuple[float, str]]]:
+        sender = NotifySender(holder, clock)
+        start = clock.now
+        with stamped(clock, secondary.port) as log:
+            change(holder, sender, 11)
+            await received(secondary, 1)
+            await clock.advance(0.99)
+            assert sender.sent == 1  # no answer yet, but its second has not passed
+            await clock.advance(0.01)  # tries after 0, 1 and 3 s
+            await received(secondary, 2)
+            await clock.advance(1.99)
+            assert sender.sent == 2
+            await clock.advance(0.01)
+            await received(secondary, 3)
+            await until_async(lambda: sender.answered == 1)
+            await clock.advance(20.0)  # answered: no more tries
+            await sender.stop()
+        return sender, [(at - start, line) for at, line in log.lines]
 
     try:
-        sender = asyncio.run(once())
+        sender, lines = asyncio.run(once())
     finally:
         secondary.close()
-    assert [serial for _, serial, _ in secondary.received] == [11, 11, 11]
-    assert sender.answered == 1
-    lines = [line for _, line in _lines(caplog, secondary.port)]
+    assert secondary.serials == [11, 11, 11]
+    assert sender.answered == 1 and sender.sent == 3
     assert len(lines) == 2, lines  # silent after the first try; answering again
-    assert "no answer within 1 s; trying again" in lines[0]
-    assert "NOERROR, answered again after 2 unanswered tries" in lines[1]
+    assert lines[0][0] == pytest.approx(1.0) and "no answer within 1 s; trying again" in lines[0][1]
+    assert "NOERROR, answered again after 2 unanswered tries over 3 s" in lines[1][1]
     assert sender.outcomes == {("z.example.", f"127.0.0.1:{secondary.port}", "noerror"): 1}
-
-
-def _lines(caplog: pytest.LogCaptureFixture, port: int) -> list[tuple[float, str]]:
-    """The NOTIFY log lines about the secondary at `port`: (time, text)."""
-    return [
-        (record.created, record.getMessage())
-        for record in caplog.records
-        if record.name == "dnsd.xfr.notify" and f"port {port}" in record.getMessage()
-    ]
 
 
 def test_a_dead_secondary_is_logged_within_seconds_and_once_per_episode(
@@ -141,28 +194,30 @@ def test_a_dead_secondary_is_logged_within_seconds_and_once_per_episode(
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=10**9)  # a real socket that takes NOTIFY and never answers
     holder = holder_for(tmp_path, secondary.port)
-    start = time.time()
+    clock = FakeClock()
 
-    async def changes() -> NotifySender:
-        sender = NotifySender(holder)
-        holder.swap(with_serials(holder.current, {"z.example.": 11}))
-        sender.changed("z.example.", 11)
-        await asyncio.sleep(2.5)  # the first try timed out at 1 s; the second is waiting
-        for serial in range(12, 20):  # newer serials supersede round after round
-            holder.swap(with_serials(holder.current, {"z.example.": serial}))
-            sender.changed("z.example.", serial)
-            await asyncio.sleep(0.4)
-        await sender.stop()
-        return sender
+    async def changes() -> tuple[NotifySender, list[tuple[float, str]]]:
+        sender = NotifySender(holder, clock)
+        start = clock.now
+        with stamped(clock, secondary.port) as log:
+            change(holder, sender, 11)
+            await received(secondary, 1)
+            await clock.advance(2.5)  # the first try timed out at 1 s; the second is waiting
+            await received(secondary, 2)
+            for serial in range(12, 20):  # newer serials supersede round after round
+                change(holder, sender, serial)
+                await clock.advance(0.4)
+            await received(secondary, 4)
+            await sender.stop()
+        return sender, [(at - start, line) for at, line in log.lines]
 
     try:
-        sender = asyncio.run(changes())
+        sender, lines = asyncio.run(changes())
     finally:
         secondary.close()
-    lines = _lines(caplog, secondary.port)
     assert lines, "a NOTIFY to a dead secondary logged nothing"
     first_at, first = lines[0]
-    assert first_at - start < 2.0 and "serial 11" in first and "no answer within 1 s" in first
+    assert first_at < 2.0 and "serial 11" in first and "no answer within 1 s" in first
     # One line when it went silent, one when a round ended without its answer; the rounds
     # that follow (superseded again and again) write nothing more.
     assert len(lines) == 2, lines
@@ -181,24 +236,25 @@ def test_a_dead_secondary_under_changes_faster_than_a_try_is_still_logged(
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=10**9)
     holder = holder_for(tmp_path, secondary.port)
-    start = time.time()
+    clock = FakeClock()
 
-    async def changes() -> NotifySender:
-        sender = NotifySender(holder)
-        for serial in range(11, 25):
-            holder.swap(with_serials(holder.current, {"z.example.": serial}))
-            sender.changed("z.example.", serial)
-            await asyncio.sleep(0.3)
-        await sender.stop()
-        return sender
+    async def changes() -> tuple[NotifySender, list[tuple[float, str]]]:
+        sender = NotifySender(holder, clock)
+        start = clock.now
+        with stamped(clock, secondary.port) as log:
+            for serial in range(11, 25):
+                change(holder, sender, serial)
+                await clock.advance(0.3)
+            await received(secondary, 3)
+            await sender.stop()
+        return sender, [(at - start, line) for at, line in log.lines]
 
     try:
-        sender = asyncio.run(changes())
+        sender, lines = asyncio.run(changes())
     finally:
         secondary.close()
-    lines = _lines(caplog, secondary.port)
     assert len(lines) == 2, lines
-    assert lines[0][0] - start < 2.0 and "serial 11" in lines[0][1]
+    assert lines[0][0] < 2.0 and "serial 11" in lines[0][1]
     assert "no answer within 1 s" in lines[0][1] and "superseded by serial" in lines[1][1]
     superseded = sender.outcomes[("z.example.", f"127.0.0.1:{secondary.port}", "superseded")]
     assert superseded >= 2 and len(secondary.received) >= 3
@@ -211,50 +267,66 @@ def test_a_round_given_up_is_logged_and_counted(
     monkeypatch.setattr(notify, "TRIES", 2)  # tries at 0 and 1 s, given up at 3 s
     secondary = Secondary(ignore=10**9)
     holder = holder_for(tmp_path, secondary.port)
+    clock = FakeClock()
 
-    async def once() -> NotifySender:
-        sender = NotifySender(holder)
-        holder.swap(with_serials(holder.current, {"z.example.": 11}))
-        sender.changed("z.example.", 11)
-        await asyncio.sleep(3.4)
-        await sender.stop()
-        return sender
+    async def once() -> tuple[NotifySender, list[tuple[float, str]]]:
+        sender = NotifySender(holder, clock)
+        start = clock.now
+        with stamped(clock, secondary.port) as log:
+            change(holder, sender, 11)
+            await received(secondary, 1)
+            await clock.advance(1.0)
+            await received(secondary, 2)
+            await clock.advance(2.0)
+            await clock.advance(20.0)  # given up: no more tries
+            await sender.stop()
+        return sender, [(at - start, line) for at, line in log.lines]
 
     try:
-        sender = asyncio.run(once())
+        sender, lines = asyncio.run(once())
     finally:
         secondary.close()
-    lines = [line for _, line in _lines(caplog, secondary.port)]
     assert len(lines) == 2, lines
-    assert "no answer after 2 tries: given up" in lines[1]
+    assert lines[1][0] == pytest.approx(3.0)
+    assert "no answer after 2 tries: given up" in lines[1][1]
+    assert sender.sent == 2 and len(secondary.received) == 2
     assert sender.outcomes == {("z.example.", f"127.0.0.1:{secondary.port}", "no_answer"): 1}
 
 
 def test_a_slow_but_answering_secondary_under_a_burst_of_changes_is_no_failure(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Changes every 30 ms end rounds while a far secondary's answer (100 ms) is on its way:
-    that is no failure, so it is neither logged nor counted (an alert on the count would
-    page for a healthy secondary)."""
+    """Changes every 30 ms come while a far secondary's answer is on its way (held back
+    until the changes are done, within the try's second): that is no failure, so it is
+    neither logged nor counted (an alert on the count would page for a healthy
+    secondary), and the next round carries the latest serial."""
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
-    secondary = Secondary(delay=0.1)
+    hold = threading.Event()
+    secondary = Secondary(hold=hold)
     holder = holder_for(tmp_path, secondary.port)
+    clock = FakeClock()
 
     async def burst() -> NotifySender:
-        sender = NotifySender(holder)
-        for serial in range(11, 91):
-            holder.swap(with_serials(holder.current, {"z.example.": serial}))
-            sender.changed("z.example.", serial)
-            await asyncio.sleep(0.03)
-        await asyncio.sleep(0.5)  # the last round is answered
+        sender = NotifySender(holder, clock)
+        change(holder, sender, 11)
+        await received(secondary, 1)
+        for serial in range(12, 42):  # 30 changes over 0.9 s, the answer still on its way
+            await clock.advance(0.03)
+            change(holder, sender, serial)
+        hold.set()  # the answer arrives
+        await until_async(lambda: sender.answered == 1, 5.0, "the held answer taken")
+        await clock.advance(0.1)  # a second after the first round: the next one
+        await received(secondary, 2)
+        await until_async(lambda: sender.answered == 2)
         await sender.stop()
         return sender
 
     try:
         sender = asyncio.run(burst())
     finally:
+        hold.set()
         secondary.close()
-    assert len(secondary.received) >= 3  # a round a second, each cut short
+    assert secondary.serials == [11, 41]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not warnings
-    assert set(sender.outcomes) == {("z.example.", f"127.0.0.1:{secondary.port}", "noerror")}
+    assert sender.outcomes == {("z.example.", f"127.0.0.1:{secondary.port}", "noerror"): 2}

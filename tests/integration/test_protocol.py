@@ -13,6 +13,7 @@ from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSRecord, EDNSOption
 from dnsd.net.tcp import TcpLimits
 from tests.conftest import DATA, ServerThread
 from tests.dnsclient import ask, make_query, read_frame, tcp_raw, udp_raw
+from tests.waiting import real_time_passes, until
 
 
 def still_answers(port: int) -> None:
@@ -252,7 +253,7 @@ def test_connection_cap_closes_the_longest_idle_connection_for_a_new_one(strict_
     """RFC 7766 §6.2.3: at the cap, the connection idle the longest makes room."""
     held = [socket.create_connection(("127.0.0.1", strict_server.port)) for _ in range(3)]
     try:
-        time.sleep(0.1)
+        until(lambda: strict_server.server.counters.tcp_connections >= 3, 5.0, "3 taken")
         with socket.create_connection(("127.0.0.1", strict_server.port)) as extra:
             wire = make_query("mail.example.test").pack()
             extra.sendall(struct.pack("!H", len(wire)) + wire)
@@ -271,7 +272,8 @@ def test_connection_cap_refuses_while_every_connection_is_busy(strict_server) ->
     try:
         for s in held:
             s.sendall(b"\x00\x20\x12")  # the start of a query: busy until the read timeout
-        time.sleep(0.05)
+        until(lambda: strict_server.server.counters.tcp_connections >= 3, 5.0, "3 taken")
+        real_time_passes(0.05, "their first bytes read")
         with socket.create_connection(("127.0.0.1", strict_server.port)) as extra:
             took = closed_within(extra, 0.2)
             assert took is not None and took < 0.15  # refused at once, not a timeout
@@ -279,8 +281,14 @@ def test_connection_cap_refuses_while_every_connection_is_busy(strict_server) ->
     finally:
         for s in held:
             s.close()
-    time.sleep(0.4)
-    assert ask(strict_server.port, "mail.example.test", tcp=True).rr
+    until(lambda: answers_over_tcp(strict_server.port), 5.0, "a place free again")
+
+
+def answers_over_tcp(port: int) -> bool:
+    try:
+        return bool(ask(port, "mail.example.test", tcp=True).rr)
+    except OSError:
+        return False
 
 
 def test_ipv6_listener(tmp_path) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import time
 from pathlib import Path
 
 from tests.admin_client import http
 from tests.integration.test_webhooks import Receiver
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
+from tests.waiting import until
 
 OLD = "old-token-0123456789abcdef"
 NEW = "new-token-0123456789abcdef"
@@ -26,10 +26,7 @@ def token_entry(name: str, secret: str) -> str:
 
 
 def wait_until(check, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    until(check, timeout)
 
 
 def test_tokens_and_webhooks_change_live_and_the_rest_waits_for_a_restart(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from tests.conftest import DATA
 from tests.dnsclient import tcp_raw, udp_raw
 from tests.integration.test_systemd import read_all
 from tests.processes import DnsdProcess
+from tests.waiting import until
 
 NAME = "www.example.test"
 
@@ -41,14 +41,6 @@ def metric(dnsd: DnsdProcess, name: str, loop: str) -> float:
     _, text = http(dnsd.admin_port, "GET", "/metrics")
     line = next(x for x in text.splitlines() if x.startswith(f'{name}{{loop="{loop}"}}'))
     return float(line.split()[-1])
-
-
-def until(predicate, timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, f"not within {timeout} s: {what}"
-        time.sleep(0.02)
-    return time.monotonic() - started
 
 
 @pytest.mark.parametrize("loop", ["compiled", "pure"])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.admin_client import http
 from tests.processes import DnsdProcess
+from tests.waiting import until
 
 ZONE = "x.example"
 LABELS = {
@@ -82,9 +83,7 @@ def test_transfers_and_notify_outcomes_are_counted(tmp_path: Path) -> None:
             # A change: the secondary is told (and never answers); IXFR sends the difference.
             write_zone(config, port_of_dead, "  fresh: {A: 192.0.2.7}\n")
             dnsd.signal(signal.SIGHUP)
-            deadline = time.monotonic() + 10
-            while serial(port) == first and time.monotonic() < deadline:
-                time.sleep(0.05)
+            until(lambda: serial(port) != first, 10.0, "the new serial served")
             changed_at = time.monotonic()
             diff = kdig(port, f"IXFR={first}", ZONE, "-y", key)
             assert "fresh.x.example." in diff and "ns.x.example.\t" not in diff.split("fresh")[0]

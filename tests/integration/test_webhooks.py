@@ -20,6 +20,7 @@ from tests.admin_client import http
 from tests.dnsclient import ask
 from tests.loop_thread import LoopThread
 from tests.processes import DnsdProcess
+from tests.waiting import stays, until
 
 SECRET = "webhook-secret-0123456789"
 TOKEN = "webhook-test-admin-token"
@@ -80,12 +81,10 @@ def test_one_signed_failover_webhook_and_retries_until_delivered(
         with DnsdProcess(
             config_copy, "--config", str(config), env={"DNSD_ADMIN_TOKEN": TOKEN}
         ) as dnsd:
-            started = time.monotonic()
             failover(dnsd)  # us-east down: both load balancers (web, api) fail over
-            deadline = started + 8  # the first event's three 500s: retried after 0.5, 1, 2 s
-            while len(receiver.received) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(0.5)  # nothing more arrives
+            # the first event's three 500s: retried after 0.5, 1, 2 s
+            until(lambda: len(receiver.received) >= 2, 8.0, "both events delivered")
+            stays(lambda: len(receiver.received) == 2, 0.5, "nothing more arrives")
         assert receiver.attempts == 3 + 2 and len(receiver.received) == 2  # each event once
         for _, body, sig in receiver.received:
             expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
@@ -100,8 +99,7 @@ def test_one_signed_failover_webhook_and_retries_until_delivered(
         ) as dnsd:
             started = time.monotonic()
             failover(dnsd)
-            while len(receiver.received) < 2 and time.monotonic() < started + 3:
-                time.sleep(0.02)
+            until(lambda: len(receiver.received) >= 2, 3.0, "both events delivered")
         lbs = sorted(json.loads(body)["lb"] for _, body, _ in receiver.received)
         assert lbs == ["api", "web"]  # one event per load balancer that failed over
         assert all(at - started < 2.0 for at, _, _ in receiver.received)
@@ -157,9 +155,7 @@ def test_pool_health_and_redis_events(config_copy: Path, tmp_path: Path) -> None
             dnsd.wait_for_log("connected: sharing health")
             failover(dnsd)  # the us-east pool is forced down
             redis.kill()  # the bus loses Redis
-            deadline = time.monotonic() + 10
-            while len(receiver.received) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            until(lambda: len(receiver.received) >= 2, 10.0, "pool_health and redis events")
         events = [json.loads(body) for _, body, _ in receiver.received]
         assert {"event": "pool_health", "pool": "us-east", "healthy": False}.items() <= next(
             e for e in events if e["event"] == "pool_health"
@@ -181,9 +177,11 @@ class HostileBackend:
 
     def __init__(self) -> None:
         self.hostile = False
+        self.requests = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
+        self.requests += 1
         line = HOSTILE_LINE if self.hostile else b"HTTP/1.1 200 OK"
         writer.write(line + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         await writer.drain()
@@ -228,11 +226,10 @@ def test_a_hostile_backends_status_line_reaches_slack_escaped(tmp_path: Path) ->
             f"events: [backend_health, failover], secret: {SECRET}, format: slack}}\n"
         )
         with DnsdProcess(zones, "--config", str(config), env={"DNSD_ADMIN_TOKEN": TOKEN}):
-            time.sleep(1.0)  # the first verdict (healthy) is in: it is no event
+            # the first verdict (healthy) is in: it is no event
+            until(lambda: backend.requests >= 4, 10.0, "four probes")
             backend.hostile = True
-            deadline = time.monotonic() + 8
-            while len(receiver.received) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            until(lambda: len(receiver.received) >= 2, 8.0, "backend_health and failover")
         texts = [json.loads(body)["text"] for _, body, _ in receiver.received]
         health = next(t for t in texts if "backend_health" in t)
         assert "&lt;!channel&gt; &lt;http://x|y&gt; &amp; co" in health, health

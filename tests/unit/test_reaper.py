@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from dnsd import reaper
+from tests.waiting import real_time_passes, until
 
 
 class Leaf:
@@ -30,12 +30,8 @@ def big_tree() -> tuple[Tree, list[weakref.ref[Leaf]]]:
 
 
 def wait_until(condition: Any, seconds: float = 10.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
+    until(condition, seconds, "everything freed")
+    return True
 
 
 def test_everything_given_is_freed() -> None:
@@ -50,7 +46,7 @@ def test_nothing_is_freed_while_another_holder_keeps_it() -> None:
     kept = tree
     reaper.release_later(tree)
     del tree
-    time.sleep(0.5)
+    real_time_passes(0.5, "ten of the reaper thread's own polls")
     assert all(r() is not None for r in refs)
     assert len(kept.nodes) == 20_000  # untouched: nothing mutated
     del kept
