@@ -337,7 +337,7 @@ def _build(loader: Any, node: yaml.Node, depth: int) -> Any:
 
 
 def _stack_needed(text: str) -> int:
-    longest = max((len(line) for line in text.splitlines()), default=0)
+    longest = max(map(len, text.splitlines()), default=0)
     levels = text.count("[") + text.count("{") + 2 * (longest + 1) + 2
     return levels * STACK_PER_LEVEL + (1 << 20)
 
