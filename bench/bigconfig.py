@@ -81,7 +81,8 @@ def serving_rss(d: Path) -> int:
     """RSS (MiB) of `dnsd serve DIR` once it listens."""
     from dnsd.drill.process import DnsdProcess
 
-    with DnsdProcess(d, "--admin", "off", "--rrl-rate", "0") as proc:
+    # A loaded machine takes well over the default 15 s to load and compile it.
+    with DnsdProcess(d, "--admin", "off", "--rrl-rate", "0", start_timeout_s=600) as proc:
         assert proc.proc is not None
         status = Path(f"/proc/{proc.proc.pid}/status").read_text()
         return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024  # type: ignore[union-attr]
