@@ -76,11 +76,13 @@ def from_text(rtype: int, text: str, origin: str) -> RD:
     if rtype == 1 or rtype == 28:  # an address has one spelling: ipaddress reads it 5x faster
         address = text.strip()
         if rtype == 1 and _DOTTED_QUAD.fullmatch(address):
-            octets = tuple(int(o) for o in address.split("."))
+            octets = tuple(map(int, address.split(".")))
             if max(octets) <= 255:  # what IPv4Address accepts: no leading zeros, each <= 255
-                return A(octets)
+                return _address(A, octets)
         if "\\" not in address and not address.startswith('"'):
-            return A(str(IPv4Address(address))) if rtype == 1 else AAAA(str(IPv6Address(address)))
+            if rtype == 1:
+                return _address(A, tuple(IPv4Address(address).packed))
+            return _address(AAAA, tuple(IPv6Address(address).packed))
     rdata = dns.rdata.from_text(
         dns.rdataclass.IN,
         dns.rdatatype.RdataType.make(rtype),
@@ -89,6 +91,15 @@ def from_text(rtype: int, text: str, origin: str) -> RD:
         relativize=False,
     )
     return from_dnspython(rdata)
+
+
+def _address(cls: type[A] | type[AAAA], octets: tuple[int, ...]) -> RD:
+    """The dnslib A or AAAA of octets read and range-checked above: what `cls(octets)`
+    makes, without its per-octet range setter (a third of `dnsd check`'s time per
+    record on a 100,000-record zone)."""
+    rd: RD = object.__new__(cls)
+    rd._data = octets  # what dnslib's range-checked `data` property stores
+    return rd
 
 
 @functools.lru_cache(maxsize=64)

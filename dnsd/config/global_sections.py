@@ -15,7 +15,7 @@ import os
 import re
 import ssl
 import sys
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -88,6 +88,14 @@ class Section:
     refs: list[Ref]
     client_networks: list[tuple[ClientNetwork, int]]
     tsig_keys: dict[str, tuple[TsigKey, int]] = field(default_factory=dict)
+
+
+# Each entry's allowed and required keys, worked out once (not once per pool, backend and
+# load balancer of a big configuration).
+_MONITOR_KEYS = (fields.names(fields.MONITOR), fields.required(fields.MONITOR))
+_POOL_KEYS = (fields.names(fields.POOL), fields.required(fields.POOL))
+_BACKEND_KEYS = (fields.names(fields.BACKEND), fields.required(fields.BACKEND))
+_LB_KEYS = (fields.names(fields.LOAD_BALANCER), fields.required(fields.LOAD_BALANCER))
 
 
 def parse_sections(ck: Checker, doc: LineDict) -> Section:
@@ -202,7 +210,7 @@ def parse_expected_codes(value: Any) -> tuple[tuple[int, int], ...] | None:
 
 
 def _monitor(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Monitor:
-    ck.keys(d, path, fields.names(fields.MONITOR), fields.required(fields.MONITOR))
+    ck.keys(d, path, *_MONITOR_KEYS)
     mtype = ck.get_enum(d, "type", path, MONITOR_TYPES, default="tcp")
     interval = ck.get_duration(d, "interval", path, default=15.0, lo=0.05)
     timeout = ck.get_duration(d, "timeout", path, default=5.0, lo=0.01)
@@ -340,7 +348,7 @@ def _query_type(ck: Checker, d: LineDict, path: str) -> int:
 
 # -- pools ---------------------------------------------------------------------------------
 def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Pool:
-    ck.keys(d, path, fields.names(fields.POOL), fields.required(fields.POOL))
+    ck.keys(d, path, *_POOL_KEYS)
     monitor = ck.get_str(d, "monitor", path, default=None)
     if monitor:
         refs.append(Ref("monitor", monitor, ck.file, d.line_of("monitor"), join(path, "monitor")))
@@ -438,7 +446,7 @@ def _backends(ck: Checker, d: LineDict, path: str, refs: list[Ref]) -> list[Back
         b = ck.mapping(item, raw.line_of(i), bpath)  # type: ignore[attr-defined]
         if b is None:
             continue
-        ck.keys(b, bpath, fields.names(fields.BACKEND), fields.required(fields.BACKEND))
+        ck.keys(b, bpath, *_BACKEND_KEYS)
         name = ck.get_str(b, "name", bpath, default=None)
         if name in seen:
             ck.error(
@@ -498,7 +506,7 @@ def _backend_address(
 
 # -- load balancers ------------------------------------------------------------------------
 def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> LoadBalancer:
-    ck.keys(d, path, fields.names(fields.LOAD_BALANCER), fields.required(fields.LOAD_BALANCER))
+    ck.keys(d, path, *_LB_KEYS)
     default_pools = _pool_list(ck, d, "default_pools", path, refs)
     if "default_pools" in d and not default_pools:
         ck.error(d.line_of("default_pools"), join(path, "default_pools"), "needs at least one pool")
@@ -547,12 +555,12 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         steering=steering,
         default_pools=tuple(default_pools),
         fallback_pool=fallback,
-        region_pools=_pool_table(ck, d, "region_pools", path, refs, set(REGIONS), "region"),
+        region_pools=_pool_table(ck, d, "region_pools", path, refs, REGIONS, "region"),
         country_pools=_pool_table(
-            ck, d, "country_pools", path, refs, set(table.countries), "country code"
+            ck, d, "country_pools", path, refs, table.countries, "country code"
         ),
         subdivision_pools=_pool_table(
-            ck, d, "subdivision_pools", path, refs, set(table.subdivisions), "subdivision"
+            ck, d, "subdivision_pools", path, refs, table.subdivisions, "subdivision"
         ),
         pop_pools=_pool_table(ck, d, "pop_pools", path, refs, None, "PoP"),
         trickle_ratio=trickle,
@@ -582,7 +590,7 @@ def _pool_table(
     key: str,
     path: str,
     refs: list[Ref],
-    valid_keys: set[str] | None,
+    valid_keys: Container[str] | None,
     what: str,
 ) -> MappingProxyType[str, tuple[str, ...]]:
     if key not in d:

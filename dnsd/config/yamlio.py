@@ -19,7 +19,9 @@ a document nested a few ten thousand levels deep; the C parser therefore runs in
 whose stack fits the deepest nesting the text could hold (each `[` or `{` one level, plus
 two per column of the longest line), and a text that would need more than 256 MiB of stack
 is read by the pure parser, which stops at 64 levels. The limits are then checked on the
-composed nodes before anything is constructed.
+composed nodes before anything is constructed. A text without anchors (no aliases: each
+node used once) is built from the node graph in one direct walk (`_build_document`) that
+checks the same limits on the way and reports the same first error.
 """
 
 from __future__ import annotations
@@ -244,12 +246,98 @@ if CSafeLoader is not None:
             node = self.get_single_node()
             if node is None:
                 return None
+            if not self.aliases:
+                try:
+                    return _build_document(self, node)
+                except _Unusual:
+                    pass  # a tag or key the direct builder leaves to the constructors
             _check_nodes(node, self.aliases)
             return self.construct_document(node)
 
 
+class _Unusual(Exception):
+    """The document holds something `_build` leaves to the general constructors."""
+
+
+class _OverLimit(Exception):
+    """`_build` met a limit; `_check_nodes` says which, in its own words."""
+
+
+STR_TAG = "tag:yaml.org,2002:str"
+MAP_TAG = yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG
+SEQ_TAG = yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG
+_KEY_TAGS_FLATTENED = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
+_new_dict = LineDict.__new__
+_new_list = LineList.__new__
+
+
+def _build_document(loader: Any, root: yaml.Node) -> Any:
+    """The document a text without anchors makes, built straight from the node graph:
+    what `_check_nodes` then `construct_document` give (the same values, lines, duplicates
+    and first error), in one walk instead of two and without PyYAML's per-node dispatch
+    (most of the YAML time of `dnsd check` on a big configuration beyond libyaml's own).
+    A limit met anywhere, or any error, is reported as `_check_nodes` would have before
+    construction; a merge key or a tagged collection raises _Unusual (the general path)."""
+    try:
+        return _build(loader, root, 1)
+    except _Unusual:
+        raise
+    except Exception:
+        _check_nodes(root, False)  # a limit anywhere is the error, as it was checked first
+        raise
+    finally:
+        loader.constructed_objects = {}
+        loader.recursive_objects = {}
+        loader.deep_construct = False
+
+
+def _build(loader: Any, node: yaml.Node, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise _OverLimit
+    cls = node.__class__
+    tag = node.tag
+    if cls is yaml.ScalarNode:
+        value: str = node.value
+        if len(value) > MAX_SCALAR:
+            raise _OverLimit
+        if tag == STR_TAG:
+            if len(value) < 2:
+                return value
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+        if tag == INT_TAG:
+            return _construct_int(loader, node)  # type: ignore[arg-type]  # a ScalarNode
+        return loader.construct_object(node, deep=True)
+    below = depth + 1
+    if cls is yaml.MappingNode:
+        if tag != MAP_TAG:
+            raise _Unusual
+        result = _new_dict(LineDict)
+        result.line = node.start_mark.line + 1
+        key_lines: dict[Any, int] = {}
+        result.key_lines = key_lines
+        result.duplicates = []
+        for key_node, value_node in node.value:
+            if key_node.__class__ is not yaml.ScalarNode or key_node.tag in _KEY_TAGS_FLATTENED:
+                raise _Unusual
+            key = _build(loader, key_node, below)
+            line = key_node.start_mark.line + 1
+            if key in key_lines:
+                result.duplicates.append((key, line))
+            result[key] = _build(loader, value_node, below)
+            key_lines[key] = line
+        return result
+    if tag != SEQ_TAG:
+        raise _Unusual
+    items = node.value
+    seq = _new_list(LineList)
+    seq.extend([_build(loader, child, below) for child in items])
+    seq.line = node.start_mark.line + 1
+    seq.item_lines = [child.start_mark.line + 1 for child in items]
+    return seq
+
+
 def _stack_needed(text: str) -> int:
-    longest = max((len(line) for line in text.splitlines()), default=0)
+    longest = max(map(len, text.splitlines()), default=0)
     levels = text.count("[") + text.count("{") + 2 * (longest + 1) + 2
     return levels * STACK_PER_LEVEL + (1 << 20)
 

@@ -84,7 +84,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             except dns.exception.DNSException as exc:
                 ck.error(line, path, f"invalid name: {name_error(exc)}")
                 continue
-            if "*" in labels(owner)[1:]:
+            if "*" in owner and "*" in labels(owner)[1:]:
                 ck.error(line, path, "invalid name: '*' may only be the leftmost label")
                 continue
             if not is_below_or_at(owner, origin):
@@ -94,21 +94,25 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             if node is None:
                 continue
             sets, lb = _parse_owner(ck, node, path, owner, origin, ttl)
-            clash = [s.rtype for s in sets if (s.owner, s.rtype) in from_file]
+            clash = [s.rtype for s in sets if (s.owner, s.rtype) in from_file] if from_file else []
             if lb is not None:
                 clash += [t for t in types_at.get(owner, ()) if t in ADDRESS_RTYPES]
             for rtype in clash:
                 ck.error(line, path, f"{rtype_name(rtype)} at {owner} is also in the zone file")
             rrsets.extend(sets)
-            for rrset in sets:
-                types_at.setdefault(rrset.owner, set()).add(rrset.rtype)
+            if sets:  # every set here has this owner
+                at = types_at.get(owner)
+                if at is None:
+                    types_at[owner] = {s.rtype for s in sets}
+                else:
+                    at.update(s.rtype for s in sets)
             if lb is not None:
                 lb_names[owner] = lb
                 lb_uses.append(LbUse(lb, ck.file, node.line_of("lb"), join(path, "lb")))
             _check_owner(ck, node.line, path, owner, origin, sets, lb)
     free_in_steps(from_file, types_at)  # not at return, in one C call (dnsd.reaper)
     _check_signed(ck, doc, rrsets)
-    if not any(s.owner == origin and s.rtype == QTYPE.NS for s in rrsets):
+    if not any(s.rtype == _NS and s.owner == origin for s in rrsets):
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
     transfer = _transfer(ck, doc) if "transfer" in doc else None
     notify = _notify(ck, doc) if "notify" in doc else ()
@@ -209,6 +213,10 @@ def _catalog_group(ck: Checker, doc: LineDict) -> str | None:
 
 
 ADDRESS_RTYPES = (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)
+# dnslib's QTYPE.X is a Python __getattr__ each time: the numbers, for per-record tests.
+_NS, _TXT = int(QTYPE.NS), int(QTYPE.TXT)
+_CHECKED_RTYPES = frozenset({5, 2, 43, 39})  # CNAME NS DS DNAME: _check_owner's rules
+_LB_EXCLUDES = frozenset({1, 28})  # A AAAA
 
 
 def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa | None, list[RRset]]:
@@ -484,11 +492,10 @@ def _parse_soa(
 def _parse_owner(
     ck: Checker, node: LineDict, path: str, owner: str, origin: str, zone_ttl: int
 ) -> tuple[list[RRset], str | None]:
-    ttl = ck.get_int(node, "ttl", path, default=zone_ttl, lo=0, hi=MAX_TTL)
+    ttl = ck.get_int(node, "ttl", path, default=zone_ttl, lo=0, hi=MAX_TTL) if "ttl" in node else zone_ttl  # fmt: skip
     lb = None
     sets: list[RRset] = []
     for key, value in node.items():
-        line = node.line_of(key)
         if key == "ttl":
             continue
         if key == "lb":
@@ -498,9 +505,15 @@ def _parse_owner(
         if rtype is None:
             ck.keys(_single(node, key), path, (*RECORD_TYPES, "lb", "ttl"))
             continue
+        line = node.line_of(key)
         problem = type_problem(rtype)
         if problem:
             ck.error(line, join(path, key), f"{key} records cannot be configured: {problem}")
+            continue
+        if value.__class__ is str:  # one value: the common case
+            rdata = _record(ck, rtype, value, origin, line, join(path, key))
+            if rdata is not None:
+                sets.append(RRset(owner, rtype, ttl, (rdata,)))
             continue
         items = _items(ck, value, line, join(path, key))
         records = []
@@ -541,7 +554,7 @@ def _record(ck: Checker, rtype: int, text: str, origin: str, line: int, path: st
     """One record's RDATA (its owner, type and TTL are the RRset's), read by dnspython
     from its presentation form (names relative to the zone; `\\# n hex` for any type)."""
     try:
-        if rtype == QTYPE.TXT and not text.lstrip().startswith('"'):
+        if rtype == _TXT and not text.lstrip().startswith('"'):
             # A plain YAML string is one TXT value, its UTF-8 bytes in 255-byte strings.
             data = text.encode()
             chunks = [data[i : i + 255] for i in range(0, len(data), 255)] or [b""]
@@ -572,7 +585,10 @@ def _check_owner(
     sets: list[RRset],
     lb: str | None,
 ) -> None:
-    types = {rtype_name(s.rtype) for s in sets}
+    rtypes = {s.rtype for s in sets}
+    if not rtypes & _CHECKED_RTYPES and not (lb and rtypes & _LB_EXCLUDES):
+        return  # nothing below applies (most names: addresses, TXT, MX)
+    types = {rtype_name(t) for t in rtypes}
     if "CNAME" in types:
         cname = next(s for s in sets if s.rtype == QTYPE.CNAME)
         if len(cname.rdatas) > 1:

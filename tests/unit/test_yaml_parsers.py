@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dnsd.config import yamlio
 from dnsd.config.loader import check_directory
@@ -88,3 +89,56 @@ def test_limits_hold_with_either_parser(text: str, words: str) -> None:
         with pytest.raises(YamlSyntaxError, match=words):
             load_yaml(text, parser)
     assert parser_for("[" * 30_000) == "c" and parser_for("[" * 300_000) == "pure"
+
+
+# Documents the direct builder (no anchors) and the general constructors must read alike:
+# every scalar type, duplicates, merge and `=` keys, tagged collections, non-scalar keys,
+# and several problems in one text (the limit is reported first, as when checked first).
+ODD_DOCUMENTS = [
+    "a: 1\nb: [x, 'y', 2, 3.5, ~, true, off, 1:30, 0x1F, 2001:db8::1, '']\n",
+    "a: 1\na: 2\nb: {c: 1, c: 2}\n",
+    "<<: {a: 1}\nb: 2\n",
+    "=: 1\n",
+    "1: a\n2.5: b\nnull: c\n~: d\ntrue: e\n",
+    "x: !!set {a, b}\n",
+    "x: !!binary aGVsbG8=\nd: 2002-12-14\n",
+    "x: !!str 12\ny: !!int '12'\nz: !!map {a: 1}\nw: !!seq [1]\n",
+    "x: !foo bar\n",
+    "? [a]\n: 1\n",
+    "? [a]\n: " + "[" * 70 + "]" * 70 + "\n",
+    "x: " + "1" * 41 + "\n",
+    "x: " + "1" * 41 + "\ny: " + "a" * 70_000 + "\n",
+    "just a scalar\n",
+    "- a\n- {b: c}\n- [1, 2]\n",
+]
+
+
+@pytest.mark.parametrize("text", ODD_DOCUMENTS)
+def test_the_direct_builder_reads_like_the_constructors(text: str) -> None:
+    results = []
+    for parser in ("c", "pure"):
+        try:
+            results.append(shape(load_yaml(text, parser)))
+        except YamlSyntaxError as exc:
+            results.append(("error", exc.line, exc.message))
+    assert results[0] == results[1]
+
+
+def test_a_plain_document_skips_the_per_node_dispatch(monkeypatch) -> None:
+    """Without anchors, strings, mappings, lists and integers are built in one walk of the
+    node graph: PyYAML's general constructor runs only for the other scalars (here one
+    float and one null), not once per node as before (most of the YAML time of
+    `dnsd check` on a big configuration beyond libyaml's own)."""
+    calls = []
+    general = yaml.constructor.BaseConstructor.construct_object
+
+    def counted(loader, node, deep=False):  # type: ignore[no-untyped-def]
+        calls.append(node.tag)
+        return general(loader, node, deep)
+
+    monkeypatch.setattr(yaml.constructor.BaseConstructor, "construct_object", counted)
+    text = "records:\n" + "".join(f"  s{i}: {{A: 10.0.0.{i}, ttl: 30}}\n" for i in range(200))
+    doc = load_yaml(text + "w: 1.5\nn: ~\n", "c")
+    assert doc["records"]["s7"] == {"A": "10.0.0.7", "ttl": 30}
+    assert doc["records"].line_of("s7") == 9
+    assert sorted(calls) == ["tag:yaml.org,2002:float", "tag:yaml.org,2002:null"]
