@@ -13,6 +13,7 @@ reason. The header is bounded (MAX_BODY) before anything waits for it or copies 
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import socket
 import struct
@@ -91,6 +92,10 @@ def parse(data: bytes) -> Header | str:
     return Header(host, port, length)  # TLVs after the addresses are skipped
 
 
+class NetworksError(argparse.ArgumentTypeError, ValueError):
+    """A bad --proxy-protocol-from: argparse and the server file print its message as is."""
+
+
 def parse_networks(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """`--proxy-protocol-from CIDR[,CIDR…]` → networks (a bare address is its /32 or /128)."""
     out = []
@@ -101,9 +106,9 @@ def parse_networks(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Netw
         try:
             out.append(ipaddress.ip_network(item, strict=False))
         except ValueError:
-            raise ValueError(f"{item!r} is not an address or network (CIDR)") from None
+            raise NetworksError(f"{item!r} is not an address or network (CIDR)") from None
     if not out:
-        raise ValueError("expected one or more networks, e.g. 127.0.0.1/32")
+        raise NetworksError("expected one or more networks, e.g. 127.0.0.1/32")
     return out
 
 

@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
+from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
 from dnsd.net.udp import new_client
@@ -125,8 +126,10 @@ class UdpThread:
         hits: CacheHits | None = None,
         serving_loop: str = "auto",
         loops: ServingLoops | None = None,
+        proxy: ProxyGate | None = None,
     ) -> None:
         self.sock = sock
+        self._proxy = proxy  # --proxy-protocol-from: datagrams are unwrapped first
         self._answer = answer
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
@@ -151,6 +154,10 @@ class UdpThread:
             self.why = "dnsd._fastloop was not built at install (no C compiler)"
         elif self._hits is None:
             self.why = "no answer cache, or --query-log-sample sees every reply"
+        elif self._proxy is not None:
+            if wanted == "compiled":
+                raise RuntimeError("--serving-loop compiled: not with --proxy-protocol-from")
+            self.why = "--proxy-protocol-from: PROXY v2 headers are read in Python"
         else:
             self.why = "dnsd._fastloop"
             return "compiled"
@@ -289,19 +296,41 @@ class UdpThread:
     def _run_batched(self, batch: mmsg.DatagramBatch, started: Callable[[], None]) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
         answer, faults = self._answer, self._faults
-        clients: dict[int | bytes, Client] = {}
+        clients: dict[Any, Client] = {}
         started()
         while (count := self._received(batch)) is not None:
             if faults is not None and count:
                 faults.check(self.loop)
             # A datagram cut by the kernel (None) goes in empty: dropped and counted.
             wires = [data or b"" for data in batch.datagrams(count)]
-            whos = [
-                clients.get(key) or new_client(clients, key, batch.source(i)[0])
-                for i, key in enumerate(batch.source_keys(count))
-            ]
-            self._queue(batch, list(range(count)), answer(wires, whos), whos, wires)
+            if self._proxy is not None:
+                indices, wires, whos = self._unwrapped(batch, wires, clients)
+            else:
+                indices = list(range(count))
+                whos = [
+                    clients.get(key) or new_client(clients, key, batch.source(i)[0])
+                    for i, key in enumerate(batch.source_keys(count))
+                ]
+            self._queue(batch, indices, answer(wires, whos), whos, wires)
             self._flush(batch)
+
+    def _unwrapped(
+        self, batch: mmsg.DatagramBatch, wires: list[bytes], clients: dict[Any, Client]
+    ) -> tuple[list[int], list[bytes], list[Client]]:
+        """Through the PROXY v2 gate: the datagrams kept (their indices: replies go back to
+        the balancer that sent them), their queries and their clients (the carried source)."""
+        assert self._proxy is not None
+        unwrap = self._proxy.unwrap
+        indices, queries, whos = [], [], []
+        for i, wire in enumerate(wires):
+            host, port = batch.source(i)
+            kept = unwrap(wire, host, port)
+            if kept is None:
+                continue  # dropped and counted by the gate
+            indices.append(i)
+            queries.append(kept[0])
+            whos.append(clients.get(kept[1]) or new_client(clients, kept[1], kept[1]))
+        return indices, queries, whos
 
     def _run_plain(self, started: Callable[[], None]) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
@@ -319,7 +348,13 @@ class UdpThread:
                 return
             if faults is not None:
                 faults.check(self.loop)
-            client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
+            host = addr[0]
+            if self._proxy is not None:
+                kept = self._proxy.unwrap(data, host, addr[1])
+                if kept is None:
+                    continue  # dropped and counted by the gate
+                data, host = kept[0], kept[1]
+            client = clients.get(host) or new_client(clients, host, host)
             reply = self._outgoing(answer([data], [client])[0], client, data)
             if reply is None:
                 continue
