@@ -123,3 +123,29 @@ def test_networks() -> None:
         ipaddress.ip_network("::1/128"),
         ipaddress.ip_network("10.0.0.0/8"),
     ]
+
+
+def test_server_file_and_flag(tmp_path) -> None:
+    import argparse
+
+    from dnsd.cli import add_serve_arguments, worker_arguments
+    from dnsd.serverfile import read
+
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    good = tmp_path / "dnsd.yaml"
+    good.write_text("proxy_protocol_from: [127.0.0.1/32, '10.0.0.0/8,::1']\n")
+    values, problems = read(good, parser)
+    assert problems == []
+    assert [str(n) for ns in values["proxy_protocol_from"] for n in ns] == [
+        "127.0.0.1/32", "10.0.0.0/8", "::1/128",
+    ]  # fmt: skip
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workers: 2\nproxy_protocol_from: [10.0.0.300/8]\n")
+    _, problems = read(bad, parser)
+    assert [(p.line, p.message) for p in problems] == [
+        (2, "'10.0.0.300/8' is not an address or network (CIDR)")
+    ]
+    args = parser.parse_args(["--proxy-protocol-from", "127.0.0.1/32,::1"])
+    argv = worker_arguments(args)  # a worker process reads the same headers
+    assert argv[argv.index("--proxy-protocol-from") + 1] == "127.0.0.1/32,::1/128"
