@@ -52,6 +52,11 @@ typedef struct {
     struct sockaddr_in6 *names;
     struct iovec *riov, *siov;
     struct mmsghdr *rmsg, *smsg;
+    /* PROXY v2 (`unwrap`, set by the Python gate after each receive): per datagram, where
+     * the query starts (-1: dropped) and the client's address it carries (length 0: the
+     * sender itself; 4 or 16). Replies still go to the sender, the balancer. */
+    int *skip;
+    unsigned char *carried, *carried_len;
 } Batch;
 
 static void Batch_dealloc(Batch *self) {
@@ -62,6 +67,9 @@ static void Batch_dealloc(Batch *self) {
     PyMem_Free(self->siov);
     PyMem_Free(self->rmsg);
     PyMem_Free(self->smsg);
+    PyMem_Free(self->skip);
+    PyMem_Free(self->carried);
+    PyMem_Free(self->carried_len);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -87,8 +95,11 @@ static int Batch_init(Batch *self, PyObject *args, PyObject *kwargs) {
     self->siov = PyMem_Calloc((size_t)size, sizeof(struct iovec));
     self->rmsg = PyMem_Calloc((size_t)size, sizeof(struct mmsghdr));
     self->smsg = PyMem_Calloc((size_t)size, sizeof(struct mmsghdr));
+    self->skip = PyMem_Calloc((size_t)size, sizeof(int));
+    self->carried = PyMem_Calloc((size_t)size, 16);
+    self->carried_len = PyMem_Calloc((size_t)size, 1);
     if (!self->rbuf || !self->sbuf || !self->names || !self->riov || !self->siov ||
-        !self->rmsg || !self->smsg) {
+        !self->rmsg || !self->smsg || !self->skip || !self->carried || !self->carried_len) {
         PyErr_NoMemory();
         return -1;
     }
@@ -112,6 +123,8 @@ static PyObject *Batch_receive(Batch *self, PyObject *Py_UNUSED(ignored)) {
     for (int i = 0; i < self->size; i++) {
         self->rmsg[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_in6);
         self->rmsg[i].msg_hdr.msg_flags = 0;
+        self->skip[i] = 0;
+        self->carried_len[i] = 0;
     }
     Py_BEGIN_ALLOW_THREADS
     n = recvmmsg(self->fd, self->rmsg, (unsigned)self->size, MSG_WAITFORONE, NULL);
@@ -142,12 +155,42 @@ static PyObject *Batch_datagram(Batch *self, PyObject *arg) {
     Py_ssize_t i = PyLong_AsSsize_t(arg);
     if ((i == -1 && PyErr_Occurred()) || check_index(self, i) < 0)
         return NULL;
-    if (self->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC)
+    if (self->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC || self->skip[i] < 0)
         Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)self->rbuf + i * SLOT, self->rmsg[i].msg_len);
+    return PyBytes_FromStringAndSize((const char *)self->rbuf + i * SLOT + self->skip[i],
+                                     self->rmsg[i].msg_len - self->skip[i]);
+}
+
+/* unwrap(i, skip, address): datagram i's query starts at `skip` (-1: drop it) and its
+ * client is `address` (4 or 16 bytes; empty: the sender). Set by the PROXY v2 gate. */
+static PyObject *Batch_unwrap(Batch *self, PyObject *args) {
+    Py_ssize_t i;
+    int skip;
+    Py_buffer address;
+    if (!PyArg_ParseTuple(args, "niy*", &i, &skip, &address))
+        return NULL;
+    if (check_index(self, i) < 0 || skip < -1 || skip > (int)self->rmsg[i].msg_len ||
+        (address.len != 0 && address.len != 4 && address.len != 16)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "unwrap: a skip within the datagram, 0/4/16 bytes");
+        PyBuffer_Release(&address);
+        return NULL;
+    }
+    self->skip[i] = skip;
+    self->carried_len[i] = (unsigned char)address.len;
+    memcpy(self->carried + (size_t)i * 16, address.buf, (size_t)address.len);
+    PyBuffer_Release(&address);
+    Py_RETURN_NONE;
 }
 
 static PyObject *source_key(Batch *self, Py_ssize_t i) {
+    if (self->carried_len[i] == 4) { /* the client a PROXY v2 header carries */
+        uint32_t word;
+        memcpy(&word, self->carried + (size_t)i * 16, 4);
+        return PyLong_FromUnsignedLong(word);
+    }
+    if (self->carried_len[i] == 16)
+        return PyBytes_FromStringAndSize((const char *)self->carried + (size_t)i * 16, 16);
     if (self->ipv4) {
         uint32_t word;
         memcpy(&word, &((struct sockaddr_in *)&self->names[i])->sin_addr, 4);
@@ -465,6 +508,14 @@ static PyObject *fastloop_walk(PyObject *Py_UNUSED(module), PyObject *args) {
 /* The datagram's source address as the tables hold it: 4 bytes for IPv4 (also mapped into
  * IPv6, as dnsd.net.udp.client_address reads it), else 16. */
 static Py_ssize_t source_address(Batch *self, Py_ssize_t i, const unsigned char **out) {
+    if (self->carried_len[i]) { /* the client a PROXY v2 header carries */
+        *out = self->carried + (size_t)i * 16;
+        if (self->carried_len[i] == 16 && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)*out)) {
+            *out += 12;
+            return 4;
+        }
+        return self->carried_len[i];
+    }
     if (self->ipv4) {
         *out = (const unsigned char *)&((struct sockaddr_in *)&self->names[i])->sin_addr;
         return 4;
@@ -494,8 +545,8 @@ static int bump(const Table *t, Py_ssize_t leaf, long long *counters, Py_ssize_t
  * says why), -1 a Python error. */
 static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *random,
                       Py_buffer *counters, PyObject *limit, PyObject *clients, Walked *w) {
-    const unsigned char *wire = self->rbuf + i * SLOT, *source;
-    Py_ssize_t length = self->rmsg[i].msg_len;
+    const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i], *source;
+    Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
     Py_ssize_t source_len = source_address(self, i, &source);
     PyObject *client = NULL;
     w->code = FALLBACK;
@@ -578,8 +629,10 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
         PyErr_NoMemory();
     long answered = 0, fallbacks = 0;
     for (Py_ssize_t i = 0; w != NULL && i < self->count; i++) {
-        const unsigned char *wire = self->rbuf + i * SLOT;
-        Py_ssize_t length = self->rmsg[i].msg_len;
+        if (self->skip[i] < 0)
+            continue; /* dropped by the PROXY v2 gate (counted there) */
+        const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
+        Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
         int rc = 0;
         w->code = NO_TABLE;
         w->value = 0;
@@ -623,6 +676,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
 static PyMethodDef Batch_methods[] = {
     {"receive", (PyCFunction)Batch_receive, METH_NOARGS, "recvmmsg: how many arrived"},
     {"datagram", (PyCFunction)Batch_datagram, METH_O, "datagram i, or None when cut"},
+    {"unwrap", (PyCFunction)Batch_unwrap, METH_VARARGS, "PROXY v2: where i's query starts"},
     {"source", (PyCFunction)Batch_source, METH_O, "the sender of datagram i: (host, port)"},
     {"source_key", (PyCFunction)Batch_source_key, METH_O, "the sender of datagram i as a key"},
     {"queue", (PyCFunction)Batch_queue, METH_VARARGS, "queue a reply to the sender of i"},

@@ -22,11 +22,13 @@ import contextlib
 import logging
 import random
 import socket
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from ipaddress import ip_address
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -154,10 +156,6 @@ class UdpThread:
             self.why = "dnsd._fastloop was not built at install (no C compiler)"
         elif self._hits is None:
             self.why = "no answer cache, or --query-log-sample sees every reply"
-        elif self._proxy is not None:
-            if wanted == "compiled":
-                raise RuntimeError("--serving-loop compiled: not with --proxy-protocol-from")
-            self.why = "--proxy-protocol-from: PROXY v2 headers are read in Python"
         else:
             self.why = "dnsd._fastloop"
             return "compiled"
@@ -207,6 +205,7 @@ class UdpThread:
                 if faults is not None:
                     faults.check(self.loop)
                 began = perf_counter()
+                proxied = self._unwrap_compiled(batch, count, clients) if self._proxy else None
                 prepare()
                 misses, answered, fallbacks = batch.answer_hits(
                     tables, rng, cache.counters, rate_limit, clients
@@ -220,12 +219,41 @@ class UdpThread:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
                     wire = batch.datagram(i) or b""
                     drawn = outcome_of(wire, code, value, order)  # now: the table it walked
-                    backlog.add((wire, self._client(clients, batch, i), drawn,
-                                 batch.source(i)))  # fmt: skip
+                    client = (proxied and proxied.get(i)) or self._client(clients, batch, i)
+                    backlog.add((wire, client, drawn, batch.source(i)))
                 if shed := backlog.shed(MAX_BACKLOG):  # counted where the answerer counts
                     answer([b""] * len(shed), shed)  # its drops: as empty datagrams
             if backlog:
                 self._work_off(backlog, answer)
+
+    def _unwrap_compiled(
+        self, batch: Any, count: int, clients: dict[Any, Client]
+    ) -> dict[int, Client]:
+        """Through the PROXY v2 gate, for the compiled loop: each datagram's header is read
+        here and the compiled code told where its query starts and whose it is
+        (batch.unwrap), or that it is dropped; the clients the headers carry, by index."""
+        assert self._proxy is not None
+        unwrap, out = self._proxy.unwrap, {}
+        for i in range(count):
+            data = batch.datagram(i)
+            if data is None:
+                continue  # cut by the kernel: dropped and counted as before
+            host, port = batch.source(i)
+            kept = unwrap(data, host, port)
+            if kept is None:
+                batch.unwrap(i, -1, b"")  # dropped and counted by the gate
+                continue
+            skip = len(data) - len(kept[0])
+            if not skip:
+                continue  # a peer not listed, without a header: its own address
+            carried = ip_address(kept[1])
+            batch.unwrap(i, skip, carried.packed)
+            key: int | bytes = (
+                int.from_bytes(carried.packed, sys.byteorder) if carried.version == 4
+                else carried.packed
+            )  # fmt: skip  # as the compiled code's source_key makes it
+            out[i] = clients.get(key) or new_client(clients, key, kept[1])
+        return out
 
     def _received(self, batch: Any, wait: bool = True) -> int | None:
         """How many datagrams the next receive brought (0: none, try again); None once the

@@ -90,11 +90,14 @@ def dropped(proc: DnsdProcess) -> dict[str, float]:
     return {reason: float(value) for reason, value in found}
 
 
-@pytest.fixture(scope="module")
-def dnsd(tmp_path_factory) -> Iterator[DnsdProcess]:
+@pytest.fixture(scope="module", params=["compiled", "pure"])
+def dnsd(tmp_path_factory, request) -> Iterator[DnsdProcess]:
+    """Both UDP serving loops read the headers: the compiled one answers the cache's hits
+    for proxied queries itself (`make test` builds it)."""
     city = write_city_db(tmp_path_factory.mktemp("geo") / "city.mmdb")
     args = ("--geoip", str(city), "--proxy-protocol-from", "127.0.0.1/32")
-    with DnsdProcess(DATA / "geo", *args) as proc:
+    with DnsdProcess(DATA / "geo", *args, "--serving-loop", request.param) as proc:
+        proc.wait_for_log(f"the {request.param} serving loop answers")
         yield proc
 
 
@@ -216,3 +219,26 @@ def test_through_haproxy_tcp_clients_get_their_regions(dnsd, haproxy) -> None:
         # haproxy's accept-proxy takes our v2 header; its send-proxy-v2 carries the client on.
         assert tcp(haproxy, proxy_header(client, stream=True), q) == [expected], client
     assert dropped(dnsd) == before
+
+
+def compiled_answers(proc: DnsdProcess) -> float:
+    text = http(proc.admin_port, "GET", "/metrics")[1]
+    found = re.search(r'dnsd_serving_loop_answers_total\{loop="compiled"\} (\S+)', text)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_the_compiled_loop_answers_proxied_cache_hits(dnsd) -> None:
+    """The answer cache's hits for proxied queries are answered by the compiled code,
+    each client's from its own region (no fallback to Python for every proxied query)."""
+    before = compiled_answers(dnsd)
+    # A steered name's table is built for one client address (as without PROXY): each
+    # client's repeats are the compiled code's, its first query fills the table.
+    for client, expected in ((GB, EU), (JP, ASIA)):
+        for _ in range(5):
+            q = query()
+            assert udp(dnsd.port, proxy_header(client) + q.pack(), q) == [expected], client
+    grew = compiled_answers(dnsd) - before
+    if "compiled" in dnsd.args:
+        assert grew >= 8  # (a balancer's health checks may add some)
+    else:
+        assert grew == 0
