@@ -152,6 +152,31 @@ class ProxyGate:
             return payload, host, port  # LOCAL: the peer itself
         return payload, header.host, header.port
 
+    def split(self, data: bytes, host: str) -> tuple[int, bytes] | None:
+        """For the compiled loop: (where the query starts, the carried address packed, or
+        b"" for the sender itself), or None when dropped (counted). The common header (IPv4
+        or IPv6, PROXY, UDP) is read without building strings."""
+        if not self.listed(host):
+            if data[:12] == SIGNATURE:
+                self.drop(UNLISTED)
+                return None
+            return 0, b""
+        if len(data) >= 28 and data[:12] == SIGNATURE:
+            fam, length = data[12:14], FIXED + (data[14] << 8 | data[15])
+            if length <= len(data) and length <= FIXED + MAX_BODY:
+                if fam == b"\x21\x12" and length >= 28:
+                    return length, data[16:20]
+                if fam == b"\x21\x22" and length >= 52:
+                    return length, data[16:32]
+        header = parse(data)
+        if isinstance(header, str):
+            self.drop(header)
+            return None
+        if header.host is None:
+            return header.length, b""
+        af = socket.AF_INET6 if ":" in header.host else socket.AF_INET
+        return header.length, socket.inet_pton(af, header.host)
+
     def collect(self) -> Iterator[CounterMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
         dropped = CounterMetricFamily(

@@ -28,7 +28,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from ipaddress import ip_address
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -233,26 +232,28 @@ class UdpThread:
         here and the compiled code told where its query starts and whose it is
         (batch.unwrap), or that it is dropped; the clients the headers carry, by index."""
         assert self._proxy is not None
-        unwrap, out = self._proxy.unwrap, {}
+        split, out, order = self._proxy.split, {}, sys.byteorder
         for i in range(count):
             data = batch.datagram(i)
             if data is None:
                 continue  # cut by the kernel: dropped and counted as before
-            host, port = batch.source(i)
-            kept = unwrap(data, host, port)
-            if kept is None:
+            got = split(data, batch.source(i)[0])
+            if got is None:
                 batch.unwrap(i, -1, b"")  # dropped and counted by the gate
                 continue
-            skip = len(data) - len(kept[0])
+            skip, packed = got
             if not skip:
                 continue  # a peer not listed, without a header: its own address
-            carried = ip_address(kept[1])
-            batch.unwrap(i, skip, carried.packed)
-            key: int | bytes = (
-                int.from_bytes(carried.packed, sys.byteorder) if carried.version == 4
-                else carried.packed
-            )  # fmt: skip  # as the compiled code's source_key makes it
-            out[i] = clients.get(key) or new_client(clients, key, kept[1])
+            batch.unwrap(i, skip, packed)
+            if not packed:
+                continue  # LOCAL: the sender itself
+            # The key as the compiled code's source_key makes it.
+            key: int | bytes = int.from_bytes(packed, order) if len(packed) == 4 else packed
+            client = clients.get(key)
+            if client is None:
+                af = socket.AF_INET if len(packed) == 4 else socket.AF_INET6
+                client = new_client(clients, key, socket.inet_ntop(af, packed))
+            out[i] = client
         return out
 
     def _received(self, batch: Any, wait: bool = True) -> int | None:
