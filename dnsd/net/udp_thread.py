@@ -61,7 +61,8 @@ def compiled_available() -> bool:
 # receives; past MAX_BACKLOG the oldest go (a resolver has retried them by then).
 MISS_BUDGET_S = 0.0005
 MAX_BACKLOG = 2048
-MAX_KNOWN = 65536  # questions remembered as answered with data (the table starts again)
+MAX_KNOWN = 65536
+PROXY_CHECK = 6  # dnsd/_fastloop.c: a datagram the PROXY v2 gate in Python decides  # questions remembered as answered with data (the table starts again)
 Miss = tuple[bytes, Client, Any, tuple[str, int]]  # (query, client, drawn outcome, source)
 
 
@@ -198,13 +199,21 @@ class UdpThread:
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
         backlog = self.backlog
+        gate = self._proxy
+        # PROXY v2: the compiled code reads the common headers of the listed peers itself
+        # (up to 64 networks); the rest it hands over as PROXY_CHECK, for the gate to decide.
+        in_c = gate is not None and len(gate.networks) <= _fastloop.MAX_PROXY_NETS
+        if gate is not None and in_c:
+            batch.proxy_from([(n.network_address.packed, n.prefixlen) for n in gate.networks])
         started()
         while (count := self._received(batch, wait=not backlog)) is not None:
             if count:
                 if faults is not None:
                     faults.check(self.loop)
                 began = perf_counter()
-                proxied = self._unwrap_compiled(batch, count, clients) if self._proxy else None
+                proxied = (
+                    self._unwrap_compiled(batch, count, clients) if gate and not in_c else None
+                )
                 prepare()
                 misses, answered, fallbacks = batch.answer_hits(
                     tables, rng, cache.counters, rate_limit, clients
@@ -217,6 +226,15 @@ class UdpThread:
                 for i, (code, value, order) in misses:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
                     wire = batch.datagram(i) or b""
+                    if code == PROXY_CHECK and gate is not None and wire:
+                        source = batch.source(i)
+                        kept = gate.unwrap(wire, *source)
+                        if kept is None:
+                            continue  # dropped and counted by the gate
+                        wire, host = kept[0], kept[1]
+                        client = clients.get(host) or new_client(clients, host, host)
+                        backlog.add((wire, client, None, source))
+                        continue
                     drawn = outcome_of(wire, code, value, order)  # now: the table it walked
                     client = (proxied and proxied.get(i)) or self._client(clients, batch, i)
                     backlog.add((wire, client, drawn, batch.source(i)))
@@ -319,8 +337,12 @@ class UdpThread:
 
     @staticmethod
     def _client(clients: dict[Any, Client], batch: Any, i: int) -> Client:
-        key = batch.source_key(i)
-        return clients.get(key) or new_client(clients, key, batch.source(i)[0])
+        key = batch.source_key(i)  # a PROXY v2 header's client, if one was read
+        client = clients.get(key)
+        if client is None:
+            host = batch.carried_host(i) or batch.source(i)[0]
+            client = new_client(clients, key, host)
+        return client
 
     def _run_batched(self, batch: mmsg.DatagramBatch, started: Callable[[], None]) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
