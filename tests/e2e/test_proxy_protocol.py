@@ -242,3 +242,32 @@ def test_the_compiled_loop_answers_proxied_cache_hits(dnsd) -> None:
         assert grew >= 8  # (a balancer's health checks may add some)
     else:
         assert grew == 0
+
+
+def burst(port: int, client: str, n: int) -> int:
+    """Send n proxied queries for `client` at once; how many replies came within a second."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("127.0.0.1", port))
+        for _ in range(n):
+            s.send(proxy_header(client) + query().pack())
+        got, deadline = 0, time.monotonic() + 1.0
+        while (left := deadline - time.monotonic()) > 0:
+            s.settimeout(left)
+            try:
+                s.recv(65535)
+            except TimeoutError:
+                break
+            got += 1
+    return got
+
+
+@pytest.mark.parametrize("loop", ["compiled", "pure"])
+def test_rate_limiting_counts_the_carried_client(tmp_path, loop) -> None:
+    """RRL's buckets are the carried clients' prefixes, not the balancer's: one client over
+    the rate is held back, another behind the same balancer is not."""
+    city = write_city_db(tmp_path / "city.mmdb")
+    args = ("--geoip", str(city), "--proxy-protocol-from", "127.0.0.1/32", "--rrl-rate", "5",
+            "--rrl-slip", "0", "--serving-loop", loop)  # fmt: skip
+    with DnsdProcess(DATA / "geo", *args) as proc:
+        assert burst(proc.port, GB, 40) <= 15  # a burst of 5, then 5 a second
+        assert burst(proc.port, JP, 5) == 5
