@@ -38,7 +38,11 @@
 #define KIND_SAMPLE 2
 #define HAS_REPLY 1
 #define MAX_SAMPLE_ITEMS 1024
-enum { HIT = 0, NOT_CACHED = 1, NEW_ORDER = 2, OTHER_CLIENT = 3, FALLBACK = 4, NO_TABLE = 5 };
+enum { HIT = 0, NOT_CACHED = 1, NEW_ORDER = 2, OTHER_CLIENT = 3, FALLBACK = 4, NO_TABLE = 5,
+       PROXY_CHECK = 6 };
+#define MAX_PROXY_NETS 64
+#define PROXY_MAX_BODY 512 /* dnsd.net.proxy_protocol.MAX_BODY */
+static const unsigned char PROXY_SIGNATURE[12] = "\r\n\r\n\x00\r\nQUIT\n";
 
 typedef struct {
     PyObject_HEAD
@@ -52,6 +56,16 @@ typedef struct {
     struct sockaddr_in6 *names;
     struct iovec *riov, *siov;
     struct mmsghdr *rmsg, *smsg;
+    /* PROXY v2 (`unwrap`, set by the Python gate after each receive): per datagram, where
+     * the query starts (-1: dropped) and the client's address it carries (length 0: the
+     * sender itself; 4 or 16). Replies still go to the sender, the balancer. */
+    int *skip;
+    unsigned char *carried, *carried_len;
+    /* `proxy_from`: the peers that must send a header (answer_hits reads the common ones
+     * itself; anything else is PROXY_CHECK, for the Python gate to decide and count). */
+    int proxy_nets;
+    unsigned char proxy_addr[MAX_PROXY_NETS][16], proxy_len[MAX_PROXY_NETS],
+        proxy_prefix[MAX_PROXY_NETS];
 } Batch;
 
 static void Batch_dealloc(Batch *self) {
@@ -62,6 +76,9 @@ static void Batch_dealloc(Batch *self) {
     PyMem_Free(self->siov);
     PyMem_Free(self->rmsg);
     PyMem_Free(self->smsg);
+    PyMem_Free(self->skip);
+    PyMem_Free(self->carried);
+    PyMem_Free(self->carried_len);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -79,6 +96,7 @@ static int Batch_init(Batch *self, PyObject *args, PyObject *kwargs) {
     self->size = size;
     self->count = 0;
     self->queued = 0;
+    self->proxy_nets = 0;
     self->namelen = ipv4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     self->rbuf = PyMem_Calloc((size_t)size, SLOT);
     self->sbuf = PyMem_Calloc((size_t)size, SEND_SLOT);
@@ -87,8 +105,11 @@ static int Batch_init(Batch *self, PyObject *args, PyObject *kwargs) {
     self->siov = PyMem_Calloc((size_t)size, sizeof(struct iovec));
     self->rmsg = PyMem_Calloc((size_t)size, sizeof(struct mmsghdr));
     self->smsg = PyMem_Calloc((size_t)size, sizeof(struct mmsghdr));
+    self->skip = PyMem_Calloc((size_t)size, sizeof(int));
+    self->carried = PyMem_Calloc((size_t)size, 16);
+    self->carried_len = PyMem_Calloc((size_t)size, 1);
     if (!self->rbuf || !self->sbuf || !self->names || !self->riov || !self->siov ||
-        !self->rmsg || !self->smsg) {
+        !self->rmsg || !self->smsg || !self->skip || !self->carried || !self->carried_len) {
         PyErr_NoMemory();
         return -1;
     }
@@ -112,6 +133,8 @@ static PyObject *Batch_receive(Batch *self, PyObject *Py_UNUSED(ignored)) {
     for (int i = 0; i < self->size; i++) {
         self->rmsg[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_in6);
         self->rmsg[i].msg_hdr.msg_flags = 0;
+        self->skip[i] = 0;
+        self->carried_len[i] = 0;
     }
     Py_BEGIN_ALLOW_THREADS
     n = recvmmsg(self->fd, self->rmsg, (unsigned)self->size, MSG_WAITFORONE, NULL);
@@ -142,12 +165,42 @@ static PyObject *Batch_datagram(Batch *self, PyObject *arg) {
     Py_ssize_t i = PyLong_AsSsize_t(arg);
     if ((i == -1 && PyErr_Occurred()) || check_index(self, i) < 0)
         return NULL;
-    if (self->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC)
+    if (self->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC || self->skip[i] < 0)
         Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)self->rbuf + i * SLOT, self->rmsg[i].msg_len);
+    return PyBytes_FromStringAndSize((const char *)self->rbuf + i * SLOT + self->skip[i],
+                                     self->rmsg[i].msg_len - self->skip[i]);
+}
+
+/* unwrap(i, skip, address): datagram i's query starts at `skip` (-1: drop it) and its
+ * client is `address` (4 or 16 bytes; empty: the sender). Set by the PROXY v2 gate. */
+static PyObject *Batch_unwrap(Batch *self, PyObject *args) {
+    Py_ssize_t i;
+    int skip;
+    Py_buffer address;
+    if (!PyArg_ParseTuple(args, "niy*", &i, &skip, &address))
+        return NULL;
+    if (check_index(self, i) < 0 || skip < -1 || skip > (int)self->rmsg[i].msg_len ||
+        (address.len != 0 && address.len != 4 && address.len != 16)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "unwrap: a skip within the datagram, 0/4/16 bytes");
+        PyBuffer_Release(&address);
+        return NULL;
+    }
+    self->skip[i] = skip;
+    self->carried_len[i] = (unsigned char)address.len;
+    memcpy(self->carried + (size_t)i * 16, address.buf, (size_t)address.len);
+    PyBuffer_Release(&address);
+    Py_RETURN_NONE;
 }
 
 static PyObject *source_key(Batch *self, Py_ssize_t i) {
+    if (self->carried_len[i] == 4) { /* the client a PROXY v2 header carries */
+        uint32_t word;
+        memcpy(&word, self->carried + (size_t)i * 16, 4);
+        return PyLong_FromUnsignedLong(word);
+    }
+    if (self->carried_len[i] == 16)
+        return PyBytes_FromStringAndSize((const char *)self->carried + (size_t)i * 16, 16);
     if (self->ipv4) {
         uint32_t word;
         memcpy(&word, &((struct sockaddr_in *)&self->names[i])->sin_addr, 4);
@@ -465,6 +518,14 @@ static PyObject *fastloop_walk(PyObject *Py_UNUSED(module), PyObject *args) {
 /* The datagram's source address as the tables hold it: 4 bytes for IPv4 (also mapped into
  * IPv6, as dnsd.net.udp.client_address reads it), else 16. */
 static Py_ssize_t source_address(Batch *self, Py_ssize_t i, const unsigned char **out) {
+    if (self->carried_len[i]) { /* the client a PROXY v2 header carries */
+        *out = self->carried + (size_t)i * 16;
+        if (self->carried_len[i] == 16 && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)*out)) {
+            *out += 12;
+            return 4;
+        }
+        return self->carried_len[i];
+    }
     if (self->ipv4) {
         *out = (const unsigned char *)&((struct sockaddr_in *)&self->names[i])->sin_addr;
         return 4;
@@ -476,6 +537,94 @@ static Py_ssize_t source_address(Batch *self, Py_ssize_t i, const unsigned char 
     }
     *out = a;
     return 16;
+}
+
+/* Whether `address` (4 or 16 bytes) is in one of the proxy_from networks. */
+static int proxy_listed(Batch *self, const unsigned char *address, Py_ssize_t len) {
+    for (int n = 0; n < self->proxy_nets; n++) {
+        if (self->proxy_len[n] != len)
+            continue;
+        int bits = self->proxy_prefix[n], whole = bits / 8, rest = bits % 8;
+        if (memcmp(self->proxy_addr[n], address, (size_t)whole) != 0)
+            continue;
+        if (rest && ((self->proxy_addr[n][whole] ^ address[whole]) & (0xFF << (8 - rest))))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* The PROXY v2 gate for datagram i: 0 as it came (a peer not listed, no header), 1 read
+ * (skip and carried set: a listed peer's IPv4/IPv6 UDP header), -1 for the Python gate
+ * (every other case: LOCAL, a bad or missing header, a header from a peer not listed). */
+static int proxy_gate(Batch *self, Py_ssize_t i) {
+    const unsigned char *d = self->rbuf + i * SLOT, *source;
+    Py_ssize_t len = self->rmsg[i].msg_len;
+    Py_ssize_t source_len = source_address(self, i, &source);
+    int signed_ = len >= 12 && memcmp(d, PROXY_SIGNATURE, 12) == 0;
+    if (!proxy_listed(self, source, source_len))
+        return signed_ ? -1 : 0;
+    if (!signed_ || len < 28 || d[12] != 0x21)
+        return -1;
+    Py_ssize_t body = (Py_ssize_t)d[14] << 8 | d[15], length = 16 + body;
+    Py_ssize_t need = d[13] == 0x12 ? 28 : d[13] == 0x22 ? 52 : 0;
+    if (!need || body > PROXY_MAX_BODY || length < need || length > len)
+        return -1;
+    self->skip[i] = (int)length;
+    self->carried_len[i] = need == 28 ? 4 : 16;
+    memcpy(self->carried + (size_t)i * 16, d + 16, self->carried_len[i]);
+    return 1;
+}
+
+/* proxy_from([(network address bytes, prefix length)]): the peers whose datagrams start
+ * with a PROXY v2 header, read in answer_hits. */
+static PyObject *Batch_proxy_from(Batch *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "proxy_from: a list of (address, prefix)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MAX_PROXY_NETS) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "proxy_from: at most 64 networks");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_buffer address;
+        int prefix;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "y*i", &address, &prefix)) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        int ok = (address.len == 4 || address.len == 16) && prefix >= 0 &&
+                 prefix <= address.len * 8;
+        if (ok) {
+            memcpy(self->proxy_addr[k], address.buf, (size_t)address.len);
+            self->proxy_len[k] = (unsigned char)address.len;
+            self->proxy_prefix[k] = (unsigned char)prefix;
+        }
+        PyBuffer_Release(&address);
+        if (!ok) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "proxy_from: 4 or 16 bytes and a prefix");
+            return NULL;
+        }
+    }
+    self->proxy_nets = (int)n;
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+/* carried_host(i): the client a PROXY v2 header of datagram i carries, or None. */
+static PyObject *Batch_carried_host(Batch *self, PyObject *arg) {
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    char host[INET6_ADDRSTRLEN];
+    if ((i == -1 && PyErr_Occurred()) || check_index(self, i) < 0)
+        return NULL;
+    if (!self->carried_len[i])
+        Py_RETURN_NONE;
+    inet_ntop(self->carried_len[i] == 4 ? AF_INET : AF_INET6, self->carried + (size_t)i * 16,
+              host, sizeof host);
+    return PyUnicode_FromString(host);
 }
 
 /* Bump the counters a leaf names (-1: none); 0, or -1 when one is out of range. */
@@ -494,8 +643,8 @@ static int bump(const Table *t, Py_ssize_t leaf, long long *counters, Py_ssize_t
  * says why), -1 a Python error. */
 static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *random,
                       Py_buffer *counters, PyObject *limit, PyObject *clients, Walked *w) {
-    const unsigned char *wire = self->rbuf + i * SLOT, *source;
-    Py_ssize_t length = self->rmsg[i].msg_len;
+    const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i], *source;
+    Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
     Py_ssize_t source_len = source_address(self, i, &source);
     PyObject *client = NULL;
     w->code = FALLBACK;
@@ -578,8 +727,20 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
         PyErr_NoMemory();
     long answered = 0, fallbacks = 0;
     for (Py_ssize_t i = 0; w != NULL && i < self->count; i++) {
-        const unsigned char *wire = self->rbuf + i * SLOT;
-        Py_ssize_t length = self->rmsg[i].msg_len;
+        if (self->skip[i] < 0)
+            continue; /* dropped by the PROXY v2 gate (counted there) */
+        if (self->proxy_nets && !self->carried_len[i] && !self->skip[i] &&
+            proxy_gate(self, i) < 0) {
+            PyObject *miss = Py_BuildValue("(n(iiO))", i, PROXY_CHECK, 0, Py_None);
+            if (miss == NULL || PyList_Append(misses, miss) < 0) {
+                Py_XDECREF(miss);
+                break;
+            }
+            Py_DECREF(miss);
+            continue;
+        }
+        const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
+        Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
         int rc = 0;
         w->code = NO_TABLE;
         w->value = 0;
@@ -623,6 +784,9 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
 static PyMethodDef Batch_methods[] = {
     {"receive", (PyCFunction)Batch_receive, METH_NOARGS, "recvmmsg: how many arrived"},
     {"datagram", (PyCFunction)Batch_datagram, METH_O, "datagram i, or None when cut"},
+    {"unwrap", (PyCFunction)Batch_unwrap, METH_VARARGS, "PROXY v2: where i's query starts"},
+    {"proxy_from", (PyCFunction)Batch_proxy_from, METH_O, "PROXY v2: the peers to read"},
+    {"carried_host", (PyCFunction)Batch_carried_host, METH_O, "PROXY v2: i's client, or None"},
     {"source", (PyCFunction)Batch_source, METH_O, "the sender of datagram i: (host, port)"},
     {"source_key", (PyCFunction)Batch_source_key, METH_O, "the sender of datagram i as a key"},
     {"queue", (PyCFunction)Batch_queue, METH_VARARGS, "queue a reply to the sender of i"},
@@ -668,6 +832,10 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddIntConstant(m, "MAX_PROXY_NETS", MAX_PROXY_NETS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&BatchType);
     if (PyModule_AddObject(m, "Batch", (PyObject *)&BatchType) < 0) {
         Py_DECREF(&BatchType);

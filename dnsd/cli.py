@@ -15,6 +15,7 @@ from dnsd.admin.token_env import admin_token_from_environment
 from dnsd.admin_url import admin_url
 from dnsd.config.loader import check_report
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
+from dnsd.net.proxy_protocol import parse_networks
 from dnsd.net.rrl import RrlSettings
 from dnsd.process_tools import gc_paused
 
@@ -124,6 +125,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="RATE",
         help="log this share of queries (0..1, default 0)",
     )
+    serve.add_argument(
+        "--proxy-protocol-from", action="append", type=parse_networks, metavar="CIDR[,CIDR...]",
+        help="peers (dnsdist, haproxy) whose every datagram and connection starts with a PROXY v2"
+        " header: the client is the address it carries; repeatable",
+    )  # fmt: skip
     serve.add_argument(
         "--config", metavar="FILE", help="the server file (YAML): one key per flag; flags win"
     )
@@ -567,6 +573,8 @@ def worker_arguments(args: argparse.Namespace) -> list[str]:
             argv += [flag, value]
     if args.no_answer_cache:
         argv.append("--no-answer-cache")
+    for networks in args.proxy_protocol_from or ():
+        argv += ["--proxy-protocol-from", ",".join(map(str, networks))]
     return argv
 
 
@@ -665,6 +673,7 @@ def run_serve(args: argparse.Namespace) -> int:
         worker_argv=tuple(worker_arguments(args)),
         follow_fd=args.follow_fd,
         server_file=getattr(args, "server_file", None),
+        proxy_protocol_from=tuple(n for ns in args.proxy_protocol_from or () for n in ns),
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:

@@ -4,6 +4,7 @@ one named order, reload on SIGHUP, stop on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import random
 import signal
@@ -26,6 +27,7 @@ from dnsd.health.view import HealthView
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
+from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.supervisor import ServingLoops
@@ -98,6 +100,8 @@ class ServerOptions:
     worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
     follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
     server_file: ServerFile | None = None  # `--config FILE`: reloads read it again
+    # --proxy-protocol-from: peers (dnsdist, haproxy) that prefix a PROXY v2 header; none: off
+    proxy_protocol_from: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
 
 class DnsServer:
@@ -219,13 +223,14 @@ class DnsServer:
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         loop_udp_answer = self.answerer(self.cache, "udp")
+        proxy = ProxyGate(options.proxy_protocol_from) if options.proxy_protocol_from else None
         tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
-            self.loops,
+            self.loops, proxy=proxy,
         )  # fmt: skip
         self.listeners = DnsListeners(
             tcp_handler, loop_udp_answer, self._thread_answering, self.rrl, self.loops,
-            options.udp_loop, options.serving_loop, options.reuse_port,
+            options.udp_loop, options.serving_loop, options.reuse_port, proxy,
         )  # fmt: skip
         # RFC 2136 UPDATEs: applied by the config writer, so in the main process only.
         self.updates: UpdateService | None = None
@@ -234,6 +239,8 @@ class DnsServer:
             tcp_handler.updates = self.updates.answer
             self.listeners.updates = self.updates.submit
             self.metrics.register(self.updates)
+        if proxy is not None:
+            self.metrics.register(proxy)
         self.admin = AdminListener(self, self.admin_tokens, self.audit, self.descriptors.admin,
                                    options.reuse_port)  # fmt: skip
         fd = options.follow_fd  # a worker's pipe to the main process

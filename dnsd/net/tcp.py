@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from dnsd.net import proxy_protocol
 from dnsd.net.counters import NetCounters
+from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.supervisor import ServingLoops
 from dnsd.net.udp import Answerer, client_address, is_update
 from dnsd.ratelog import RateLimitedLog
@@ -65,9 +67,11 @@ class TcpHandler:
         transfers: Transfers | None = None,
         loops: ServingLoops | None = None,
         updates: Updates | None = None,
+        proxy: ProxyGate | None = None,
     ) -> None:
         self.updates = updates  # set by the server (the main process applies UPDATEs)
         loops = loops if loops is not None else ServingLoops()
+        self._proxy = proxy  # --proxy-protocol-from: connections open with a header
         self.state = loops.add("tcp", "tcp")
         self._faults = loops.faults
         self._answer = answer
@@ -90,8 +94,11 @@ class TcpHandler:
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
-        network = client_network(host)
-        if self._per_client.get(network, 0) >= self._limits.max_per_client or (
+        # A balancer's connections carry many clients: only the total cap applies to them.
+        network = (
+            "" if self._proxy is not None and self._proxy.listed(host) else client_network(host)
+        )
+        if (network and self._per_client.get(network, 0) >= self._limits.max_per_client) or (
             self.active >= self._limits.max_connections and not self._evict_idle()
         ):
             self._counters.tcp_rejected += 1
@@ -105,8 +112,14 @@ class TcpHandler:
         if task is not None:
             self._open[task] = connection
         try:
+            pending = b""
+            if self._proxy is not None:
+                opened = await self._opening(reader, host)
+                if opened is None:
+                    return  # dropped and counted by the gate
+                host, pending = opened
             client = Client(client_address(host), "tcp")
-            await self._serve(reader, writer, client, connection)
+            await self._serve(reader, writer, client, connection, pending)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except TimeoutError:
@@ -127,6 +140,49 @@ class TcpHandler:
                 self._per_client[network] = left
             self._open.pop(task, None)  # type: ignore[arg-type]
             writer.close()
+
+    async def _opening(self, reader: asyncio.StreamReader, peer: str) -> tuple[str, bytes] | None:
+        """A connection's start through the PROXY v2 gate: (the client's host, the bytes
+        read past the header), or None when it is dropped (counted). A listed peer's header
+        is bounded (MAX_BODY) and must arrive within the read timeout; from a peer not
+        listed the first 12 bytes (a DNS message over TCP has at least 14) must not be a
+        PROXY signature."""
+        assert self._proxy is not None
+        gate, limits = self._proxy, self._limits
+        if not gate.listed(peer):
+            async with asyncio.timeout(limits.idle_timeout_s):
+                try:
+                    start = await reader.readexactly(12)
+                except asyncio.IncompleteReadError as exc:
+                    return peer, exc.partial  # a short message: served as before
+            if start == proxy_protocol.SIGNATURE:
+                gate.drop(proxy_protocol.UNLISTED)
+                return None
+            return peer, start
+        data = b""
+        try:
+            async with asyncio.timeout(limits.read_timeout_s):
+                data = await reader.readexactly(12)
+                if data != proxy_protocol.SIGNATURE:
+                    gate.drop(proxy_protocol.MISSING)
+                    return None
+                data += await reader.readexactly(4)
+                length = proxy_protocol.header_length(data)
+                if isinstance(length, str):
+                    gate.drop(length)
+                    return None
+                data += await reader.readexactly(length - len(data))
+        except (TimeoutError, asyncio.IncompleteReadError) as exc:
+            partial = getattr(exc, "partial", b"")
+            gate.drop(proxy_protocol.MISSING if len(data + partial) < 12
+                      and not proxy_protocol.SIGNATURE.startswith(data + partial)
+                      else proxy_protocol.TRUNCATED)  # fmt: skip
+            return None
+        header = proxy_protocol.parse(data)
+        if isinstance(header, str):
+            gate.drop(header)
+            return None
+        return (header.host or peer), b""
 
     def _evict_idle(self) -> bool:
         """RFC 7766 §6.2.3: when full, close the connection idle the longest (waiting for its
@@ -153,6 +209,7 @@ class TcpHandler:
         writer: asyncio.StreamWriter,
         client: Client,
         connection: _Connection,
+        pending: bytes = b"",  # read already (past a PROXY header, or to look for one)
     ) -> None:
         limits = self._limits
         loop = asyncio.get_running_loop()
@@ -160,13 +217,14 @@ class TcpHandler:
             connection.idle_since = loop.time()
             try:
                 async with asyncio.timeout(limits.idle_timeout_s):
-                    first = await reader.readexactly(1)
+                    first, pending = await _take(reader, pending, 1)
             except asyncio.IncompleteReadError:
                 return  # clean close between messages
             connection.idle_since = None
             async with asyncio.timeout(limits.read_timeout_s):
-                (length,) = struct.unpack("!H", first + await reader.readexactly(1))
-                body = await reader.readexactly(length)
+                second, pending = await _take(reader, pending, 1)
+                (length,) = struct.unpack("!H", first + second)
+                body, pending = await _take(reader, pending, length)
             if self._faults is not None:
                 self._faults.check("tcp")
             if self._transfers is not None and transfer_type(body) is not None:
@@ -182,3 +240,10 @@ class TcpHandler:
                 self.state.count("tcp", 1)
                 async with asyncio.timeout(limits.write_timeout_s):
                     await writer.drain()
+
+
+async def _take(reader: asyncio.StreamReader, pending: bytes, n: int) -> tuple[bytes, bytes]:
+    """`n` bytes: from what was read already first, then from the stream; and what is left."""
+    if len(pending) >= n:
+        return pending[:n], pending[n:]
+    return pending + await reader.readexactly(n - len(pending)), b""

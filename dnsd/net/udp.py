@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import ResponseRateLimiter, limited
 from dnsd.reply import Client
 
@@ -33,9 +34,11 @@ class UdpProtocol(asyncio.DatagramProtocol):
         answer: Answerer,
         rrl: ResponseRateLimiter | None = None,
         updates: UpdateIntake | None = None,
+        proxy: ProxyGate | None = None,
     ) -> None:
         self._answer = answer
         self._updates = updates
+        self._proxy = proxy  # --proxy-protocol-from: datagrams are unwrapped first
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
         self._clients: dict[str, Client] = {}
@@ -44,7 +47,13 @@ class UdpProtocol(asyncio.DatagramProtocol):
         self._transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        client = self._clients.get(addr[0]) or new_client(self._clients, addr[0], addr[0])
+        host = addr[0]
+        if self._proxy is not None:
+            kept = self._proxy.unwrap(data, host, addr[1])
+            if kept is None:
+                return  # dropped and counted by the gate
+            data, host = kept[0], kept[1]
+        client = self._clients.get(host) or new_client(self._clients, host, host)
         if self._updates is not None and is_update(data):
             transport = self._transport
             assert transport is not None
@@ -53,7 +62,7 @@ class UdpProtocol(asyncio.DatagramProtocol):
         try:
             reply = self._answer(data, client)
         except Exception:  # a bug must cost one answer, never the listener
-            log.exception("error answering a datagram from %s", addr[0])
+            log.exception("error answering a datagram from %s", host)
             return
         if reply is not None and self._rrl is not None:
             reply = limited(self._rrl, client.address, reply, data)

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import random
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -31,6 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
+from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
 from dnsd.net.udp import UpdateIntake, is_update, new_client
@@ -59,7 +61,8 @@ def compiled_available() -> bool:
 # receives; past MAX_BACKLOG the oldest go (a resolver has retried them by then).
 MISS_BUDGET_S = 0.0005
 MAX_BACKLOG = 2048
-MAX_KNOWN = 65536  # questions remembered as answered with data (the table starts again)
+MAX_KNOWN = 65536
+PROXY_CHECK = 6  # dnsd/_fastloop.c: a datagram the PROXY v2 gate in Python decides  # questions remembered as answered with data (the table starts again)
 Miss = tuple[bytes, Client, Any, tuple[str, int]]  # (query, client, drawn outcome, source)
 
 
@@ -126,9 +129,11 @@ class UdpThread:
         serving_loop: str = "auto",
         loops: ServingLoops | None = None,
         updates: UpdateIntake | None = None,
+        proxy: ProxyGate | None = None,
     ) -> None:
         self.sock = sock
         self._updates = updates  # thread-safe: UPDATEs are applied on the event loop
+        self._proxy = proxy  # --proxy-protocol-from: datagrams are unwrapped first
         self._answer = answer
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
@@ -196,12 +201,21 @@ class UdpThread:
         rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
         clients: dict[Any, Client] = {}
         backlog = self.backlog
+        gate = self._proxy
+        # PROXY v2: the compiled code reads the common headers of the listed peers itself
+        # (up to 64 networks); the rest it hands over as PROXY_CHECK, for the gate to decide.
+        in_c = gate is not None and len(gate.networks) <= _fastloop.MAX_PROXY_NETS
+        if gate is not None and in_c:
+            batch.proxy_from([(n.network_address.packed, n.prefixlen) for n in gate.networks])
         started()
         while (count := self._received(batch, wait=not backlog)) is not None:
             if count:
                 if faults is not None:
                     faults.check(self.loop)
                 began = perf_counter()
+                proxied = (
+                    self._unwrap_compiled(batch, count, clients) if gate and not in_c else None
+                )
                 prepare()
                 misses, answered, fallbacks = batch.answer_hits(
                     tables, rng, cache.counters, rate_limit, clients
@@ -214,11 +228,21 @@ class UdpThread:
                 for i, (code, value, order) in misses:
                     # A datagram cut by the kernel (None) goes in empty: dropped and counted.
                     wire = batch.datagram(i) or b""
-                    if self._divert(wire, self._client(clients, batch, i), batch.source(i)):
+                    if code == PROXY_CHECK and gate is not None and wire:
+                        source = batch.source(i)
+                        kept = gate.unwrap(wire, *source)
+                        if kept is None:
+                            continue  # dropped and counted by the gate
+                        wire, host = kept[0], kept[1]
+                        client = clients.get(host) or new_client(clients, host, host)
+                        if not self._divert(wire, client, source):
+                            backlog.add((wire, client, None, source))
+                        continue
+                    client = (proxied and proxied.get(i)) or self._client(clients, batch, i)
+                    if self._divert(wire, client, batch.source(i)):
                         continue
                     drawn = outcome_of(wire, code, value, order)  # now: the table it walked
-                    backlog.add((wire, self._client(clients, batch, i), drawn,
-                                 batch.source(i)))  # fmt: skip
+                    backlog.add((wire, client, drawn, batch.source(i)))
                 if shed := backlog.shed(MAX_BACKLOG):  # counted where the answerer counts
                     answer([b""] * len(shed), shed)  # its drops: as empty datagrams
             if backlog:
@@ -231,6 +255,37 @@ class UdpThread:
         sendto = self.sock.sendto
         self._updates(wire, client, lambda reply: sendto(reply, source))
         return True
+
+    def _unwrap_compiled(
+        self, batch: Any, count: int, clients: dict[Any, Client]
+    ) -> dict[int, Client]:
+        """Through the PROXY v2 gate, for the compiled loop: each datagram's header is read
+        here and the compiled code told where its query starts and whose it is
+        (batch.unwrap), or that it is dropped; the clients the headers carry, by index."""
+        assert self._proxy is not None
+        split, out, order = self._proxy.split, {}, sys.byteorder
+        for i in range(count):
+            data = batch.datagram(i)
+            if data is None:
+                continue  # cut by the kernel: dropped and counted as before
+            got = split(data, batch.source(i)[0])
+            if got is None:
+                batch.unwrap(i, -1, b"")  # dropped and counted by the gate
+                continue
+            skip, packed = got
+            if not skip:
+                continue  # a peer not listed, without a header: its own address
+            batch.unwrap(i, skip, packed)
+            if not packed:
+                continue  # LOCAL: the sender itself
+            # The key as the compiled code's source_key makes it.
+            key: int | bytes = int.from_bytes(packed, order) if len(packed) == 4 else packed
+            client = clients.get(key)
+            if client is None:
+                af = socket.AF_INET if len(packed) == 4 else socket.AF_INET6
+                client = new_client(clients, key, socket.inet_ntop(af, packed))
+            out[i] = client
+        return out
 
     def _received(self, batch: Any, wait: bool = True) -> int | None:
         """How many datagrams the next receive brought (0: none, try again); None once the
@@ -295,30 +350,56 @@ class UdpThread:
 
     @staticmethod
     def _client(clients: dict[Any, Client], batch: Any, i: int) -> Client:
-        key = batch.source_key(i)
-        return clients.get(key) or new_client(clients, key, batch.source(i)[0])
+        key = batch.source_key(i)  # a PROXY v2 header's client, if one was read
+        client = clients.get(key)
+        if client is None:
+            host = batch.carried_host(i) or batch.source(i)[0]
+            client = new_client(clients, key, host)
+        return client
 
     def _run_batched(self, batch: mmsg.DatagramBatch, started: Callable[[], None]) -> None:
         """recvmmsg → answer the batch → sendmmsg: two system calls for up to 64 queries."""
         answer, faults = self._answer, self._faults
-        clients: dict[int | bytes, Client] = {}
+        clients: dict[Any, Client] = {}
         started()
         while (count := self._received(batch)) is not None:
             if faults is not None and count:
                 faults.check(self.loop)
             # A datagram cut by the kernel (None) goes in empty: dropped and counted.
             wires = [data or b"" for data in batch.datagrams(count)]
-            whos = [
-                clients.get(key) or new_client(clients, key, batch.source(i)[0])
-                for i, key in enumerate(batch.source_keys(count))
-            ]
-            indices = list(range(count))
+            if self._proxy is not None:
+                indices, wires, whos = self._unwrapped(batch, wires, clients)
+            else:
+                indices = list(range(count))
+                whos = [
+                    clients.get(key) or new_client(clients, key, batch.source(i)[0])
+                    for i, key in enumerate(batch.source_keys(count))
+                ]
             if self._updates is not None:
-                indices = [i for i in indices
-                           if not self._divert(wires[i], whos[i], batch.source(i))]  # fmt: skip
-                wires, whos = [wires[i] for i in indices], [whos[i] for i in indices]
+                kept = [j for j, i in enumerate(indices)
+                        if not self._divert(wires[j], whos[j], batch.source(i))]  # fmt: skip
+                indices = [indices[j] for j in kept]
+                wires, whos = [wires[j] for j in kept], [whos[j] for j in kept]
             self._queue(batch, indices, answer(wires, whos), whos, wires)
             self._flush(batch)
+
+    def _unwrapped(
+        self, batch: mmsg.DatagramBatch, wires: list[bytes], clients: dict[Any, Client]
+    ) -> tuple[list[int], list[bytes], list[Client]]:
+        """Through the PROXY v2 gate: the datagrams kept (their indices: replies go back to
+        the balancer that sent them), their queries and their clients (the carried source)."""
+        assert self._proxy is not None
+        unwrap = self._proxy.unwrap
+        indices, queries, whos = [], [], []
+        for i, wire in enumerate(wires):
+            host, port = batch.source(i)
+            kept = unwrap(wire, host, port)
+            if kept is None:
+                continue  # dropped and counted by the gate
+            indices.append(i)
+            queries.append(kept[0])
+            whos.append(clients.get(kept[1]) or new_client(clients, kept[1], kept[1]))
+        return indices, queries, whos
 
     def _run_plain(self, started: Callable[[], None]) -> None:
         recvfrom, sendto = self.sock.recvfrom, self.sock.sendto
@@ -336,7 +417,13 @@ class UdpThread:
                 return
             if faults is not None:
                 faults.check(self.loop)
-            client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
+            host = addr[0]
+            if self._proxy is not None:
+                kept = self._proxy.unwrap(data, host, addr[1])
+                if kept is None:
+                    continue  # dropped and counted by the gate
+                data, host = kept[0], kept[1]
+            client = clients.get(host) or new_client(clients, host, host)
             if self._divert(data, client, addr):
                 continue
             reply = self._outgoing(answer([data], [client])[0], client, data)

@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import ResponseRateLimiter
 from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler
@@ -32,7 +33,9 @@ class DnsListeners:
         udp_loop: str,
         serving_loop: str,
         reuse_port: bool,
+        proxy: ProxyGate | None = None,
     ) -> None:
+        self.proxy = proxy  # --proxy-protocol-from: both UDP loops unwrap PROXY v2 headers
         self.tcp_handler = tcp_handler
         self.loop_udp_answer = loop_udp_answer  # the event loop's UDP: shares TCP's cache
         self.thread_answering = thread_answering  # a new UDP thread's own cache and tally
@@ -65,7 +68,7 @@ class DnsListeners:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl, self.updates),
+                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl, self.updates, self.proxy),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
@@ -85,7 +88,7 @@ class DnsListeners:
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own, hits = self.thread_answering()
                 thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops,
-                                   self._from_thread(loop))  # fmt: skip
+                                   self._from_thread(loop), self.proxy)  # fmt: skip
                 self.udp_threads.append(thread)
                 thread.start()
             else:
