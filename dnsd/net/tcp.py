@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dnsd.net.counters import NetCounters
 from dnsd.net.supervisor import ServingLoops
-from dnsd.net.udp import Answerer, client_address
+from dnsd.net.udp import Answerer, Source, client_address
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.xfr.outgoing import transfer_type
@@ -62,8 +62,10 @@ class TcpHandler:
         limits: TcpLimits,
         transfers: Transfers | None = None,
         loops: ServingLoops | None = None,
+        tapped: bool = False,
     ) -> None:
         loops = loops if loops is not None else ServingLoops()
+        self._tapped = tapped  # dnstap: each query's Source goes with it
         self.state = loops.add("tcp", "tcp")
         self._faults = loops.faults
         self._answer = answer
@@ -102,7 +104,11 @@ class TcpHandler:
             self._open[task] = connection
         try:
             client = Client(client_address(host), "tcp")
-            await self._serve(reader, writer, client, connection)
+            source: Source | None = None
+            if self._tapped and peer:
+                local = writer.get_extra_info("sockname")
+                source = (peer[1], local[0], local[1])
+            await self._serve(reader, writer, client, connection, source)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except TimeoutError:
@@ -149,6 +155,7 @@ class TcpHandler:
         writer: asyncio.StreamWriter,
         client: Client,
         connection: _Connection,
+        source: Source | None = None,
     ) -> None:
         limits = self._limits
         loop = asyncio.get_running_loop()
@@ -168,7 +175,10 @@ class TcpHandler:
             if self._transfers is not None and transfer_type(body) is not None:
                 replies: list[bytes | None] = list(await self._transfers(body, client))
             else:
-                replies = [self._answer(body, client)]
+                replies = [
+                    self._answer(body, client) if source is None else
+                    self._answer(body, client, source)
+                ]  # fmt: skip
             for reply in replies:
                 if reply is None:  # unanswerable (counted by the answerer): close
                     return

@@ -13,13 +13,18 @@ from dnsd.reply import Client
 
 log = logging.getLogger("dnsd.net.udp")
 
-Answerer = Callable[[bytes, Client], bytes | None]
+# dnstap (dnsd.net.dnstap): where a query came in — (client port, server address, server port)
+Source = tuple[int, str, int]
+Answerer = Callable[..., bytes | None]  # (query, client[, its Source when tapped]) → reply
 CLIENTS_CACHED = 65_536
 
 
 class UdpProtocol(asyncio.DatagramProtocol):
-    def __init__(self, answer: Answerer, rrl: ResponseRateLimiter | None = None) -> None:
+    def __init__(
+        self, answer: Answerer, rrl: ResponseRateLimiter | None = None, tapped: bool = False
+    ) -> None:
         self._answer = answer
+        self._tapped = tapped  # dnstap: each query's Source goes with it
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
         self._clients: dict[str, Client] = {}
@@ -30,7 +35,12 @@ class UdpProtocol(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Any) -> None:
         client = self._clients.get(addr[0]) or new_client(self._clients, addr[0], addr[0])
         try:
-            reply = self._answer(data, client)
+            if self._tapped:
+                assert self._transport is not None
+                local = self._transport.get_extra_info("sockname")
+                reply = self._answer(data, client, (addr[1], local[0], local[1]))
+            else:
+                reply = self._answer(data, client)
         except Exception:  # a bug must cost one answer, never the listener
             log.exception("error answering a datagram from %s", addr[0])
             return

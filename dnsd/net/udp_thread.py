@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from dnsd.net import mmsg
 from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
-from dnsd.net.udp import new_client
+from dnsd.net.udp import Source, new_client
 from dnsd.reply import Client
 
 if TYPE_CHECKING:
@@ -125,8 +125,10 @@ class UdpThread:
         hits: CacheHits | None = None,
         serving_loop: str = "auto",
         loops: ServingLoops | None = None,
+        tapped: bool = False,
     ) -> None:
         self.sock = sock
+        self._tapped = tapped  # dnstap: each query's Source goes with it
         self._answer = answer
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
@@ -150,7 +152,7 @@ class UdpThread:
                 raise RuntimeError("--serving-loop compiled: dnsd._fastloop was not built")
             self.why = "dnsd._fastloop was not built at install (no C compiler)"
         elif self._hits is None:
-            self.why = "no answer cache, or --query-log-sample sees every reply"
+            self.why = "no answer cache, or --query-log-sample or dnstap sees every reply"
         else:
             self.why = "dnsd._fastloop"
             return "compiled"
@@ -242,7 +244,7 @@ class UdpThread:
         sendto = self.sock.sendto
         while backlog and time.perf_counter() < deadline:
             wire, client, drawn, source = backlog.next()
-            reply = answer([wire], [client], [drawn])[0]
+            reply = answer([wire], [client], [drawn], self._sources([source]))[0]
             backlog.answered(wire, reply)
             out = self._outgoing(reply, client, wire)
             if out is not None:
@@ -276,6 +278,13 @@ class UdpThread:
             return reply
         return limited(self._rrl, client.address, reply, wire)
 
+    def _sources(self, peers: list[tuple[str, int]]) -> list[Source] | None:
+        """dnstap: each query's (client port, server address, server port); None when off."""
+        if not self._tapped:
+            return None
+        host, port = self.sock.getsockname()[:2]
+        return [(peer[1], host, port) for peer in peers]
+
     @staticmethod
     def _flush(batch: Any) -> None:
         if batch.queued and batch.flush():
@@ -300,7 +309,10 @@ class UdpThread:
                 clients.get(key) or new_client(clients, key, batch.source(i)[0])
                 for i, key in enumerate(batch.source_keys(count))
             ]
-            self._queue(batch, list(range(count)), answer(wires, whos), whos, wires)
+            sources = (
+                self._sources([batch.source(i) for i in range(count)]) if self._tapped else None
+            )
+            self._queue(batch, list(range(count)), answer(wires, whos, None, sources), whos, wires)
             self._flush(batch)
 
     def _run_plain(self, started: Callable[[], None]) -> None:
@@ -320,7 +332,8 @@ class UdpThread:
             if faults is not None:
                 faults.check(self.loop)
             client = clients.get(addr[0]) or new_client(clients, addr[0], addr[0])
-            reply = self._outgoing(answer([data], [client])[0], client, data)
+            sources = self._sources([addr])
+            reply = self._outgoing(answer([data], [client], None, sources)[0], client, data)
             if reply is None:
                 continue
             self.state.count("pure", 1)

@@ -31,7 +31,9 @@ class DnsListeners:
         udp_loop: str,
         serving_loop: str,
         reuse_port: bool,
+        tapped: bool = False,
     ) -> None:
+        self.tapped = tapped  # dnstap: the loops pass each query's addresses
         self.tcp_handler = tcp_handler
         self.loop_udp_answer = loop_udp_answer  # the event loop's UDP: shares TCP's cache
         self.thread_answering = thread_answering  # a new UDP thread's own cache and tally
@@ -63,7 +65,7 @@ class DnsListeners:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl),
+                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl, self.tapped),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
@@ -82,7 +84,8 @@ class DnsListeners:
                 sock.setblocking(True)
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own, hits = self.thread_answering()
-                thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops)
+                thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops,
+                                   self.tapped)  # fmt: skip
                 self.udp_threads.append(thread)
                 thread.start()
             else:
