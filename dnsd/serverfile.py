@@ -155,7 +155,7 @@ def _dnstap(ck: Checker, d: LineDict, known: dict[str, argparse.Action]) -> dict
     ck.keys(item, "dnstap", [*DNSTAP_KEYS, "messages"])
     values: dict[str, Any] = {}
     for key, dest in DNSTAP_KEYS.items():
-        if key in item:
+        if key in item and dest in known:
             try:
                 values[dest] = _convert(known[dest], item[key])
             except (ValueError, TypeError) as exc:

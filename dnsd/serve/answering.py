@@ -42,6 +42,7 @@ class Answering:
         self.rng = rng
         self.query_log_sample = query_log_sample  # share of queries logged
         self.tap = tap  # dnstap: the serving loops then pass each query's addresses
+        self._noted: dict[int, list[Any]] = {}
 
     def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
         """One query at a time (TCP, the event loop's UDP): a batch of one."""
@@ -93,7 +94,9 @@ class Answering:
                 fold()
 
         tap = self.tap
-        noted: list[Any] = [None]  # the decision of the query being answered (dnstap)
+        # The decision of the query being answered (dnstap). One per cache: the event
+        # loop's UDP and TCP share a cache (and the thread), so they share where it goes.
+        noted: list[Any] = [None] if cache is None else self._noted.setdefault(id(cache), [None])
 
         def note(decision: tuple[str, str, str]) -> None:
             noted[0] = decision
