@@ -22,6 +22,7 @@ import logging
 import socket
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +30,10 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily
 
+from dnsd.ratelog import RateLimitedLog
+
 log = logging.getLogger("dnsd.dnstap")
+FAILURE_LOG = RateLimitedLog(log)
 
 MESSAGES = ("auth_query", "auth_response", "update_query", "update_response")
 CONTENT_TYPE = b"protobuf:dnstap.Dnstap"
@@ -207,14 +211,15 @@ class DnstapWriter:
             try:
                 self._drain()
             except OSError as exc:
-                log.warning("dnstap: the reader at %s went away (%s): connecting again",
-                            self.settings.socket or self.settings.file, exc)  # fmt: skip
                 self._close(clean=False)
-                if self.settings.file:
-                    return  # a file that cannot be written: nothing more to do
+                if self.settings.file:  # a file that cannot be written: nothing more to do
+                    log.error("dnstap: cannot write %s (%s): dnstap stops; queries are "
+                              "dropped and counted", self.settings.file, exc)  # fmt: skip
+                    return
+                FAILURE_LOG.log(time.monotonic(), logging.WARNING,
+                                "dnstap: the reader at %s went away (%s): connecting again",
+                                self.settings.socket, exc)  # fmt: skip
                 continue
-            except Exception:  # a bug costs the entries in hand, never the writer
-                log.exception("dnstap: could not write a message")
             if self._stopping and not self._queue:
                 self._close(clean=True)
                 return
@@ -232,8 +237,7 @@ class DnstapWriter:
             sock.settimeout(SEND_TIMEOUT_S)
         except OSError as exc:
             sock.close()
-            if self.connects == 0 or not self._stopping:
-                log.debug("dnstap: cannot connect to %s: %s", self.settings.socket, exc)
+            log.debug("dnstap: cannot connect to %s: %s", self.settings.socket, exc)
             return False
         self.connects += 1
         log.info("dnstap: writing to the reader at %s", self.settings.socket)
@@ -261,9 +265,19 @@ class DnstapWriter:
         queue = self._queue
         while queue:
             n = min(len(queue), 128)
-            self._write(b"".join(f for k in range(n) for f in self._frames(queue[k])))
+            self._write(b"".join(self._encoded(queue[k]) for k in range(n)))
             for _ in range(n):
                 queue.popleft()
+
+    def _encoded(self, entry: Entry) -> bytes:
+        """The entry's frames; a bug costs this entry (logged at a bounded rate), never the
+        writer or the entries behind it."""
+        try:
+            return b"".join(self._frames(entry))
+        except Exception:
+            FAILURE_LOG.log(time.monotonic(), logging.ERROR, "dnstap: cannot encode a message",
+                            exc_info=True)  # fmt: skip
+            return b""
 
     def _write(self, data: bytes) -> None:
         out = self._out
