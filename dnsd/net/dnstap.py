@@ -38,6 +38,7 @@ FAILURE_LOG = RateLimitedLog(log)
 MESSAGES = ("auth_query", "auth_response", "update_query", "update_response")
 CONTENT_TYPE = b"protobuf:dnstap.Dnstap"
 QUEUE_MAX = 10_000  # queries waiting for the writer; past it they are dropped and counted
+QUEUE_BYTES = 16 << 20  # and their messages' bytes (TCP ones reach 64 KiB): memory stays bounded
 VERSION = b"dnsd"
 # Frame Streams control frames (https://farsightsec.github.io/fstrm/)
 ACCEPT, START, STOP, READY, FINISH = 1, 2, 3, 4, 5
@@ -56,6 +57,7 @@ class DnstapSettings:
     messages: frozenset[str] = frozenset(MESSAGES)
     sample: int = 1  # one query in N
     queue: int = QUEUE_MAX
+    queue_bytes: int = QUEUE_BYTES
 
     @property
     def enabled(self) -> bool:
@@ -142,6 +144,9 @@ class DnstapWriter:
         self.settings = settings
         self._queue: deque[Entry] = deque()
         self._max = settings.queue
+        self._max_bytes = settings.queue_bytes
+        self._bytes = 0  # the queued messages' bytes (under _lock: several loops put)
+        self._lock = threading.Lock()  # held for an addition, never across I/O
         self._wake = threading.Event()  # entries are waiting (or the server stops)
         self._halt = threading.Event()  # the server stops: cuts a back-off short
         self._stopping = False
@@ -162,10 +167,13 @@ class DnstapWriter:
         return self._seen % self._every == 0
 
     def put(self, entry: Entry) -> None:
-        if len(self._queue) >= self._max:
-            self.dropped += 1
-            return
-        self._queue.append(entry)
+        size = len(entry[0]) + len(entry[1] or b"")
+        with self._lock:
+            if len(self._queue) >= self._max or self._bytes + size > self._max_bytes:
+                self.dropped += 1
+                return
+            self._bytes += size
+            self._queue.append(entry)
         if not self._wake.is_set():
             self._wake.set()
 
@@ -266,8 +274,12 @@ class DnstapWriter:
         while queue:
             n = min(len(queue), 128)
             self._write(b"".join(self._encoded(queue[k]) for k in range(n)))
+            size = 0
             for _ in range(n):
-                queue.popleft()
+                query, reply = queue.popleft()[:2]
+                size += len(query) + len(reply or b"")
+            with self._lock:
+                self._bytes -= size
 
     def _encoded(self, entry: Entry) -> bytes:
         """The entry's frames; a bug costs this entry (logged at a bounded rate), never the

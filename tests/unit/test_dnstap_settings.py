@@ -83,3 +83,12 @@ def test_a_full_queue_drops_and_counts_without_waiting() -> None:
 def test_sample_logs_one_query_in_n() -> None:
     writer = DnstapWriter(DnstapSettings(file="/dev/null", sample=3))
     assert [writer.sampled() for _ in range(6)] == [False, False, True, False, False, True]
+
+
+def test_the_queue_is_bounded_in_bytes_too() -> None:
+    """Large TCP messages: the byte bound drops them before 10,000 of them could pile up."""
+    writer = DnstapWriter(DnstapSettings(socket="/nonexistent/dnstap.sock", queue_bytes=1 << 20))
+    big = (b"\0" * 65_535, b"\0" * 65_535, None, 0, "127.0.0.1", 53, "tcp", 0.0, 0.0, None)
+    for _ in range(100):
+        writer.put(big)  # type: ignore[arg-type]
+    assert writer.dropped == 92  # 8 x 128 KiB fit in 1 MiB
