@@ -60,9 +60,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_dnstap_file_read_by_dnstap_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("udp_loop", ["thread", "asyncio"])
+def test_dnstap_file_read_by_dnstap_read(tmp_path: Path, udp_loop: str) -> None:
     tap = tmp_path / "queries.tap"
-    with DnsdProcess(ZONES, "--dnstap-file", str(tap), "--dnstap-identity", "ns-test") as dnsd:
+    with DnsdProcess(ZONES, "--dnstap-file", str(tap), "--dnstap-identity", "ns-test",
+                     "--udp-loop", udp_loop) as dnsd:  # fmt: skip
         udp_port, tcp_port = free_port(), free_port()
         dig(dnsd.port, "-b", f"127.0.0.1#{udp_port}", "www.example.test", f"+subnet={GERMANY}")
         dig(dnsd.port, "-b", f"127.0.0.1#{tcp_port}", "+tcp", "mail.example.test", "AAAA")
