@@ -125,6 +125,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="RATE",
         help="log this share of queries (0..1, default 0)",
     )
+    serve.add_argument("--dnstap-socket", metavar="PATH",
+                       help="send dnstap to this Frame Streams reader's Unix socket")  # fmt: skip
+    serve.add_argument("--dnstap-file", metavar="PATH", help="write dnstap to this file")
+    serve.add_argument("--dnstap-identity", metavar="NAME",
+                       help="the dnstap identity (default: the host name)")  # fmt: skip
+    serve.add_argument("--dnstap-sample", type=int, default=1, metavar="N",
+                       help="dnstap logs one query in N (default 1: all)")  # fmt: skip
     serve.add_argument(
         "--proxy-protocol-from", action="append", type=parse_networks, metavar="CIDR[,CIDR...]",
         help="peers (dnsdist, haproxy) whose every datagram and connection starts with a PROXY v2"
@@ -635,6 +642,18 @@ def run_serve(args: argparse.Namespace) -> int:
     if not 1 <= args.workers <= 64:
         print("--workers: from 1 to 64", file=sys.stderr)
         return 2
+    from dnsd.net.dnstap import settings_from
+
+    try:
+        dnstap = settings_from(args.dnstap_socket, args.dnstap_file, args.dnstap_identity,
+                               args.dnstap_sample, getattr(args, "dnstap_messages", None))  # fmt: skip
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if dnstap.enabled and args.workers > 1:
+        print("dnstap: not with --workers above 1 (the workers' queries would not be logged)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     worker = args.follow_fd is not None
     listen = tuple(args.listen or [parse_listen(DEFAULT_LISTEN)])
     try:  # a worker reads the key its main process made
@@ -674,6 +693,7 @@ def run_serve(args: argparse.Namespace) -> int:
         follow_fd=args.follow_fd,
         server_file=getattr(args, "server_file", None),
         proxy_protocol_from=tuple(n for ns in args.proxy_protocol_from or () for n in ns),
+        dnstap=dnstap,
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:

@@ -36,7 +36,7 @@ import random
 import struct
 import threading
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -242,6 +242,9 @@ class AnswerCache:
         self._folded: dict[str, dict[Any, int]] = {"lb": {}, "fallback": {}}
         self._tally: Any = None  # where reply counts go (DnsServer's tally of this loop)
         self.lb_counts = _Counts(self, "lb")
+        # Told the decision of a load-balanced answer a table finished (dnstap; the other
+        # paths tell the request's on_decision). None: nobody asks.
+        self.note: Callable[[tuple[str, str, str]], None] | None = None
         self.fallback_counts = _Counts(self, "fallback")
 
     def answer(
@@ -274,6 +277,8 @@ class AnswerCache:
                     counters = self.counters
                     if lb >= 0:  # the reply itself: counted by the caller's tally
                         counters[lb] += 1
+                        if self.note is not None:  # dnstap: (lb, pool, region) of this answer
+                            self.note(self._counter_keys[lb][1])
                     if fallback >= 0:
                         counters[fallback] += 1
                     return wire[:2] + reply

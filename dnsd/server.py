@@ -27,6 +27,7 @@ from dnsd.health.view import HealthView
 from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
+from dnsd.net.dnstap import DnstapSettings, DnstapWriter
 from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
 from dnsd.net.sdnotify import SystemdNotifier
@@ -102,6 +103,7 @@ class ServerOptions:
     server_file: ServerFile | None = None  # `--config FILE`: reloads read it again
     # --proxy-protocol-from: peers (dnsdist, haproxy) that prefix a PROXY v2 header; none: off
     proxy_protocol_from: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    dnstap: DnstapSettings = field(default_factory=DnstapSettings)  # off unless socket/file
 
 
 class DnsServer:
@@ -179,8 +181,12 @@ class DnsServer:
         }
         self.store.view_listeners.append(self._on_view)
         # The answering functions of the serving loops: one per loop, each its own tally.
+        # dnstap: the serving loops queue each query for its writer thread.
+        self.tap = DnstapWriter(options.dnstap) if options.dnstap.enabled else None
+        if self.tap is not None:
+            self.metrics.register(self.tap)
         self.answers = Answering(self.holder, lambda: self.view, self.metrics, self.rng,
-                                 options.query_log_sample)  # fmt: skip
+                                 options.query_log_sample, self.tap)  # fmt: skip
         self.answerer, self.batch_answerer = self.answers.answerer, self.answers.batch_answerer
         self.answering = self.answers.answering
         # Zone versions (serials, the IXFR journal) and NOTIFY live in the main process.
@@ -226,11 +232,11 @@ class DnsServer:
         proxy = ProxyGate(options.proxy_protocol_from) if options.proxy_protocol_from else None
         tcp_handler = TcpHandler(
             self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
-            self.loops, proxy=proxy,
+            self.loops, proxy=proxy, tapped=self.tap is not None,
         )  # fmt: skip
         self.listeners = DnsListeners(
             tcp_handler, loop_udp_answer, self._thread_answering, self.rrl, self.loops,
-            options.udp_loop, options.serving_loop, options.reuse_port, proxy,
+            options.udp_loop, options.serving_loop, options.reuse_port, proxy, self.tap is not None,
         )  # fmt: skip
         # RFC 2136 UPDATEs: applied by the config writer, so in the main process only.
         self.updates: UpdateService | None = None
@@ -253,8 +259,10 @@ class DnsServer:
         # DNS ports bound before what names them (systemd's READY=1, the workers' --listen:
         # port 0 made real); the rest in the order dnsd has always started in.
         loops, admin = self.background, options.admin  # loops: cancelled by a stop step
+        tap = self.tap
         self.start_steps: dict[str, Step | None] = {
             "health": self._start_probing if main else self._follow,
+            "dnstap": (lambda: asyncio.to_thread(tap.start)) if tap is not None else None,
             "dns listeners": lambda: self.listeners.bind_all(options.listen),
             "admin listener": (lambda: self.admin.start(*admin)) if admin is not None else None,
             "key watch": loops.starting(self._follow_keys) if options.key_dir is not None else None,
@@ -286,6 +294,7 @@ class DnsServer:
             "config sync": self.config_sync.stop if self.config_sync is not None else None,
             "bus": self.bus.stop if self.bus is not None else None,
             "dns listeners": self.listeners.close,
+            "dnstap": (lambda: asyncio.to_thread(tap.stop)) if tap is not None else None,
         }
 
     def _thread_answering(self) -> tuple[BatchAnswerer, CacheHits | None]:

@@ -32,7 +32,10 @@ def settings(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {a.dest: a for a in parser._actions if a.dest not in NOT_SETTINGS}
 
 
-FILE_ONLY = ("tokens", "webhooks")  # settings with no flag
+FILE_ONLY = ("tokens", "webhooks", "dnstap_messages")  # settings with no flag
+DNSTAP_KEYS = {"socket": "dnstap_socket", "file": "dnstap_file",
+               "identity": "dnstap_identity", "sample": "dnstap_sample"}  # fmt: skip
+DNSTAP_MESSAGES = ("auth_query", "auth_response", "update_query", "update_response")
 
 
 def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], list[Reason]]:
@@ -56,12 +59,14 @@ def read(path: Path, parser: argparse.ArgumentParser) -> tuple[dict[str, Any], l
     if d is None:
         return {}, ck.reasons
     known = settings(parser)
-    ck.keys(d, "", [*known, *FILE_ONLY])
+    ck.keys(d, "", [*known, "tokens", "webhooks", "dnstap"])
     values: dict[str, Any] = {}
     if "tokens" in d:
         values["tokens"] = _tokens(ck, d, path.parent)
     if "webhooks" in d:
         values["webhooks"] = _webhooks(ck, d, path.parent)
+    if "dnstap" in d:
+        values.update(_dnstap(ck, d, known))
     for key, raw in d.items():
         action = known.get(str(key))
         if action is None:
@@ -139,6 +144,34 @@ def _webhooks(ck: Checker, d: LineDict, directory: Path) -> tuple[Webhook, ...]:
         if url and secret and fmt and all(e in EVENTS for e in events):
             out.append(Webhook(str(url), frozenset(events), secret, str(fmt)))
     return tuple(out)
+
+
+def _dnstap(ck: Checker, d: LineDict, known: dict[str, argparse.Action]) -> dict[str, Any]:
+    """`dnstap: {socket | file, identity, messages: [...], sample}`: the `--dnstap-*` flags'
+    settings (a flag given still wins) and `messages`, which has no flag."""
+    item = ck.mapping(d["dnstap"], d.line_of("dnstap"), "dnstap")
+    if item is None:
+        return {}
+    ck.keys(item, "dnstap", [*DNSTAP_KEYS, "messages"])
+    values: dict[str, Any] = {}
+    for key, dest in DNSTAP_KEYS.items():
+        if key in item and dest in known:
+            try:
+                values[dest] = _convert(known[dest], item[key])
+            except (ValueError, TypeError) as exc:
+                ck.error(item.line_of(key), f"dnstap.{key}", str(exc) or "invalid value")
+    if "messages" in item:
+        line = item.line_of("messages")
+        chosen = [m for m, _ in ck.str_list(item["messages"], line, "dnstap.messages")]
+        if bad := [m for m in chosen if m not in DNSTAP_MESSAGES]:
+            ck.error(
+                line, "dnstap.messages", f"{bad[0]!r} is not one of {', '.join(DNSTAP_MESSAGES)}"
+            )
+        elif not chosen:
+            ck.error(line, "dnstap.messages", "name at least one")
+        else:
+            values["dnstap_messages"] = chosen
+    return values
 
 
 def _read_small_regular(where: Path, cap: int) -> bytes:

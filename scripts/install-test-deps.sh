@@ -26,6 +26,8 @@ command -v dockerd >/dev/null 2>&1 || debs+=(docker.io)  # the compose test bed,
 command -v docker-compose >/dev/null 2>&1 || debs+=(docker-compose)
 command -v debootstrap >/dev/null 2>&1 || debs+=(debootstrap)  # docker/offline-images.sh
 command -v gcc >/dev/null 2>&1 || debs+=(gcc)  # builds the compiled serving loop (dnsd/_fastloop.c)
+command -v fstrm_capture >/dev/null 2>&1 || debs+=(fstrm-bin)  # the dnstap socket reader
+command -v dnstap-read >/dev/null 2>&1 || debs+=(bind9-dnsutils)  # reads dnstap files
 command -v promtool >/dev/null 2>&1 || debs+=(prometheus)  # promtool checks docs/prometheus/ rules
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""

@@ -17,7 +17,7 @@ from dnsd.net import proxy_protocol
 from dnsd.net.counters import NetCounters
 from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.supervisor import ServingLoops
-from dnsd.net.udp import Answerer, client_address, is_update
+from dnsd.net.udp import Answerer, Source, client_address, is_update
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
 from dnsd.xfr.outgoing import transfer_type
@@ -68,10 +68,12 @@ class TcpHandler:
         loops: ServingLoops | None = None,
         updates: Updates | None = None,
         proxy: ProxyGate | None = None,
+        tapped: bool = False,
     ) -> None:
         self.updates = updates  # set by the server (the main process applies UPDATEs)
         loops = loops if loops is not None else ServingLoops()
         self._proxy = proxy  # --proxy-protocol-from: connections open with a header
+        self._tapped = tapped  # dnstap: each query's Source goes with it
         self.state = loops.add("tcp", "tcp")
         self._faults = loops.faults
         self._answer = answer
@@ -119,7 +121,11 @@ class TcpHandler:
                     return  # dropped and counted by the gate
                 host, pending = opened
             client = Client(client_address(host), "tcp")
-            await self._serve(reader, writer, client, connection, pending)
+            source: Source | None = None
+            if self._tapped and peer:
+                local = writer.get_extra_info("sockname")
+                source = (peer[1], local[0], local[1])
+            await self._serve(reader, writer, client, connection, pending, source)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except TimeoutError:
@@ -210,6 +216,7 @@ class TcpHandler:
         client: Client,
         connection: _Connection,
         pending: bytes = b"",  # read already (past a PROXY header, or to look for one)
+        source: Source | None = None,
     ) -> None:
         limits = self._limits
         loop = asyncio.get_running_loop()
@@ -232,7 +239,10 @@ class TcpHandler:
             elif self.updates is not None and is_update(body):
                 replies = [await self.updates(body, client)]
             else:
-                replies = [self._answer(body, client)]
+                replies = [
+                    self._answer(body, client) if source is None else
+                    self._answer(body, client, source)
+                ]  # fmt: skip
             for reply in replies:
                 if reply is None:  # unanswerable (counted by the answerer): close
                     return

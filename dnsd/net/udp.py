@@ -14,7 +14,9 @@ from dnsd.reply import Client
 
 log = logging.getLogger("dnsd.net.udp")
 
-Answerer = Callable[[bytes, Client], bytes | None]
+# dnstap (dnsd.net.dnstap): where a query came in — (client port, server address, server port)
+Source = tuple[int, str, int]
+Answerer = Callable[..., bytes | None]  # (query, client[, its Source when tapped]) → reply
 # An RFC 2136 UPDATE handed over (dnsd.serve.updates): it answers later through the
 # callable it is given, off the serving loop.
 UpdateIntake = Callable[[bytes, Client, Callable[[bytes], object]], None]
@@ -35,10 +37,12 @@ class UdpProtocol(asyncio.DatagramProtocol):
         rrl: ResponseRateLimiter | None = None,
         updates: UpdateIntake | None = None,
         proxy: ProxyGate | None = None,
+        tapped: bool = False,
     ) -> None:
         self._answer = answer
         self._updates = updates
         self._proxy = proxy  # --proxy-protocol-from: datagrams are unwrapped first
+        self._tapped = tapped  # dnstap: each query's Source goes with it
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._transport: asyncio.DatagramTransport | None = None
         self._clients: dict[str, Client] = {}
@@ -60,7 +64,12 @@ class UdpProtocol(asyncio.DatagramProtocol):
             self._updates(data, client, lambda reply: transport.sendto(reply, addr))
             return
         try:
-            reply = self._answer(data, client)
+            if self._tapped:
+                assert self._transport is not None
+                local = self._transport.get_extra_info("sockname")
+                reply = self._answer(data, client, (addr[1], local[0], local[1]))
+            else:
+                reply = self._answer(data, client)
         except Exception:  # a bug must cost one answer, never the listener
             log.exception("error answering a datagram from %s", host)
             return

@@ -35,7 +35,7 @@ from dnsd.net import mmsg
 from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
-from dnsd.net.udp import UpdateIntake, is_update, new_client
+from dnsd.net.udp import Source, UpdateIntake, is_update, new_client
 from dnsd.reply import Client
 
 if TYPE_CHECKING:
@@ -130,10 +130,12 @@ class UdpThread:
         loops: ServingLoops | None = None,
         updates: UpdateIntake | None = None,
         proxy: ProxyGate | None = None,
+        tapped: bool = False,
     ) -> None:
         self.sock = sock
         self._updates = updates  # thread-safe: UPDATEs are applied on the event loop
         self._proxy = proxy  # --proxy-protocol-from: datagrams are unwrapped first
+        self._tapped = tapped  # dnstap: each query's Source goes with it
         self._answer = answer
         self._rrl = rrl if rrl is not None and rrl.enabled else None
         self._hits = hits
@@ -157,7 +159,7 @@ class UdpThread:
                 raise RuntimeError("--serving-loop compiled: dnsd._fastloop was not built")
             self.why = "dnsd._fastloop was not built at install (no C compiler)"
         elif self._hits is None:
-            self.why = "no answer cache, or --query-log-sample sees every reply"
+            self.why = "no answer cache, or --query-log-sample or dnstap sees every reply"
         else:
             self.why = "dnsd._fastloop"
             return "compiled"
@@ -309,7 +311,7 @@ class UdpThread:
         sendto = self.sock.sendto
         while backlog and time.perf_counter() < deadline:
             wire, client, drawn, source = backlog.next()
-            reply = answer([wire], [client], [drawn])[0]
+            reply = answer([wire], [client], [drawn], self._sources([source]))[0]
             backlog.answered(wire, reply)
             out = self._outgoing(reply, client, wire)
             if out is not None:
@@ -342,6 +344,13 @@ class UdpThread:
         if reply is None or self._rrl is None:
             return reply
         return limited(self._rrl, client.address, reply, wire)
+
+    def _sources(self, peers: list[tuple[str, int]]) -> list[Source] | None:
+        """dnstap: each query's (client port, server address, server port); None when off."""
+        if not self._tapped:
+            return None
+        host, port = self.sock.getsockname()[:2]
+        return [(peer[1], host, port) for peer in peers]
 
     @staticmethod
     def _flush(batch: Any) -> None:
@@ -380,7 +389,8 @@ class UdpThread:
                         if not self._divert(wires[j], whos[j], batch.source(i))]  # fmt: skip
                 indices = [indices[j] for j in kept]
                 wires, whos = [wires[j] for j in kept], [whos[j] for j in kept]
-            self._queue(batch, indices, answer(wires, whos), whos, wires)
+            sources = self._sources([batch.source(i) for i in indices]) if self._tapped else None
+            self._queue(batch, indices, answer(wires, whos, None, sources), whos, wires)
             self._flush(batch)
 
     def _unwrapped(
@@ -426,7 +436,8 @@ class UdpThread:
             client = clients.get(host) or new_client(clients, host, host)
             if self._divert(data, client, addr):
                 continue
-            reply = self._outgoing(answer([data], [client])[0], client, data)
+            sources = self._sources([addr])
+            reply = self._outgoing(answer([data], [client], None, sources)[0], client, data)
             if reply is None:
                 continue
             self.state.count("pure", 1)

@@ -13,7 +13,8 @@ from typing import Any
 from dnsd.admin.metrics import Metrics
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import HealthView
-from dnsd.net.udp import Answerer
+from dnsd.net.dnstap import DnstapWriter
+from dnsd.net.udp import Answerer, Source
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import Client
@@ -33,19 +34,22 @@ class Answering:
         metrics: Metrics,
         rng: random.Random,
         query_log_sample: float,
+        tap: DnstapWriter | None = None,
     ) -> None:
         self.holder = holder
         self.view = view  # the store's, or in a worker the main process's last
         self.metrics = metrics
         self.rng = rng
         self.query_log_sample = query_log_sample  # share of queries logged
+        self.tap = tap  # dnstap: the serving loops then pass each query's addresses
+        self._noted: dict[int, list[Any]] = {}
 
     def answerer(self, cache: AnswerCache | None, transport: str) -> Answerer:
         """One query at a time (TCP, the event loop's UDP): a batch of one."""
         answer_batch = self.batch_answerer(cache, transport)
 
-        def answer_query(wire: bytes, client: Client) -> bytes | None:
-            return answer_batch([wire], [client])[0]
+        def answer_query(wire: bytes, client: Client, source: Source | None = None) -> bytes | None:
+            return answer_batch([wire], [client], None, None if source is None else [source])[0]
 
         return answer_query
 
@@ -89,9 +93,30 @@ class Answering:
             if len(counts) > fold_at:  # random names: fold into labelled totals
                 fold()
 
+        tap = self.tap
+        # The decision of the query being answered (dnstap). One per cache: the event
+        # loop's UDP and TCP share a cache (and the thread), so they share where it goes.
+        noted: list[Any] = [None] if cache is None else self._noted.setdefault(id(cache), [None])
+
+        def note(decision: tuple[str, str, str]) -> None:
+            noted[0] = decision
+
+        def decided_and_noted(lb: str, pool: str | None, region: str | None, fail: bool) -> None:
+            noted[0] = (lb, pool or "-", region or "-")
+            decided(lb, pool, region, fail)
+
+        observe = decided if tap is None else decided_and_noted
+        if tap is not None and cache is not None:
+            cache.note = note
+
         def answer_batch(
-            wires: list[bytes], clients: list[Client], drawn: list[Any] | None = None
+            wires: list[bytes],
+            clients: list[Client],
+            drawn: list[Any] | None = None,
+            sources: list[Source] | None = None,
         ) -> list[bytes | None]:
+            if tap is not None and sources is not None:
+                return tapped_batch(wires, clients, drawn, sources)
             started = perf_counter()
             snap, view, now = holder.current, current_view(), wall_clock()
             replies: list[bytes | None] = []
@@ -99,9 +124,9 @@ class Answering:
                 try:
                     if drawn is not None and drawn[i] is not None:  # the compiled loop drew
                         assert cache is not None
-                        reply = cache.answer(wire, client, snap, view, rng, now, decided, drawn[i])
+                        reply = cache.answer(wire, client, snap, view, rng, now, observe, drawn[i])
                     else:
-                        reply = answer(wire, client, snap, view, rng, now, decided)
+                        reply = answer(wire, client, snap, view, rng, now, observe)
                 except Exception:  # a bug must cost one answer, never the listener
                     ERROR_LOG.log(now, logging.ERROR, "error answering a query from %s",
                                   client.address, exc_info=True)  # fmt: skip
@@ -119,8 +144,30 @@ class Answering:
                         log_query(client, reply)
             return replies
 
+        def tapped_batch(
+            wires: list[bytes], clients: list[Client], drawn: list[Any] | None,
+            sources: list[Source],
+        ) -> list[bytes | None]:  # fmt: skip
+            """dnstap: each query answered on its own, its decision noted, and handed to
+            the writer's queue with its addresses and times (the writer encodes)."""
+            assert tap is not None
+            replies: list[bytes | None] = []
+            now = wall_clock()
+            for i, (wire, client) in enumerate(zip(wires, clients, strict=True)):
+                if not tap.sampled():
+                    replies.extend(answer_batch([wire], [client], drawn and drawn[i : i + 1]))
+                    continue
+                noted[0] = None
+                reply = answer_batch([wire], [client], drawn and drawn[i : i + 1])[0]
+                replies.append(reply)
+                if wire:
+                    port, server, server_port = sources[i]
+                    tap.put((wire, reply, client.address, port, server, server_port,
+                             client.transport, now, wall_clock(), noted[0]))  # fmt: skip
+            return replies
+
         hits = None
-        if cache is not None and not sample:  # sampling sees every reply
+        if cache is not None and not sample and tap is None:  # these see every reply
             hits = CacheHits(
                 cache, rng, tally,
                 lambda: cache.prepare(holder.current, current_view(), wall_clock()), record,

@@ -34,8 +34,10 @@ class DnsListeners:
         serving_loop: str,
         reuse_port: bool,
         proxy: ProxyGate | None = None,
+        tapped: bool = False,
     ) -> None:
         self.proxy = proxy  # --proxy-protocol-from: both UDP loops unwrap PROXY v2 headers
+        self.tapped = tapped  # dnstap: the loops pass each query's addresses
         self.tcp_handler = tcp_handler
         self.loop_udp_answer = loop_udp_answer  # the event loop's UDP: shares TCP's cache
         self.thread_answering = thread_answering  # a new UDP thread's own cache and tally
@@ -68,7 +70,9 @@ class DnsListeners:
             actual = tcp.sockets[0].getsockname()[1]
             try:
                 udp, _ = await loop.create_datagram_endpoint(
-                    lambda: UdpProtocol(self.loop_udp_answer, self.rrl, self.updates, self.proxy),
+                    lambda: UdpProtocol(
+                        self.loop_udp_answer, self.rrl, self.updates, self.proxy, self.tapped
+                    ),
                     local_addr=(host, actual),
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                     reuse_port=reuse_port,
@@ -88,7 +92,7 @@ class DnsListeners:
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own, hits = self.thread_answering()
                 thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops,
-                                   self._from_thread(loop), self.proxy)  # fmt: skip
+                                   self._from_thread(loop), self.proxy, self.tapped)  # fmt: skip
                 self.udp_threads.append(thread)
                 thread.start()
             else:

@@ -1,0 +1,191 @@
+"""dnstap with real peers: `dnstap-read` (BIND) reads a `--dnstap-file` written while `dig`
+asked; `fstrm_capture` (fstrm-bin) is the socket reader, killed and started again (the
+writer connects again), and stopped (SIGSTOP) while queries flood in: the queue fills, the
+overflow is dropped and counted, and the answers do not slow down. The load-balanced
+answer's decision is read from the frames with the dnstap protobuf classes."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import dnstap_pb
+import pytest
+
+from tests.dnsclient import make_query
+from tests.processes import DnsdProcess
+
+pytestmark = pytest.mark.slow
+ZONES = "zones"
+GERMANY = "5.9.0.0/16"  # ECS: a client in Germany (the embedded GeoIP database) → WEU
+
+
+def dig(port: int, *args: str) -> str:
+    cmd = ["dig", "@127.0.0.1", "-p", str(port), "+tries=1", "+time=2", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def dnstap_read(path: Path) -> list[str]:
+    out = subprocess.run(["dnstap-read", str(path)], capture_output=True, text=True,
+                         timeout=10, check=True).stdout  # fmt: skip
+    return out.splitlines()
+
+
+def messages(path: Path) -> list[dnstap_pb.Dnstap]:
+    """The dnstap messages of a Frame Streams file (its control frames skipped)."""
+    data, i, out = path.read_bytes(), 0, []
+    while i + 4 <= len(data):
+        (length,) = struct.unpack("!I", data[i : i + 4])
+        i += 4
+        if length == 0:  # a control frame: its own length follows
+            (length,) = struct.unpack("!I", data[i : i + 4])
+            i += 4 + length
+            continue
+        tap = dnstap_pb.Dnstap()
+        tap.ParseFromString(data[i : i + length])
+        out.append(tap)
+        i += length
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("udp_loop", ["thread", "asyncio"])
+def test_dnstap_file_read_by_dnstap_read(tmp_path: Path, udp_loop: str) -> None:
+    tap = tmp_path / "queries.tap"
+    with DnsdProcess(ZONES, "--dnstap-file", str(tap), "--dnstap-identity", "ns-test",
+                     "--udp-loop", udp_loop) as dnsd:  # fmt: skip
+        udp_port, tcp_port = free_port(), free_port()
+        dig(dnsd.port, "-b", f"127.0.0.1#{udp_port}", "www.example.test", f"+subnet={GERMANY}")
+        dig(dnsd.port, "-b", f"127.0.0.1#{tcp_port}", "+tcp", "mail.example.test", "AAAA")
+        port = dnsd.port
+    lines = dnstap_read(tap)  # the server stopped: the stream ended with STOP
+    assert f" AQ 127.0.0.1:{udp_port} -> 127.0.0.1:{port} UDP " in lines[0], lines
+    assert lines[0].endswith("www.example.test/IN/A")
+    assert f" AR 127.0.0.1:{udp_port} <- 127.0.0.1:{port} UDP " in lines[1], lines
+    assert f" AQ 127.0.0.1:{tcp_port} -> 127.0.0.1:{port} TCP " in lines[2], lines
+    assert lines[2].endswith("mail.example.test/IN/AAAA")
+    assert f" AR 127.0.0.1:{tcp_port} <- 127.0.0.1:{port} TCP " in lines[3], lines
+    assert len(lines) == 4
+
+    taps = messages(tap)
+    assert {t.identity for t in taps} == {b"ns-test"}
+    response = taps[1].message
+    assert response.type == dnstap_pb.Message.AUTH_RESPONSE
+    assert response.response_message[2] & 0x80  # QR: the reply's wire bytes
+    assert response.response_time_sec >= response.query_time_sec > 0
+    policy = response.policy
+    assert policy.type == "dnsd"
+    assert policy.rule == b"web -> eu-west"  # Germany: the WEU region's first pool
+    assert policy.match == dnstap_pb.Policy.CLIENT_IP
+    assert policy.value == b"WEU"
+    assert policy.action == dnstap_pb.Policy.LOCAL_DATA
+    assert not taps[0].message.HasField("policy")  # the query carries no decision
+    assert not taps[3].message.HasField("policy")  # a static answer: no decision
+
+
+def test_dnstap_file_sample_and_messages(tmp_path: Path) -> None:
+    """`--dnstap-sample 2`: every second query; the server file's `messages` picks types."""
+    tap = tmp_path / "q.tap"
+    server_file = tmp_path / "server.yaml"
+    server_file.write_text(f"dnstap:\n  file: {tap}\n  messages: [auth_response]\n  sample: 2\n")
+    with DnsdProcess(ZONES, "--config", str(server_file)) as dnsd:
+        for _ in range(6):
+            dig(dnsd.port, "mail.example.test", "AAAA")
+    lines = dnstap_read(tap)
+    assert len(lines) == 3 and all(" AR " in line for line in lines), lines
+
+
+class Capture:
+    """fstrm_capture reading SOCK into OUT; its debug log says when a writer connects (it
+    buffers its file until it closes)."""
+
+    def __init__(self, sock: Path, out: Path) -> None:
+        self.log = out.with_suffix(".log")
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(["fstrm_capture", "-ddd", "-t", "protobuf:dnstap.Dnstap",
+                                          "-u", str(sock), "-w", str(out)],
+                                         stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+        self.wait_for("opening Unix socket")
+
+    def wait_for(self, text: str, count: int = 1, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.log.read_text().count(text) < count:
+            assert time.monotonic() < deadline, f"fstrm_capture: no {text!r}"
+            time.sleep(0.02)
+
+    def end(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.send_signal(signal.SIGINT)  # it writes and closes its file
+        self.proc.wait(timeout=10)
+
+
+def test_fstrm_capture_reader_restarted(tmp_path: Path) -> None:
+    assert shutil.which("fstrm_capture"), "fstrm_capture is installed by make deps (fstrm-bin)"
+    sock, second = tmp_path / "dnstap.sock", tmp_path / "second.tap"
+    reader = Capture(sock, tmp_path / "first.tap")
+    with DnsdProcess(ZONES, "--dnstap-socket", str(sock)) as dnsd:
+        try:
+            reader.wait_for("accepted new connection")
+            dig(dnsd.port, "www.example.test")
+            reader.proc.kill()  # the reader is lost, without a clean close
+            reader.proc.wait()
+            sock.unlink()
+            dig(dnsd.port, "mail.example.test", "AAAA")  # kept while nobody reads
+            reader = Capture(sock, second)
+            reader.wait_for("accepted new connection")  # connected again, with back-off
+            dig(dnsd.port, "api.example.test")
+            time.sleep(0.5)
+        finally:
+            reader.end()
+    lines = dnstap_read(second)
+    assert any("mail.example.test/IN/AAAA" in line and " AQ " in line for line in lines), lines
+    assert any("api.example.test/IN/A" in line and " AR " in line for line in lines), lines
+
+
+def metric(admin_port: int, name: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not exported")
+
+
+def test_stalled_reader_drops_are_counted_and_answers_stay_fast(tmp_path: Path) -> None:
+    """fstrm_capture stopped (SIGSTOP): it accepts nothing more, the socket's buffer and
+    then the writer's queue fill, and the rest is dropped and counted while every query
+    is still answered quickly."""
+    sock = tmp_path / "dnstap.sock"
+    reader = Capture(sock, tmp_path / "out.tap")
+    try:
+        # --rrl-rate 0: one client's 15,000 identical queries, none rate-limited
+        with DnsdProcess(ZONES, "--dnstap-socket", str(sock), "--rrl-rate", "0") as dnsd:
+            reader.wait_for("accepted new connection")
+            reader.proc.send_signal(signal.SIGSTOP)
+            query = make_query("mail.example.test", "AAAA").pack()
+            slowest, answered = 0.0, 0
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.settimeout(2)
+                s.connect(("127.0.0.1", dnsd.port))
+                for _ in range(15_000):
+                    began = time.perf_counter()
+                    s.send(query)
+                    s.recv(4096)
+                    slowest = max(slowest, time.perf_counter() - began)
+                    answered += 1
+            assert answered == 15_000
+            assert slowest < 0.5, f"an answer took {slowest:.3f} s"
+            dropped = metric(dnsd.admin_port, "dnsd_dnstap_dropped_total")
+            assert dropped > 1000, dropped
+    finally:
+        reader.end()
