@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from dnsd.cli.flags import DEFAULT_DIR, subparser
 from dnsd.cli.invocation import Invocation
@@ -17,10 +18,16 @@ def command(call: Invocation) -> int:
     if args.config:  # the server file too, with file:line errors
         from dnsd.serverfile import read
 
-        _, reasons = read(Path(args.config), subparser(call.parser, "serve"))
+        serve = subparser(call.parser, "serve")
+        values, reasons = read(Path(args.config), serve)
         for reason in reasons:
             print(reason, file=sys.stderr)
         if reasons:
+            return 1
+        problems = serve_problems(serve, values)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
             return 1
     code = run_check(Path(args.dir))
     if call.whole_process:
@@ -37,6 +44,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     check = sub.add_parser("check", help="validate the config in DIR; exit 1 on errors")
     check.add_argument("dir", nargs="?", default=DEFAULT_DIR)
     check.add_argument("--config", metavar="FILE", help="also check this server file")
+
+
+def serve_problems(serve: argparse.ArgumentParser, values: dict[str, Any]) -> tuple[str, ...]:
+    """What `dnsd serve --config FILE` (no flags) would refuse to start with: the same
+    judge (dnsd.cli.settings), so the same messages."""
+    from dnsd.cli.settings import SettingsError, serve_settings
+    from dnsd.serverfile import merge
+
+    args = serve.parse_args([])  # the defaults, the file's values over them
+    merge(args, set(), values)
+    try:
+        serve_settings(args)
+    except SettingsError as exc:
+        return exc.messages
+    return ()
 
 
 def run_check(directory: Path) -> int:
