@@ -9,8 +9,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from dnsd.admin.token_env import admin_token_from_environment
-from dnsd.cli.flags import add_serve_arguments, apply_server_file
+from dnsd.cli.flags import add_serve_arguments, apply_server_file, subparser
 from dnsd.cli.invocation import Invocation
+from dnsd.cli.worker_argv import worker_arguments
 
 if TYPE_CHECKING:
     from dnsd.cli.settings import ServeSettings
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 def command(call: Invocation) -> int:
     if apply_server_file(call.parser, call.args, call.argv) is None:
         return 2
-    return run(call.args)
+    return run(subparser(call.parser, "serve"), call.args)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,26 +42,8 @@ def loop_factory(choice: str):
     return uvloop.new_event_loop
 
 
-def worker_arguments(args: argparse.Namespace) -> list[str]:
-    """A worker's `dnsd` command line: this one's serving options, no admin API, the state
-    directory only to read the cookie key (the main process adds --listen with the bound
-    ports and --follow-fd)."""
-    argv = ["serve", args.dir, "--admin", "off", "--log-level", args.log_level,
-            "--log-format", args.log_format, "--rrl-rate", str(args.rrl_rate),
-            "--rrl-slip", str(args.rrl_slip), "--event-loop", args.event_loop,
-            "--udp-loop", args.udp_loop, "--serving-loop", args.serving_loop,
-            "--query-log-sample", str(args.query_log_sample),
-            "--state-dir", args.state_dir]  # fmt: skip
-    for flag, value in (("--geoip", args.geoip), ("--pop-region", args.pop_region),
-                        ("--node", args.node)):  # fmt: skip
-        if value:
-            argv += [flag, value]
-    if args.no_answer_cache:
-        argv.append("--no-answer-cache")
-    return argv
-
-
-def run(args: argparse.Namespace) -> int:
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`parser`: serve's own (the workers' command line is derived from it)."""
     from dnsd.cli.settings import SettingsError, serve_settings
     from dnsd.logsetup import setup_logging
 
@@ -71,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
         for message in exc.messages:
             print(message, file=sys.stderr)
         return 2
-    return serve_with(settings, tuple(worker_arguments(args)), getattr(args, "server_file", None))
+    return serve_with(
+        settings, tuple(worker_arguments(parser, args)), getattr(args, "server_file", None)
+    )
 
 
 def serve_with(
