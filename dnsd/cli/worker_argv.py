@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import argparse
 
-MAIN_PROCESS_ONLY = frozenset({
-    "help",
-    "listen",  # the main process adds --listen with the ports it bound
-    "follow_fd",  # the main process adds the worker's pipe
-    "workers",  # a worker is one process
-    "reuse_port",  # a worker always binds with SO_REUSEPORT
-    "config",  # the file's values come as flags; reloads come on the pipe
-    # Only the main process speaks on the cluster bus; workers follow its views.
-    "redis", "redis_ca_file", "redis_key_file", "redis_insecure", "redis_max_age",
-    "cluster_nodes",
-})  # fmt: skip
+MAIN_PROCESS_ONLY = frozenset(
+    {
+        "help",
+        "listen",  # the main process adds --listen with the ports it bound
+        "follow_fd",  # the main process adds the worker's pipe
+        "workers",  # a worker is one process
+        "reuse_port",  # a worker always binds with SO_REUSEPORT
+        "config",  # the file's values come as flags; reloads come on the pipe
+        # Only the main process speaks on the cluster bus; workers follow its views.
+        "redis",
+        "redis_ca_file",
+        "redis_key_file",
+        "redis_insecure",
+        "redis_max_age",
+        "cluster_nodes",
+    }
+)
 WORKER_VALUES = {"admin": "off"}  # the main process serves the admin API for all
 
 

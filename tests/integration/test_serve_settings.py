@@ -35,35 +35,55 @@ def check_and_serve(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProc
 def cases(tmp_path: Path) -> dict[str, tuple[str, str]]:
     """family: (the server file, the message both print)."""
     return {
-        "listen": ('listen: ["nowhere"]\nadmin: "off"\n',
-                   "dnsd.yaml:1: listen: expected ADDR:PORT, got 'nowhere'"),
-        "admin": ('listen: ["127.0.0.1:0"]\nadmin: "nowhere"\n',
-                  "--admin: expected ADDR:PORT, got 'nowhere' (or off)"),
+        "listen": (
+            'listen: ["nowhere"]\nadmin: "off"\n',
+            "dnsd.yaml:1: listen: expected ADDR:PORT, got 'nowhere'",
+        ),
+        "admin": (
+            'listen: ["127.0.0.1:0"]\nadmin: "nowhere"\n',
+            "--admin: expected ADDR:PORT, got 'nowhere' (or off)",
+        ),
         "workers": (SAFE + "workers: 100\n", "--workers: from 1 to 64"),
         "rrl": (SAFE + "rrl_rate: inf\n", "--rrl-rate: a finite number of replies per second"),
         "query log": (SAFE + "query_log_sample: 2\n", "--query-log-sample: a share from 0 to 1"),
         "region": (SAFE + "pop_region: xx-nowhere\n", "--pop-region: unknown region 'xx-nowhere'"),
-        "redis needs a node": (SAFE + "redis: redis://127.0.0.1:1/0\nredis_insecure: true\n",
-                               "--redis needs --node NAME and --pop-region CODE"),
-        "redis needs a key": (SAFE + "redis: redis://127.0.0.1:1/0\nnode: a\npop_region: WEU\n",
-                              "--redis needs --redis-key-file FILE"),
-        "redis key": (SAFE + f"redis: redis://127.0.0.1:1/0\nnode: a\npop_region: WEU\n"
-                      f"redis_key_file: {tmp_path / 'short.key'}\n",
-                      "--redis-key-file: "),
-        "redis url": (SAFE + "redis: http://127.0.0.1:1/0\nnode: a\npop_region: WEU\n"
-                      "redis_insecure: true\n", "the scheme is one of redis, rediss"),
-        "redis ca": (SAFE + "redis: rediss://127.0.0.1:1/0\nnode: a\npop_region: WEU\n"
-                     f"redis_insecure: true\nredis_ca_file: {tmp_path / 'absent.pem'}\n",
-                     "--redis-ca-file: "),
-        "state dir": (SAFE + f"state_dir: {tmp_path / 'plain' / 'state'}\n",
-                      f"--state-dir: cannot read or create the cookie key: {tmp_path / 'plain'}:"
-                      " not a directory"),
-        "tokens": (SAFE + "tokens:\n  - {name: ops, scope: admin, sha256: abc}\n",
-                   "dnsd.yaml:4: tokens[0].sha256: expected 64 hex digits"),
-        "webhooks": (SAFE + "webhooks:\n  - {url: ftp://x, events: [failover], secret: s}\n",
-                     "dnsd.yaml:4: webhooks[0].url: an http:// or https:// URL"),
+        "redis needs a node": (
+            SAFE + "redis: redis://127.0.0.1:1/0\nredis_insecure: true\n",
+            "--redis needs --node NAME and --pop-region CODE",
+        ),
+        "redis needs a key": (
+            SAFE + "redis: redis://127.0.0.1:1/0\nnode: a\npop_region: WEU\n",
+            "--redis needs --redis-key-file FILE",
+        ),
+        "redis key": (
+            SAFE + f"redis: redis://127.0.0.1:1/0\nnode: a\npop_region: WEU\n"
+            f"redis_key_file: {tmp_path / 'short.key'}\n",
+            "--redis-key-file: ",
+        ),
+        "redis url": (
+            SAFE + "redis: http://127.0.0.1:1/0\nnode: a\npop_region: WEU\nredis_insecure: true\n",
+            "the scheme is one of redis, rediss",
+        ),
+        "redis ca": (
+            SAFE + "redis: rediss://127.0.0.1:1/0\nnode: a\npop_region: WEU\n"
+            f"redis_insecure: true\nredis_ca_file: {tmp_path / 'absent.pem'}\n",
+            "--redis-ca-file: ",
+        ),
+        "state dir": (
+            SAFE + f"state_dir: {tmp_path / 'plain' / 'state'}\n",
+            f"--state-dir: cannot read or create the cookie key: {tmp_path / 'plain'}:"
+            " not a directory",
+        ),
+        "tokens": (
+            SAFE + "tokens:\n  - {name: ops, scope: admin, sha256: abc}\n",
+            "dnsd.yaml:4: tokens[0].sha256: expected 64 hex digits",
+        ),
+        "webhooks": (
+            SAFE + "webhooks:\n  - {url: ftp://x, events: [failover], secret: s}\n",
+            "dnsd.yaml:4: webhooks[0].url: an http:// or https:// URL",
+        ),
         "log": (SAFE + "log_format: xml\n", "dnsd.yaml:3: log_format: 'xml' is not one of"),
-    }  # fmt: skip
+    }
 
 
 FAMILIES = list(cases(Path("/nonexistent")))

@@ -50,8 +50,19 @@ def test_a_flag_added_to_serve_reaches_the_workers_without_a_list_to_edit() -> N
 
 def test_the_main_process_own_settings_stay_with_it() -> None:
     serve = serve_parser()
-    args = serve.parse_args(["zones", "--workers", "4", "--listen", "127.0.0.1:0",
-                             "--redis", "redis://h:1/0", "--admin", "127.0.0.1:9"])  # fmt: skip
+    args = serve.parse_args(
+        [
+            "zones",
+            "--workers",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis",
+            "redis://h:1/0",
+            "--admin",
+            "127.0.0.1:9",
+        ]
+    )
     argv = worker_arguments(serve, args)
     assert argv[argv.index("--admin") + 1] == "off"
     for flag in ("--workers", "--listen", "--redis", "--follow-fd", "--config"):
