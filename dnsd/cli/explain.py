@@ -35,9 +35,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     explain.add_argument("--pop-region", metavar="CODE")
     explain.add_argument("--node", metavar="NAME")
     explain.add_argument(
-        "--server", metavar="URL", type=admin_url,
+        "--server",
+        metavar="URL",
+        type=admin_url,
         help="ask a running dnsd's admin API (live health): http://HOST:PORT, or HOST:PORT",
-    )  # fmt: skip
+    )
     explain.add_argument("--seed", type=int, help="seed the random source (trickle, random)")
     explain.add_argument("--json", action="store_true", help="print JSON")
 

@@ -60,8 +60,15 @@ def run(args: argparse.Namespace) -> int:
     lbs = {owner: lb for z in snap.config.zones for owner, lb in z.lb_names.items()}
     keys = snap.signing.get(zone)
     if keys is not None:  # signed as AXFR sends it: NSEC chain and RRSIGs
-        soa, rrsets = signed_zone(zone, content.soa, content.rrsets(), content.digest, keys,
-                                  snap.zones[zone].config.ttl, time.time())  # fmt: skip
+        soa, rrsets = signed_zone(
+            zone,
+            content.soa,
+            content.rrsets(),
+            content.digest,
+            keys,
+            snap.zones[zone].config.ttl,
+            time.time(),
+        )
         sys.stdout.write(signed_text(zone, soa, rrsets, str(args.dir)))
         return 0
     sys.stdout.write(export_text(content, lbs, str(args.dir)))

@@ -43,70 +43,95 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--state-dir", default="state", metavar="DIR", help="persisted overrides (default state/)"
     )
     serve.add_argument(
-        "--admin", default="127.0.0.1:8053", metavar="ADDR:PORT",
+        "--admin",
+        default="127.0.0.1:8053",
+        metavar="ADDR:PORT",
         help="admin HTTP API, metrics and status page (default 127.0.0.1:8053; 'off' disables)",
-    )  # fmt: skip
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="text", choices=["text", "json"])
     serve.add_argument(
-        "--rrl-rate", type=float, default=RRL_DEFAULTS.rate, metavar="N",
+        "--rrl-rate",
+        type=float,
+        default=RRL_DEFAULTS.rate,
+        metavar="N",
         help=f"response rate limit per client /24 (/56) and response, per second; 0 disables (default {RRL_DEFAULTS.rate:g})",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--rrl-slip", type=int, default=RRL_DEFAULTS.slip, metavar="N",
+        "--rrl-slip",
+        type=int,
+        default=RRL_DEFAULTS.slip,
+        metavar="N",
         help=f"send every N-th rate-limited reply truncated (TC=1); 0 never (default {RRL_DEFAULTS.slip})",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--redis", metavar="URL",
+        "--redis",
+        metavar="URL",
         help="share health and config with other nodes: redis://[USER:PASS@]HOST:PORT/DB, rediss://"
         " (TLS), redis+sentinel://[USER:PASS@]H1:P1,H2:P2/SERVICE[/DB]",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--redis-ca-file", metavar="FILE",
+        "--redis-ca-file",
+        metavar="FILE",
         help="rediss://: the CA certificate(s) the Redis server's certificate must chain to"
         " (default: the system's CA store)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--redis-key-file", metavar="FILE",
+        "--redis-key-file",
+        metavar="FILE",
         help="the cluster key (at least 16 bytes) that seals every health bus message",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--redis-insecure", action="store_true",
+        "--redis-insecure",
+        action="store_true",
         help="share health through Redis without a cluster key (anyone who can write to Redis can then move answers)",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--cluster-nodes", metavar="NAME,...",
+        "--cluster-nodes",
+        metavar="NAME,...",
         help="the only node names health bus messages may come from",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--redis-max-age", type=float, default=30.0, metavar="SECONDS",
+        "--redis-max-age",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
         help="another node's observation stops counting after this long without news (default 30)",
-    )  # fmt: skip
+    )
     serve.add_argument(
         "--no-answer-cache", action="store_true", help="answer every query the long way"
     )
     serve.add_argument(
-        "--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
+        "--event-loop",
+        default="auto",
+        choices=["auto", "uvloop", "asyncio"],
         help="uvloop when installed (auto, measured faster), or the standard asyncio loop",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--udp-loop", default=UDP_LOOPS[0], choices=UDP_LOOPS,
+        "--udp-loop",
+        default=UDP_LOOPS[0],
+        choices=UDP_LOOPS,
         help="UDP in a blocking socket loop thread (default, measured faster) or on the event loop",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--serving-loop", default=SERVING_LOOPS[0], choices=SERVING_LOOPS,
+        "--serving-loop",
+        default=SERVING_LOOPS[0],
+        choices=SERVING_LOOPS,
         help="the UDP thread answers cache hits in compiled code when it was built at install"
         " (auto, the default; compiled: refuse to start without it) or in Python (pure)",
-    )  # fmt: skip
+    )
     serve.add_argument(
         "--reuse-port",
         action="store_true",
         help="SO_REUSEPORT, so a new dnsd can take over the port before the old one stops",
     )
     serve.add_argument(
-        "--workers", type=int, default=1, metavar="N",
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
         help="N processes answer on the same addresses (SO_REUSEPORT); this one probes for all (default 1)",
-    )  # fmt: skip
+    )
     serve.add_argument("--follow-fd", type=int, help=argparse.SUPPRESS)  # a worker's pipe
     serve.add_argument(
         "--query-log-sample",

@@ -27,8 +27,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="roll: the key the parent's DS points at (KSK or CSK), double-DS",
     )
-    keys.add_argument("--ds-seen", action="store_true",
-                      help="roll --ksk: the parent serves the new DS; switch keys")  # fmt: skip
+    keys.add_argument(
+        "--ds-seen",
+        action="store_true",
+        help="roll --ksk: the parent serves the new DS; switch keys",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,22 +55,30 @@ def run(args: argparse.Namespace) -> int:
             if args.ksk:
                 new = roll_sep(state, zone, dnskey_ttl, max_ttl, time.time(), args.ds_seen)
                 if args.ds_seen:
-                    print(f"{zone}: {new.role} {new.tag} signs from "
-                          f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}")  # fmt: skip
+                    print(
+                        f"{zone}: {new.role} {new.tag} signs from "
+                        f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}"
+                    )
                 else:
-                    print(f"{zone}: new {new.role} {new.tag} published; give the parent its DS "
-                          f"(below, and in CDS), then: dnsd keys roll {zone} --ksk --ds-seen")  # fmt: skip
+                    print(
+                        f"{zone}: new {new.role} {new.tag} published; give the parent its DS "
+                        f"(below, and in CDS), then: dnsd keys roll {zone} --ksk --ds-seen"
+                    )
             else:
                 new = roll(state, zone, dnskey_ttl, max_ttl, time.time())
-                print(f"rolling the ZSK of {zone}: {new.tag} published now, signing from "
-                      f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}")  # fmt: skip
+                print(
+                    f"rolling the ZSK of {zone}: {new.tag} published now, signing from "
+                    f"{time.strftime('%H:%M:%S', time.localtime(new.activate))}"
+                )
         keys = load(state, zone, time.time())
     except (OSError, ValueError, KeyError, ConfigError) as exc:
         print(f"{state}: {exc}", file=sys.stderr)
         return 1
     if not keys.keys:
-        print(f"{zone}: no keys in {state} (dnsd serve makes them at its first start)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{zone}: no keys in {state} (dnsd serve makes them at its first start)",
+            file=sys.stderr,
+        )
         return 1
     for key in keys.keys:
         print(f"key {key.tag} algorithm {key.algorithm} role {key.role} state {key.state(keys.at)}")
