@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dnsd import serverfile
-from dnsd.cli import build_parser, subparser
+from dnsd.cli import build_parser
+from dnsd.cli.flags import subparser
 from dnsd.net.dnstap import DnstapSettings, DnstapWriter, settings_from
 
 

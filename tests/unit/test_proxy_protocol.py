@@ -126,13 +126,12 @@ def test_networks() -> None:
 
 
 def test_server_file_and_flag(tmp_path) -> None:
-    import argparse
-
-    from dnsd.cli import add_serve_arguments, worker_arguments
+    from dnsd.cli import build_parser
+    from dnsd.cli.flags import subparser
+    from dnsd.cli.worker_argv import worker_arguments
     from dnsd.serverfile import read
 
-    parser = argparse.ArgumentParser()
-    add_serve_arguments(parser)
+    parser = subparser(build_parser(), "serve")
     good = tmp_path / "dnsd.yaml"
     good.write_text("proxy_protocol_from: [127.0.0.1/32, '10.0.0.0/8,::1']\n")
     values, problems = read(good, parser)
@@ -146,8 +145,8 @@ def test_server_file_and_flag(tmp_path) -> None:
     assert [(p.line, p.message) for p in problems] == [
         (2, "'10.0.0.300/8' is not an address or network (CIDR)")
     ]
-    args = parser.parse_args(["--proxy-protocol-from", "127.0.0.1/32,::1"])
-    argv = worker_arguments(args)  # a worker process reads the same headers
+    args = parser.parse_args(["zones", "--proxy-protocol-from", "127.0.0.1/32,::1"])
+    argv = worker_arguments(parser, args)  # a worker process reads the same headers
     assert argv[argv.index("--proxy-protocol-from") + 1] == "127.0.0.1/32,::1/128"
 
 
