@@ -11,7 +11,7 @@ import base64
 import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -117,15 +117,38 @@ def holder_for(tmp_path: Path, port: int) -> SnapshotHolder:
     return SnapshotHolder(load_snapshot(tmp_path, 1))
 
 
+Steps = Callable[[NotifySender, FakeClock, SnapshotHolder], Awaitable[None]]
+
+
+def run_sender(
+    tmp_path: Path, secondary: Secondary, steps: Steps
+) -> tuple[NotifySender, list[tuple[float, str]]]:
+    """`steps` against a NotifySender on a FakeClock that tells the real `secondary`: the
+    sender, stopped, and its log lines stamped with the fake time since the start. The
+    secondary is closed afterwards, passed or not."""
+    holder = holder_for(tmp_path, secondary.port)
+    clock = FakeClock()
+
+    async def run() -> tuple[NotifySender, list[tuple[float, str]]]:
+        sender = NotifySender(holder, clock)
+        start = clock.now
+        with stamped(clock, secondary.port) as log:
+            await steps(sender, clock, holder)
+            await sender.stop()
+        return sender, [(at - start, line) for at, line in log.lines]
+
+    try:
+        return asyncio.run(run())
+    finally:
+        secondary.close()
+
+
 def test_changes_in_a_burst_give_one_round_per_second_with_the_latest_serial(
     tmp_path: Path,
 ) -> None:
     secondary = Secondary()
-    holder = holder_for(tmp_path, secondary.port)
-    clock = FakeClock()
 
-    async def burst() -> NotifySender:
-        sender = NotifySender(holder, clock)
+    async def burst(sender: NotifySender, clock: FakeClock, holder: SnapshotHolder) -> None:
         for serial in range(11, 21):  # ten changes within a few milliseconds
             change(holder, sender, serial)
             await clock.advance(0.005)
@@ -137,13 +160,8 @@ def test_changes_in_a_burst_give_one_round_per_second_with_the_latest_serial(
         await received(secondary, 2)
         await until_async(lambda: sender.answered == 2)
         await clock.advance(5.0)  # no change since: no more rounds
-        await sender.stop()
-        return sender
 
-    try:
-        sender = asyncio.run(burst())
-    finally:
-        secondary.close()
+    sender, _ = run_sender(tmp_path, secondary, burst)
     assert secondary.serials == [11, 20]  # one round at once, the next with the latest serial
     assert sender.sent == 2
     assert all(signed for _, signed in secondary.received)  # signed with transfer.keys[0]
@@ -154,32 +172,22 @@ def test_an_unanswered_notify_is_sent_again(
 ) -> None:
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=2)  # the first two tries get no answer
-    holder = holder_for(tmp_path, secondary.port)
-    clock = FakeClock()
 
-    async def once() -> tuple[NotifySender, list[tuple[float, str]]]:
-        sender = NotifySender(holder, clock)
-        start = clock.now
-        with stamped(clock, secondary.port) as log:
-            change(holder, sender, 11)
-            await received(secondary, 1)
-            await clock.advance(0.99)
-            assert sender.sent == 1  # no answer yet, but its second has not passed
-            await clock.advance(0.01)  # tries after 0, 1 and 3 s
-            await received(secondary, 2)
-            await clock.advance(1.99)
-            assert sender.sent == 2
-            await clock.advance(0.01)
-            await received(secondary, 3)
-            await until_async(lambda: sender.answered == 1)
-            await clock.advance(20.0)  # answered: no more tries
-            await sender.stop()
-        return sender, [(at - start, line) for at, line in log.lines]
+    async def once(sender: NotifySender, clock: FakeClock, holder: SnapshotHolder) -> None:
+        change(holder, sender, 11)
+        await received(secondary, 1)
+        await clock.advance(0.99)
+        assert sender.sent == 1  # no answer yet, but its second has not passed
+        await clock.advance(0.01)  # tries after 0, 1 and 3 s
+        await received(secondary, 2)
+        await clock.advance(1.99)
+        assert sender.sent == 2
+        await clock.advance(0.01)
+        await received(secondary, 3)
+        await until_async(lambda: sender.answered == 1)
+        await clock.advance(20.0)  # answered: no more tries
 
-    try:
-        sender, lines = asyncio.run(once())
-    finally:
-        secondary.close()
+    sender, lines = run_sender(tmp_path, secondary, once)
     assert secondary.serials == [11, 11, 11]
     assert sender.answered == 1 and sender.sent == 3
     assert len(lines) == 2, lines  # silent after the first try; answering again
@@ -193,28 +201,18 @@ def test_a_dead_secondary_is_logged_within_seconds_and_once_per_episode(
 ) -> None:
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=10**9)  # a real socket that takes NOTIFY and never answers
-    holder = holder_for(tmp_path, secondary.port)
-    clock = FakeClock()
 
-    async def changes() -> tuple[NotifySender, list[tuple[float, str]]]:
-        sender = NotifySender(holder, clock)
-        start = clock.now
-        with stamped(clock, secondary.port) as log:
-            change(holder, sender, 11)
-            await received(secondary, 1)
-            await clock.advance(2.5)  # the first try timed out at 1 s; the second is waiting
-            await received(secondary, 2)
-            for serial in range(12, 20):  # newer serials supersede round after round
-                change(holder, sender, serial)
-                await clock.advance(0.4)
-            await received(secondary, 4)
-            await sender.stop()
-        return sender, [(at - start, line) for at, line in log.lines]
+    async def changes(sender: NotifySender, clock: FakeClock, holder: SnapshotHolder) -> None:
+        change(holder, sender, 11)
+        await received(secondary, 1)
+        await clock.advance(2.5)  # the first try timed out at 1 s; the second is waiting
+        await received(secondary, 2)
+        for serial in range(12, 20):  # newer serials supersede round after round
+            change(holder, sender, serial)
+            await clock.advance(0.4)
+        await received(secondary, 4)
 
-    try:
-        sender, lines = asyncio.run(changes())
-    finally:
-        secondary.close()
+    sender, lines = run_sender(tmp_path, secondary, changes)
     assert lines, "a NOTIFY to a dead secondary logged nothing"
     first_at, first = lines[0]
     assert first_at < 2.0 and "serial 11" in first and "no answer within 1 s" in first
@@ -235,24 +233,14 @@ def test_a_dead_secondary_under_changes_faster_than_a_try_is_still_logged(
     and the round it lost once; nothing more however many rounds follow."""
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     secondary = Secondary(ignore=10**9)
-    holder = holder_for(tmp_path, secondary.port)
-    clock = FakeClock()
 
-    async def changes() -> tuple[NotifySender, list[tuple[float, str]]]:
-        sender = NotifySender(holder, clock)
-        start = clock.now
-        with stamped(clock, secondary.port) as log:
-            for serial in range(11, 25):
-                change(holder, sender, serial)
-                await clock.advance(0.3)
-            await received(secondary, 3)
-            await sender.stop()
-        return sender, [(at - start, line) for at, line in log.lines]
+    async def changes(sender: NotifySender, clock: FakeClock, holder: SnapshotHolder) -> None:
+        for serial in range(11, 25):
+            change(holder, sender, serial)
+            await clock.advance(0.3)
+        await received(secondary, 3)
 
-    try:
-        sender, lines = asyncio.run(changes())
-    finally:
-        secondary.close()
+    sender, lines = run_sender(tmp_path, secondary, changes)
     assert len(lines) == 2, lines
     assert lines[0][0] < 2.0 and "serial 11" in lines[0][1]
     assert "no answer within 1 s" in lines[0][1] and "superseded by serial" in lines[1][1]
@@ -266,26 +254,16 @@ def test_a_round_given_up_is_logged_and_counted(
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     monkeypatch.setattr(notify, "TRIES", 2)  # tries at 0 and 1 s, given up at 3 s
     secondary = Secondary(ignore=10**9)
-    holder = holder_for(tmp_path, secondary.port)
-    clock = FakeClock()
 
-    async def once() -> tuple[NotifySender, list[tuple[float, str]]]:
-        sender = NotifySender(holder, clock)
-        start = clock.now
-        with stamped(clock, secondary.port) as log:
-            change(holder, sender, 11)
-            await received(secondary, 1)
-            await clock.advance(1.0)
-            await received(secondary, 2)
-            await clock.advance(2.0)
-            await clock.advance(20.0)  # given up: no more tries
-            await sender.stop()
-        return sender, [(at - start, line) for at, line in log.lines]
+    async def once(sender: NotifySender, clock: FakeClock, holder: SnapshotHolder) -> None:
+        change(holder, sender, 11)
+        await received(secondary, 1)
+        await clock.advance(1.0)
+        await received(secondary, 2)
+        await clock.advance(2.0)
+        await clock.advance(20.0)  # given up: no more tries
 
-    try:
-        sender, lines = asyncio.run(once())
-    finally:
-        secondary.close()
+    sender, lines = run_sender(tmp_path, secondary, once)
     assert len(lines) == 2, lines
     assert lines[1][0] == pytest.approx(3.0)
     assert "no answer after 2 tries: given up" in lines[1][1]
@@ -303,29 +281,23 @@ def test_a_slow_but_answering_secondary_under_a_burst_of_changes_is_no_failure(
     caplog.set_level(logging.INFO, logger="dnsd.xfr.notify")
     hold = threading.Event()
     secondary = Secondary(hold=hold)
-    holder = holder_for(tmp_path, secondary.port)
-    clock = FakeClock()
 
-    async def burst() -> NotifySender:
-        sender = NotifySender(holder, clock)
-        change(holder, sender, 11)
-        await received(secondary, 1)
-        for serial in range(12, 42):  # 30 changes over 0.9 s, the answer still on its way
-            await clock.advance(0.03)
-            change(holder, sender, serial)
-        hold.set()  # the answer arrives
-        await until_async(lambda: sender.answered == 1, 5.0, "the held answer taken")
-        await clock.advance(0.1)  # a second after the first round: the next one
-        await received(secondary, 2)
-        await until_async(lambda: sender.answered == 2)
-        await sender.stop()
-        return sender
+    async def burst(sender: NotifySender, clock: FakeClock, holder: SnapshotHolder) -> None:
+        try:
+            change(holder, sender, 11)
+            await received(secondary, 1)
+            for serial in range(12, 42):  # 30 changes over 0.9 s, the answer on its way
+                await clock.advance(0.03)
+                change(holder, sender, serial)
+            hold.set()  # the answer arrives
+            await until_async(lambda: sender.answered == 1, 5.0, "the held answer taken")
+            await clock.advance(0.1)  # a second after the first round: the next one
+            await received(secondary, 2)
+            await until_async(lambda: sender.answered == 2)
+        finally:
+            hold.set()  # the secondary's thread is never left waiting (it closes next)
 
-    try:
-        sender = asyncio.run(burst())
-    finally:
-        hold.set()
-        secondary.close()
+    sender, _ = run_sender(tmp_path, secondary, burst)
     assert secondary.serials == [11, 41]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not warnings
