@@ -100,13 +100,23 @@ def test_tcp_carries_the_full_answer(server) -> None:
 
 
 # -- opcodes, counts, classes --------------------------------------------------------------
-@pytest.mark.parametrize("opcode", [OPCODE.IQUERY, OPCODE.STATUS, OPCODE.NOTIFY, OPCODE.UPDATE])
+@pytest.mark.parametrize("opcode", [OPCODE.IQUERY, OPCODE.STATUS, OPCODE.NOTIFY])
 def test_other_opcodes_are_notimp(server, opcode: int) -> None:
     q = make_query("mail.example.test")
     q.header.opcode = opcode
     reply = DNSRecord.parse(udp_raw(server.port, q.pack()))
     assert reply.header.rcode == RCODE.NOTIMP
     assert reply.header.opcode == opcode and reply.header.qr == 1
+
+
+def test_an_unsigned_update_is_refused(server) -> None:
+    """RFC 2136 UPDATE without TSIG (docs/dynamic-update.md): REFUSED, nothing changes."""
+    q = make_query("example.test", "SOA")
+    q.header.opcode = OPCODE.UPDATE
+    reply = DNSRecord.parse(udp_raw(server.port, q.pack()))
+    assert reply.header.rcode == RCODE.REFUSED
+    assert reply.header.opcode == OPCODE.UPDATE and reply.header.qr == 1
+    still_answers(server.port)
 
 
 def test_qdcount_zero_is_formerr(server) -> None:
