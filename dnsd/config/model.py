@@ -201,7 +201,7 @@ class LoadBalancer:
     # `dnsd check` errors when the worst-case outage is above it (docs/steering.md, the
     # outage budget); the line is where it was written, for that error.
     max_outage_s: float | None = None
-    max_outage_line: int = field(default=0, compare=False)
+    max_outage_line: int = field(default=0, compare=False, repr=False)  # not in the class key
     # docs/steering.md, when all pools are down: nothing healthy, the fallback included
     when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
 
