@@ -9,7 +9,7 @@ import json
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Self
 
 PIPELINED = b"GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 64
 
@@ -45,10 +45,13 @@ def request_from(
         return response.status, text
 
 
-class PipeliningJammer:
-    """`connections` sockets spread over `sources` that pipeline GETs as fast as the
-    server takes them and never read an answer; a connection the server closes is opened
-    again at once."""
+class Jammer:
+    """`connections` sockets, one for each of `sources` in turn, held open against the
+    admin port by a thread of their own (`_run`) until the `with` block ends; `_open`
+    connects one, sends `first` and makes it non-blocking (None when that fails)."""
+
+    rcvbuf: int | None = None  # a small receive buffer fills up sooner
+    first = b""  # sent once connected
 
     def __init__(self, port: int, sources: list[str], connections: int) -> None:
         self.port = port
@@ -56,10 +59,9 @@ class PipeliningJammer:
         self.connections = connections
         self.stop = threading.Event()
         self.reconnects = 0
-        self.sent = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> PipeliningJammer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -70,15 +72,32 @@ class PipeliningJammer:
     def _open(self, i: int) -> socket.socket | None:
         s = socket.socket()
         try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fill up sooner
+            if self.rcvbuf is not None:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
             s.bind((self.sources[i % len(self.sources)], 0))
             s.settimeout(0.5)
             s.connect(("127.0.0.1", self.port))
+            if self.first:
+                s.sendall(self.first)
             s.setblocking(False)
             return s
         except OSError:
             s.close()
             return None
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class PipeliningJammer(Jammer):
+    """Sockets that pipeline GETs as fast as the server takes them and never read an
+    answer; a connection the server closes is opened again at once."""
+
+    rcvbuf = 4096
+
+    def __init__(self, port: int, sources: list[str], connections: int) -> None:
+        super().__init__(port, sources, connections)
+        self.sent = 0
 
     def _run(self) -> None:
         socks: list[socket.socket | None] = [None] * self.connections
@@ -111,43 +130,19 @@ SLOW_HEAD = (
 )
 
 
-class SlowBodyJammer:
-    """`connections` sockets, one for each of `sources` in turn, that send a request's
-    headers at once and then its body a byte every `every_s` (never finishing it); a
-    connection the server closes is opened again at once."""
+class SlowBodyJammer(Jammer):
+    """Sockets that send a request's headers at once and then its body a byte every
+    `every_s` (never finishing it); a connection the server closes is opened again at
+    once."""
+
+    first = SLOW_HEAD
 
     def __init__(
         self, port: int, sources: list[str], connections: int, every_s: float = 0.5
     ) -> None:
-        self.port = port
-        self.sources = sources
-        self.connections = connections
+        super().__init__(port, sources, connections)
         self.every_s = every_s
-        self.stop = threading.Event()
-        self.reconnects = 0
         self.trickled = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> SlowBodyJammer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self._thread.join(10)
-
-    def _open(self, i: int) -> socket.socket | None:
-        s = socket.socket()
-        try:
-            s.bind((self.sources[i % len(self.sources)], 0))
-            s.settimeout(0.5)
-            s.connect(("127.0.0.1", self.port))
-            s.sendall(SLOW_HEAD)
-            s.setblocking(False)
-            return s
-        except OSError:
-            s.close()
-            return None
 
     def _run(self) -> None:
         socks: list[socket.socket | None] = [None] * self.connections
