@@ -80,7 +80,12 @@ def test_the_banner_and_the_lb_heading_say_since_when(tmp_path: Path) -> None:
         # a load balancer still on its first choice says no outage
         s.set_mode("eu-1", "ok")
         s.set_mode("eu-2", "ok")
-        s.wait(lambda d: not lb_of(d, "web")["failed_over"])
+        s.wait(  # both back, and no backend down by its probes: the outage is over
+            lambda d: (
+                not any(lb_of(d, lb)["failed_over"] for lb in ("web", "api"))
+                and d["summary"]["backends_down"] == 0
+            )
+        )
         parsed = Visible()
         parsed.feed(s.page())
         assert "since" not in parsed.headline and "since" not in parsed.headings["web"]
