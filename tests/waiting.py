@@ -53,6 +53,15 @@ def stays(check: Callable[[], Any], seconds: float, what: object = "") -> None:
     assert check(), what() if callable(what) else (what or check)
 
 
+async def stays_async(check: Callable[[], Any], seconds: float, what: object = "") -> None:
+    """`stays` inside an event loop: the loop keeps running while it watches."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert check(), what() if callable(what) else (what or check)
+        await asyncio.sleep(POLL_S / 2)
+    assert check(), what() if callable(what) else (what or check)
+
+
 def real_time_passes(seconds: float, why: str) -> None:
     """Let `seconds` of real time pass, for tests that measure real time (a load held for
     a while, a peer's own timer in another process): `why` says which."""

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections import Counter, deque
 from collections.abc import Callable
 
 import aiohttp
 
+from dnsd.clock import SYSTEM, Clock
 from dnsd.config.model import Monitor
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import ProbeTarget, probe
@@ -115,8 +115,12 @@ class ProbeScheduler:
         max_concurrent: int = 256,
         jitter: float = 0.1,
         rng: random.Random | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
+        """`clock` decides the cadence (the first jitter, each interval, the wait after a
+        probe): a test advances a fake one instead of sleeping through intervals."""
         self.store = store
+        self.clock = clock
         self.jitter = jitter
         self.rng = rng or random.Random()
         self._slots = FairSlots(max_concurrent)
@@ -154,29 +158,29 @@ class ProbeScheduler:
     async def _run(self, target: ProbeTarget, source: str) -> None:
         key = (target, source)
         first = self._monitors[key]
-        await asyncio.sleep(self.rng.uniform(0, min(first.interval_s * self.jitter, 0.25)))
+        await self.clock.sleep(self.rng.uniform(0, min(first.interval_s * self.jitter, 0.25)))
         while True:
             monitor = self._monitors.get(key)
             if monitor is None:
                 return
-            started = time.monotonic()
+            started = self.clock.monotonic()
             assert self._session is not None
             # The timeout covers waiting for a slot too: a probe that cannot start within it
             # is a failed probe, like any other that takes longer than `timeout`.
             if await self._slots.acquire(target.monitor, monitor.timeout_s):
                 try:
-                    left = monitor.timeout_s - (time.monotonic() - started)
+                    left = monitor.timeout_s - (self.clock.monotonic() - started)
                     result = await probe(self._session, target, monitor, source, left)
                 finally:
                     self._slots.release(target.monitor)
             else:
                 self.slot_timeouts += 1
                 error = f"timeout after {monitor.timeout_s:g}s (no free probe slot)"
-                result = ProbeResult(False, time.time(), None, error)
+                result = ProbeResult(False, self.clock.time(), None, error)
             self.probes_total += 1
             if result.local:  # this machine's trouble, not the backend's: no verdict
                 self.local_failures += 1
-                LOCAL_LOG.log(time.time(), logging.ERROR,
+                LOCAL_LOG.log(self.clock.time(), logging.ERROR,
                               "probe of %s:%d could not run here (%s): no result",
                               target.host, target.port, result.error)  # fmt: skip
             else:
@@ -187,8 +191,8 @@ class ProbeScheduler:
                 self._pending_first.discard(key)
                 if not self._pending_first:
                     self.first_round.set()
-            elapsed = time.monotonic() - started
-            await asyncio.sleep(next_delay(monitor.interval_s, elapsed, self.jitter, self.rng))
+            elapsed = self.clock.monotonic() - started
+            await self.clock.sleep(next_delay(monitor.interval_s, elapsed, self.jitter, self.rng))
 
     async def stop(self) -> None:
         tasks = list(self._tasks.values())

@@ -24,7 +24,9 @@ from dnsd.health.store import HealthStore
 from dnsd.loading import load_snapshot
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.client import ClientInfo
+from tests.fake_clock import FakeClock
 from tests.health_harness import HEADER, Recorder, wait_for, write_config
+from tests.waiting import stays_async, until_async
 
 FAST = """
 type: http
@@ -666,5 +668,45 @@ def test_a_pool_of_hung_backends_cannot_delay_another_pools_detection(tmp_path) 
             await backend.stop()
             for sock in hung:
                 sock.close()
+
+    asyncio.run(main())
+
+
+def test_the_probe_cadence_is_the_schedulers_clock(tmp_path) -> None:
+    """A 30 s interval on a clock the test advances: each interval costs no real time, and
+    between advances no probe runs (the cadence is the clock's, not the wall's)."""
+    slow = FAST.replace("interval: 100ms", "interval: 30s")
+
+    async def main() -> None:
+        clock = FakeClock()
+        backend = await DemoBackend("b0", control_port=None).start()
+        config = write_config(tmp_path / "zones", slow, [(backend.name, backend.port)])
+        store = HealthStore(None)
+        store.set_snapshot(load_snapshot(config, 1))
+        rec = Recorder(store)
+        scheduler = ProbeScheduler(store, rng=random.Random(1), clock=clock)
+        await scheduler.start()
+        try:
+
+            def probes() -> int:
+                return len(rec.seen.get("b0", []))
+
+            await clock.advance(0.25)  # the first probe's jitter
+            await until_async(lambda: probes() == 1, what="the first probe")
+            for n in range(2, 5):
+                await until_async(lambda: clock.sleepers == 1, what="the wait for the next")
+                # Real time passes, the clock does not: no probe.
+                await stays_async(lambda n=n: probes() == n - 1, 0.2, "no probe")
+                await clock.advance(30)
+                await until_async(lambda n=n: probes() == n, what=f"probe {n}")
+            assert store.view.backends[("p", "b0")].healthy  # 2 successes, on the fake clock
+            await backend.set_mode("503")
+            for n in range(5, 8):
+                await until_async(lambda: clock.sleepers == 1, what="the wait for the next")
+                await clock.advance(30)
+                await until_async(lambda n=n: probes() == n, what=f"probe {n}")
+            assert not store.view.backends[("p", "b0")].healthy  # down on the 3rd failure
+        finally:
+            await stop([backend], scheduler)
 
     asyncio.run(main())
