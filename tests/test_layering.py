@@ -144,7 +144,7 @@ ALLOWED: dict[str, set[str]] = {
     "zone_keys": set(),
     "snapshot": {"config", "errors", "dnsname", "rdata", "geo", "cookies", "tsig_keyring",
                  "zone_keys"},
-    "health": {"config", "snapshot", "ratelog", "atomic_files", "errors", "events"},
+    "health": {"clock", "config", "snapshot", "ratelog", "atomic_files", "errors", "events"},
     "affinity": {"config", "health"},
     "steering": {"config", "geo", "snapshot", "health", "affinity"},
     "zone_lookup": {"config", "dnsname", "rdata", "snapshot"},
