@@ -43,15 +43,19 @@ lint:
 	$(PYTHON) -m ruff format --check dnsd tests bench
 	$(PYTHON) -m mypy dnsd
 
-## test: install everything, lint, and run the whole suite; prints line coverage of dnsd/
-## (in-process code only: the `dnsd serve` processes that e2e tests start are not traced)
+## test: install everything, lint, and run the whole suite in TEST_WORKERS processes
+## (pytest-xdist, a test file per process at a time: a module's shared server stays one);
+## prints the 25 slowest tests and line coverage of dnsd/ (in-process code only: the
+## `dnsd serve` processes that e2e tests start are not traced)
+TEST_WORKERS ?= 2
 test: deps lint
-	$(PYTHON) -m pytest --durations=25 --cov=dnsd --cov-report=term:skip-covered
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 \
+	  --cov=dnsd --cov-report=term:skip-covered
 
-## test-fast: the edit loop's tier (no outside process, about 2 minutes): unit and property
+## test-fast: the edit loop's tier (no outside process, under a minute on 2 cores): unit and property
 ## tests, the property and fuzz tests exploring a tenth of their cases, and the layering rules
 test-fast:
-	DNSD_TEST_TIER=fast $(PYTHON) -m pytest --durations=10 tests/unit tests/property tests/test_layering.py
+	DNSD_TEST_TIER=fast $(PYTHON) -m pytest -n $(TEST_WORKERS) --durations=10 tests/unit tests/property tests/test_layering.py
 
 ## test-latest: the same with the newest releases instead of tests/constraints.txt (the lock)
 test-latest:
