@@ -104,9 +104,11 @@ def test_the_page_works_under_its_policy(tmp_path: Path) -> None:
                 )
                 assert swatch[0] != "auto" and float(swatch[0].removesuffix("px")) > 5, swatch
                 assert re.fullmatch(r"#[0-9a-f]{6}", swatch[1]), swatch
-                assert "outage since" in await browser.evaluate(
-                    "document.querySelector('section[data-lb=\"web\"] h3').innerText"
-                )
+                # the banner and the load balancer's heading can come a refresh apart
+                heading = "document.querySelector('section[data-lb=\"web\"] h3').innerText"
+                while "outage since" not in await browser.evaluate(heading):
+                    assert time.monotonic() < deadline + 30, await browser.evaluate(heading)
+                    await asyncio.sleep(0.1)
             finally:
                 await browser.close()
 
