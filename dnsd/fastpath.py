@@ -58,6 +58,7 @@ from dnsd.reply import (
     PLAIN_UDP_LIMIT,
     Client,
     QueryResult,
+    count_key,
     echo_cookie,
     echo_ecs,
     fill,
@@ -312,7 +313,7 @@ class AnswerCache:
             reply = _finish(entry.wire, wire, parsed, 0, _cookie_echo(query, parsed))
             if parsed.cookie is None:  # a cookie reply is fresh every time: never replayed
                 tables = self._tables_udp if udp else self._tables_tcp
-                counter = self._counter("reply", reply[2:60])
+                counter = self._counter("reply", count_key(reply))
                 tables[tail] = answer_table.static_table(reply[2:], counter)
             return reply
         return self._balanced(entry, query, parsed)
@@ -347,7 +348,7 @@ class AnswerCache:
 
     def count_replies_into(self, tally: Any) -> None:
         """The compiled loop's answers are counted in `tally` (dnsd.admin.metrics.Tally:
-        `count_also`, `absorb`) under their reply's bytes 2..60, as its Python path counts."""
+        `count_also`, `absorb`) under their reply's count_key, as its Python path counts."""
         if self._tally is tally:  # a restarted loop asks again: counted once
             return
         self._tally = tally
@@ -545,7 +546,7 @@ class AnswerCache:
             counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
             by_fallback = outcome.fail_open and outcome.all_down is None
             fallback = self._counter("fallback", entry.lb.name) if by_fallback else -1
-            memo.tails[outcome] = Finished(reply[2:], self._counter("reply", reply[2:60]),
+            memo.tails[outcome] = Finished(reply[2:], self._counter("reply", count_key(reply)),
                                            self._counter("lb", counted), fallback)  # fmt: skip
             changed = True
         if changed or memo.key not in memo.tables:

@@ -230,3 +230,14 @@ def header_only(ident: int, flags: int, rcode: int) -> bytes:
     # Keep opcode, RD and CD from the query; set QR; clear AA, TC, RA, AD, Z.
     out_flags = QR_BIT | (flags & 0x7800) | (flags & 0x0100) | (flags & 0x0010) | rcode
     return struct.pack("!HHHHHH", ident, out_flags, 0, 0, 0, 0)
+
+
+def count_key(reply: bytes) -> bytes:
+    """What a reply is counted under: its flags and rcode (bytes 2..4) and its question's
+    type (2 bytes, empty when there is none): the same key for any name length."""
+    if len(reply) < 12 or reply[4:6] != b"\x00\x01":
+        return reply[2:4]
+    pos = name_end(reply, 12)
+    if pos is None or pos + 2 > len(reply):
+        return reply[2:4]
+    return reply[2:4] + reply[pos : pos + 2]

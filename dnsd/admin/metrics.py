@@ -20,7 +20,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from dnsd.dnsname import name_end
 from dnsd.events import Event
 from dnsd.health.fsm import ProbeResult
 from dnsd.health.overrides import entry_key
@@ -232,8 +231,8 @@ FOLD_AT = 50_000
 
 
 class Tally:
-    """Query counts of one answering loop, keyed by the reply's bytes 2–60 (flags, rcode,
-    counts, question), and its answer-latency histogram. Only that loop writes them (see
+    """Query counts of one answering loop, keyed by dnsd.reply.count_key (flags, rcode,
+    question type), and its answer-latency histogram. Only that loop writes them (see
     dnsd.serve.answering: the updates are inlined there); a scrape reads a copy. Folding into
     labelled totals happens under a lock so a scrape never sees a count twice or not at all."""
 
@@ -279,21 +278,18 @@ class Tally:
     def _add(self, into: dict[tuple[str, str, str], int], items: list[tuple[bytes, int]]) -> None:
         for key, count in items:
             label = (
-                _qtype_of(b"\x00\x00" + key),  # the reply's first 60 bytes
+                _qtype_of(key),  # dnsd.reply.count_key: flags, rcode, qtype
                 RCODE.get(key[1] & 0x0F, "OTHER"),
                 self.transport,
             )
             into[label] = into.get(label, 0) + count
 
 
-def _qtype_of(reply: bytes) -> str:
-    """The question type of a reply, read straight from the wire (no full parse)."""
-    if len(reply) < 12 or struct.unpack_from("!H", reply, 4)[0] != 1:
+def _qtype_of(key: bytes) -> str:
+    """The question type in a count key (dnsd.reply.count_key): NONE without a question."""
+    if len(key) < 4:
         return "NONE"
-    pos = name_end(reply, 12)
-    if pos is None or pos + 2 > len(reply):
-        return "NONE"
-    name = QTYPE.get(struct.unpack_from("!H", reply, pos)[0], "OTHER")
+    name = QTYPE.get(struct.unpack_from("!H", key, 2)[0], "OTHER")
     return name if name in KNOWN_QTYPES else "OTHER"
 
 

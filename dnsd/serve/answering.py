@@ -17,7 +17,7 @@ from dnsd.net.dnstap import DnstapWriter
 from dnsd.net.udp import Answerer, Source
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits
 from dnsd.ratelog import RateLimitedLog
-from dnsd.reply import Client
+from dnsd.reply import Client, count_key
 from dnsd.request import DecisionObserver, Request
 from dnsd.resolve import resolve
 from dnsd.snapshot import Snapshot, SnapshotHolder
@@ -135,7 +135,7 @@ class Answering:
                 if reply is None:
                     dropped[0] += 1
                     continue
-                key = reply[2:60]  # flags and rcode, the counts, the question
+                key = count_key(reply)  # flags, rcode and the question's type
                 counts[key] = counts.get(key, 0) + 1
             record(len(replies) - replies.count(None), len(replies), perf_counter() - started)
             if sample:
