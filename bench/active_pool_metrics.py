@@ -18,7 +18,8 @@ from types import SimpleNamespace
 ROOT = Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dnsd.admin.metrics import ActivePools, Metrics  # noqa: E402
+from dnsd.admin.active_pool_metrics import ActivePools  # noqa: E402
+from dnsd.admin.metrics import Metrics  # noqa: E402
 from dnsd.admin.status import answering_pool, health_failed_over, shared_region_states  # noqa: E402
 from dnsd.config.loader import load_config  # noqa: E402
 from dnsd.health.store import HealthStore  # noqa: E402

@@ -347,7 +347,7 @@ class AnswerCache:
         return _drawn(memo, code, value, order)
 
     def count_replies_into(self, tally: Any) -> None:
-        """The compiled loop's answers are counted in `tally` (dnsd.admin.metrics.Tally:
+        """The compiled loop's answers are counted in `tally` (dnsd.tally.Tally:
         `count_also`, `absorb`) under their reply's count_key, as its Python path counts."""
         if self._tally is tally:  # a restarted loop asks again: counted once
             return

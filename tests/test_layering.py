@@ -108,7 +108,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Features around the core: DNSSEC, zone transfers and TSIG.
     ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
-    ("query", ["resolve", "fastpath", "explain", "loading"]),
+    ("query", ["resolve", "fastpath", "explain", "loading", "tally"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: the services `server` constructs and starts in order (listeners, reloading,
     # systemd, the key and loop watches, a worker's pipe, …), one module each.
@@ -163,10 +163,11 @@ ALLOWED: dict[str, set[str]] = {
                  "reply", "zone_lookup", "dnssec", "resolve"},
     "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
                 "zone_keys"},
+    "tally": {"dnsname"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
     "net": {"_fastloop", "answer_table", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
     "workers": {"health"},
-    "admin": {"dnsd", "events", "dnsname", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
+    "admin": {"dnsd", "events", "dnsname", "tally", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
               "steering", "xfr", "explain", "provision"},
     "provision": {"errors", "config", "atomic_files", "process_tools", "reload_result",
                   "health"},

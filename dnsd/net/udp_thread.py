@@ -114,7 +114,7 @@ class CacheHits:
 
     cache: AnswerCache
     rng: random.Random
-    tally: Any  # dnsd.admin.metrics.Tally: the compiled loop's answers are counted there
+    tally: Any  # dnsd.tally.Tally: the compiled loop's answers are counted there
     prepare: Callable[[], None]  # per batch: the cache checks snapshot, health and clock
     record: Callable[[int, int, float], None]  # (answered, queries, seconds) → the histogram
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dnsd import __version__
+from dnsd.admin.active_pool_metrics import ActivePools
 from dnsd.admin.control import ServerControl
-from dnsd.admin.metrics import ActivePools, CockpitCollector, StateCollector
+from dnsd.admin.state_metrics import CockpitCollector, StateCollector
 from dnsd.admin.status import (
     all_down_rule,
     answering_pool,

@@ -12,7 +12,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from dnsd.admin.metrics import ActivePools, Metrics
+from dnsd.admin.active_pool_metrics import ActivePools
+from dnsd.admin.metrics import Metrics
 from dnsd.admin.status import (
     answering_pool,
     health_failed_over,

@@ -2,8 +2,8 @@
 
 from dnslib import QTYPE, DNSRecord
 
-from dnsd.admin.metrics import Tally
 from dnsd.reply import count_key
+from dnsd.tally import Tally
 
 
 def _reply(name: str, qtype: str) -> bytes:
