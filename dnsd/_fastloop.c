@@ -639,6 +639,51 @@ static int bump(const Table *t, Py_ssize_t leaf, long long *counters, Py_ssize_t
     return 0;
 }
 
+/* The Client of datagram i when there is a rate limiter (it needs one; a new client is
+ * Python's to make): 1 with a new reference in *client (NULL without a limiter), 0 when
+ * the client is not known yet, -1 with a Python error. */
+static int known_client(Batch *self, Py_ssize_t i, PyObject *limit, PyObject *clients,
+                        PyObject **client) {
+    *client = NULL;
+    if (limit == Py_None)
+        return 1;
+    PyObject *key = source_key(self, i);
+    if (key == NULL)
+        return -1;
+    *client = PyDict_GetItemWithError(clients, key);
+    Py_DECREF(key);
+    if (*client == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(*client);
+    return 1;
+}
+
+/* Send the reply (datagram i's ID, then `body`): queued, or first through the rate
+ * limiter when there is one — limit(reply, client, query) -> reply | None (None: dropped,
+ * and counted there). 1, or -1 with a Python error. */
+static int deliver(Batch *self, Py_ssize_t i, const unsigned char *wire, Py_ssize_t length,
+                   const char *body, Py_ssize_t body_len, PyObject *limit, PyObject *client) {
+    if (limit == Py_None)
+        return queue_reply(self, i, wire, body, body_len) < 0 ? -1 : 1;
+    PyObject *full = PyBytes_FromStringAndSize(NULL, 2 + body_len), *sent = NULL;
+    PyObject *query = full ? PyBytes_FromStringAndSize((const char *)wire, length) : NULL;
+    if (query != NULL) {
+        memcpy(PyBytes_AS_STRING(full), wire, 2);
+        memcpy(PyBytes_AS_STRING(full) + 2, body, (size_t)body_len);
+        sent = PyObject_CallFunctionObjArgs(limit, full, client, query, NULL);
+    }
+    Py_XDECREF(full);
+    Py_XDECREF(query);
+    if (sent == NULL)
+        return -1;
+    int rc = 1;
+    if (PyBytes_Check(sent) && PyBytes_GET_SIZE(sent) >= 2)
+        rc = queue_reply(self, i, (const unsigned char *)PyBytes_AS_STRING(sent),
+                         PyBytes_AS_STRING(sent) + 2, PyBytes_GET_SIZE(sent) - 2) < 0 ? -1 : 1;
+    Py_DECREF(sent);
+    return rc;
+}
+
 /* Answer datagram i from its table (a new reference to bytes): 1 answered, 0 not (w->code
  * says why), -1 a Python error. */
 static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *random,
@@ -651,17 +696,10 @@ static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *rand
     w->value = 0;
     if (!PyBytes_CheckExact(table))
         return 0;
-    if (limit != Py_None) { /* the rate limiter needs the Client: a new one is Python's */
-        PyObject *key = source_key(self, i);
-        if (key == NULL)
-            return -1;
-        client = PyDict_GetItemWithError(clients, key);
-        Py_DECREF(key);
-        if (client == NULL) {
-            w->code = NO_TABLE;
-            return PyErr_Occurred() ? -1 : 0;
-        }
-        Py_INCREF(client);
+    int found = known_client(self, i, limit, clients, &client);
+    if (found <= 0) {
+        w->code = NO_TABLE;
+        return found;
     }
     Table t = {(const unsigned char *)PyBytes_AS_STRING(table), PyBytes_GET_SIZE(table)};
     int rc = walk_table(&t, source, source_len, random, w);
@@ -675,43 +713,231 @@ static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *rand
         Py_XDECREF(client);
         return 0;
     }
-    if (limit == Py_None) {
-        rc = queue_reply(self, i, wire, (const char *)t.at + reply_at, reply_len);
-        return rc < 0 ? -1 : 1;
-    }
-    /* the rate limiter sees the finished reply: limit(reply, client, query) -> reply | None */
-    PyObject *full = PyBytes_FromStringAndSize(NULL, 2 + reply_len), *sent = NULL;
-    PyObject *query = full ? PyBytes_FromStringAndSize((const char *)wire, length) : NULL;
-    if (query != NULL) {
-        memcpy(PyBytes_AS_STRING(full), wire, 2);
-        memcpy(PyBytes_AS_STRING(full) + 2, t.at + reply_at, (size_t)reply_len);
-        sent = PyObject_CallFunctionObjArgs(limit, full, client, query, NULL);
-    }
-    Py_XDECREF(full);
-    Py_XDECREF(query);
-    Py_DECREF(client);
-    if (sent == NULL)
-        return -1;
-    rc = 1;
-    if (PyBytes_Check(sent) && PyBytes_GET_SIZE(sent) >= 2) /* None: dropped (and counted) */
-        rc = queue_reply(self, i, (const unsigned char *)PyBytes_AS_STRING(sent),
-                         PyBytes_AS_STRING(sent) + 2, PyBytes_GET_SIZE(sent) - 2) < 0 ? -1 : 1;
-    Py_DECREF(sent);
+    rc = deliver(self, i, wire, length, (const char *)t.at + reply_at, reply_len, limit, client);
+    Py_XDECREF(client);
     return rc;
 }
 
-/* answer_hits(tables, rng, counters, limit, clients) -> (misses, answered, fallbacks)
- * Answers and queues every datagram of the batch whose table leads to a finished reply.
+/* -- zone answer tables (the layout: dnsd/zone_tables.py) ---------------------------- */
+
+#define ZONE_MAGIC "dnsZ"
+#define ZONE_NODE_SIZE 16
+#define ZONE_ENTRY_SIZE 8
+#define ZONE_ALL_PYTHON 1
+#define NO_TEMPLATE 0xFFFFFFFFu
+#define RELOC_BASE 512
+#define EDNS_PAYLOAD 1232
+#define PLAIN_UDP_LIMIT 512
+#define MAX_LABELS 128
+
+static int is_name_byte(unsigned char c) { /* the bytes a configured name has */
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '*';
+}
+
+static uint16_t be16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The template a node gives question type qtype (exact: the name itself, else a name below
+ * it), or NULL: Python answers (or a table this code cannot read). */
+static PyObject *zone_template(PyObject *found, int exact, uint16_t qtype) {
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2)
+        return NULL;
+    PyObject *node = PyTuple_GET_ITEM(found, 0), *templates = PyTuple_GET_ITEM(found, 1);
+    if (!PyBytes_CheckExact(node) || !PyList_CheckExact(templates))
+        return NULL;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(node);
+    Py_ssize_t len = PyBytes_GET_SIZE(node);
+    if (len < ZONE_NODE_SIZE || memcmp(p, ZONE_MAGIC, 4) != 0 || p[4] & ZONE_ALL_PYTHON)
+        return NULL;
+    int n_exact = p[5], n_below = p[6];
+    if (len < ZONE_NODE_SIZE + (Py_ssize_t)(n_exact + n_below) * ZONE_ENTRY_SIZE)
+        return NULL;
+    uint32_t index = le32(p + (exact ? 8 : 12));
+    const unsigned char *entry = p + ZONE_NODE_SIZE + (exact ? 0 : n_exact * ZONE_ENTRY_SIZE);
+    for (int k = 0; k < (exact ? n_exact : n_below); k++, entry += ZONE_ENTRY_SIZE)
+        if (le16(entry) == qtype) {
+            index = le32(entry + 4);
+            break;
+        }
+    if (index == NO_TEMPLATE || (Py_ssize_t)index >= PyList_GET_SIZE(templates))
+        return NULL;
+    PyObject *template = PyList_GET_ITEM(templates, index);
+    return PyBytes_CheckExact(template) ? template : NULL;
+}
+
+/* The reply to `wire` from the zone tables, after its ID, written into out (room for
+ * SEND_SLOT - 2 bytes): its length, or 0 when Python answers, -1 on a Python error. The
+ * same steps as dnsd.zone_tables.answer. */
+static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *nodes,
+                             unsigned char *out, uint16_t *qtype_out) {
+    if (n < 17 || wire[2] & 0xF8 || memcmp(wire + 4, "\x00\x01\x00\x00\x00\x00", 6) != 0 ||
+        wire[10] || wire[11] > 1)
+        return 0;
+    unsigned char lowered[256];
+    int starts[MAX_LABELS + 1], labels = 0;
+    Py_ssize_t pos = 12, name_len = 0;
+    for (;;) {
+        if (pos >= n)
+            return 0;
+        int size = wire[pos];
+        if (size == 0)
+            break;
+        if (size > 63 || pos + 1 + size > n || name_len + 1 + size + 1 > 255 ||
+            labels >= MAX_LABELS)
+            return 0;
+        starts[labels++] = (int)name_len;
+        lowered[name_len++] = (unsigned char)size;
+        for (int k = 1; k <= size; k++) {
+            unsigned char c = wire[pos + k];
+            if (!is_name_byte(c))
+                return 0;
+            lowered[name_len++] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+        }
+        pos += 1 + size;
+    }
+    lowered[name_len++] = 0;
+    starts[labels++] = (int)name_len - 1;
+    Py_ssize_t qend = pos + 5;
+    if (qend > n)
+        return 0;
+    uint16_t qtype = be16(wire + pos + 1), qclass = be16(wire + pos + 3);
+    if (qclass != 1 || qtype == 0 || qtype == 41 || (qtype >= 128 && qtype <= 255))
+        return 0;
+    int has_opt = wire[11], do_bit = 0;
+    Py_ssize_t limit = PLAIN_UDP_LIMIT;
+    if (has_opt) {
+        const unsigned char *opt = wire + qend;
+        if (qend + 11 != n || opt[0] || be16(opt + 1) != 41 || opt[6] || be16(opt + 9))
+            return 0; /* other versions, and options (ECS, cookies): Python */
+        Py_ssize_t payload = be16(opt + 3);
+        limit = payload < PLAIN_UDP_LIMIT ? PLAIN_UDP_LIMIT : payload;
+        if (limit > EDNS_PAYLOAD)
+            limit = EDNS_PAYLOAD;
+        do_bit = opt[7] & 0x80;
+    } else if (qend != n) {
+        return 0;
+    }
+    PyObject *template = NULL;
+    for (int k = 0; k < labels && template == NULL; k++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)lowered + starts[k],
+                                                  name_len - starts[k]);
+        if (key == NULL)
+            return -1;
+        PyObject *found = PyDict_GetItemWithError(nodes, key);
+        Py_DECREF(key);
+        if (found == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        template = zone_template(found, k == 0, qtype);
+        if (template == NULL)
+            return 0; /* the closest encloser says: Python */
+    }
+    if (template == NULL)
+        return 0; /* in no zone served here */
+    const unsigned char *t = (const unsigned char *)PyBytes_AS_STRING(template);
+    Py_ssize_t t_len = PyBytes_GET_SIZE(template);
+    if (t_len < 10)
+        return 0;
+    int n_relocs = le16(t + 8);
+    Py_ssize_t body = 10 + 2 * (Py_ssize_t)n_relocs, rest_len = t_len - body;
+    Py_ssize_t question = qend - 12;
+    Py_ssize_t total = 2 + 10 + question + rest_len + (has_opt ? 11 : 0);
+    if (rest_len < 0 || total > limit || total > SEND_SLOT)
+        return 0; /* too large for the client: Python truncates */
+    unsigned char *o = out;
+    o[0] = t[0] | (wire[2] & 0x01); /* RD and CD as asked */
+    o[1] = t[1] | (wire[3] & 0x10);
+    o[2] = 0, o[3] = 1;
+    memcpy(o + 4, t + 2, 4); /* ANCOUNT, NSCOUNT */
+    int arcount = be16(t + 6) + (has_opt ? 1 : 0);
+    o[8] = (unsigned char)(arcount >> 8), o[9] = (unsigned char)arcount;
+    memcpy(o + 10, wire + 12, (size_t)question);
+    unsigned char *rest = o + 10 + question;
+    memcpy(rest, t + body, (size_t)rest_len);
+    for (int k = 0; k < n_relocs; k++) {
+        int at = le16(t + 10 + 2 * k);
+        if (at + 2 > rest_len)
+            return 0;
+        int target = (be16(rest + at) & 0x3FFF) - RELOC_BASE + (int)qend;
+        if (target < 12 || target > 0x3FFF)
+            return 0;
+        rest[at] = (unsigned char)(0xC0 | target >> 8), rest[at + 1] = (unsigned char)target;
+    }
+    if (has_opt) {
+        unsigned char *opt = rest + rest_len;
+        static const unsigned char plain[11] = {0, 0, 41, EDNS_PAYLOAD >> 8, EDNS_PAYLOAD & 0xFF,
+                                                0, 0, 0, 0, 0, 0};
+        memcpy(opt, plain, 11);
+        opt[7] = do_bit ? 0x80 : 0;
+    }
+    *qtype_out = qtype;
+    return total - 2;
+}
+
+/* Answer datagram i from the zone tables `zones` (nodes, counts, counted types): 1
+ * answered, 0 Python answers, -1 a Python error. Each answer is counted in `counts` under
+ * its count key (dnsd.reply.count_key: flags and rcode, question type). */
+static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *limit,
+                       PyObject *clients) {
+    PyObject *nodes = PyTuple_GET_ITEM(zones, 0), *counts = PyTuple_GET_ITEM(zones, 1);
+    PyObject *counted = PyTuple_GET_ITEM(zones, 2);
+    const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
+    Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
+    unsigned char body[SEND_SLOT];
+    uint16_t qtype = 0;
+    Py_ssize_t body_len = zone_reply(wire, length, nodes, body, &qtype);
+    if (body_len <= 0)
+        return (int)body_len;
+    PyObject *client;
+    int found = known_client(self, i, limit, clients, &client);
+    if (found <= 0)
+        return found;
+    if (PyBytes_GET_SIZE(counted) != 65536 || !PyBytes_AS_STRING(counted)[qtype])
+        qtype = 0xFFFF; /* a type the tally does not name: OTHER */
+    unsigned char key_bytes[4] = {body[0], body[1], (unsigned char)(qtype >> 8),
+                                  (unsigned char)qtype};
+    PyObject *key = PyBytes_FromStringAndSize((const char *)key_bytes, 4);
+    PyObject *was = key ? PyDict_GetItemWithError(counts, key) : NULL;
+    PyObject *now = (key && !PyErr_Occurred()) ? PyLong_FromLongLong(
+                        (was ? PyLong_AsLongLong(was) : 0) + 1) : NULL;
+    int rc = now ? PyDict_SetItem(counts, key, now) : -1;
+    Py_XDECREF(now);
+    Py_XDECREF(key);
+    if (rc == 0)
+        rc = deliver(self, i, wire, length, (const char *)body, body_len, limit, client);
+    Py_XDECREF(client);
+    return rc;
+}
+
+/* answer_hits(tables, rng, counters, limit, clients, zones=None) -> (misses, answered,
+ * fallbacks)
+ * Answers and queues every datagram of the batch whose table leads to a finished reply,
+ * and, without a table, those the zone tables answer (`zones`: dnsd.zone_tables.Tables.
+ * for_c(), or None).
  * `misses` lists (i, code, value, order) for the others (dnsd.answer_table's codes, and
  * NO_TABLE); `counters`: the cache's int64 array the tables index; `limit`: None, or the
  * response rate limiter as limit(reply, client, query) -> reply | None, with `clients`
  * (source key → Client) to find the client. A Python error is raised, never cleared. */
 static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
-    PyObject *tables, *rng, *counters_obj, *limit, *clients;
+    PyObject *tables, *rng, *counters_obj, *limit, *clients, *zones = Py_None;
     Py_buffer counters;
-    if (!PyArg_ParseTuple(args, "O!OOOO!", &PyDict_Type, &tables, &rng, &counters_obj, &limit,
-                          &PyDict_Type, &clients))
+    if (!PyArg_ParseTuple(args, "O!OOOO!|O", &PyDict_Type, &tables, &rng, &counters_obj, &limit,
+                          &PyDict_Type, &clients, &zones))
         return NULL;
+    if (zones != Py_None &&
+        (!PyTuple_CheckExact(zones) || PyTuple_GET_SIZE(zones) != 3 ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 0)) ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 1)) ||
+         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 2)))) {
+        PyErr_SetString(PyExc_TypeError, "zones must be (dict, dict, bytes) or None");
+        return NULL;
+    }
     if (PyObject_GetBuffer(counters_obj, &counters, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
         return NULL;
     if (counters.itemsize != sizeof(long long) || counters.format == NULL ||
@@ -754,6 +980,8 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
                 Py_DECREF(table);
             } else if (tail == NULL || PyErr_Occurred()) {
                 rc = -1;
+            } else if (zones != Py_None) {
+                rc = zone_answer(self, i, zones, limit, clients);
             }
         }
         if (rc < 0)

@@ -29,4 +29,5 @@ class Batch:
         counters: Any,
         limit: Callable[[bytes, Any, bytes], bytes | None] | None,
         clients: dict[Any, Any],
+        zones: tuple[dict[bytes, tuple[bytes, list[bytes]]], dict[bytes, int], bytes] | None = None,
     ) -> tuple[list[tuple[int, Walked]], int, int]: ...

@@ -44,7 +44,7 @@ from typing import Any
 from dnslib import QTYPE, RCODE, DNSRecord
 from prometheus_client.core import CounterMetricFamily
 
-from dnsd import answer_table
+from dnsd import answer_table, zone_tables
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
@@ -247,6 +247,10 @@ class AnswerCache:
         # paths tell the request's on_decision). None: nobody asks.
         self.note: Callable[[tuple[str, str, str]], None] | None = None
         self.fallback_counts = _Counts(self, "fallback")
+        # The snapshot's zone answer tables (dnsd.zone_tables) once built, and the compiled
+        # loop's answers from them by count key (it writes them; a scrape reads them).
+        self._zones: zone_tables.Tables | None = None
+        self._zone_counts: dict[bytes, int] = {}
 
     def answer(
         self,
@@ -302,6 +306,12 @@ class AnswerCache:
             return resolve(query)
         entry = self._entries.get(parsed.key, _MISSING)
         if entry is _MISSING:
+            zones = self._zones
+            if zones is not None and parsed.ecs is None and parsed.cookie is None:
+                answered = zone_tables.answer(zones, wire, client.transport)
+                if answered is not None:  # decided by the zone data alone: nothing to remember
+                    self.hits += 1
+                    return answered
             self.misses += 1
             self._bound()
             return self._first(query, parsed)
@@ -327,6 +337,14 @@ class AnswerCache:
             or now >= self._next_expiry
         ):
             self._refresh(snap, health, now)
+        if self._zones is None:  # until the tables are built (in a thread of their own)
+            self._zones = zone_tables.ready(snap)
+
+    def zone_tables(self) -> zone_tables.ForC | None:
+        """What the compiled loop walks when a query has no answer table of its own: the
+        snapshot's zone tables with the counts it keeps (None: not built yet)."""
+        zones = self._zones
+        return None if zones is None else (zones.nodes, self._zone_counts, zones.counted_qtypes)
 
     def tables(self, transport: str) -> dict[bytes, bytes]:
         """Query bytes after the ID → answer table (dnsd/_fastloop.c walks the UDP one; it
@@ -357,7 +375,7 @@ class AnswerCache:
     def _reply_counts(self) -> list[tuple[bytes, int]]:
         with self._count_lock:
             return [(key, n) for (kind, key), n in zip(self._counter_keys, self.counters, strict=True)
-                    if kind == "reply" and n]  # fmt: skip
+                    if kind == "reply" and n] + list(self._zone_counts.items())  # fmt: skip
 
     def counted(self, kind: str) -> dict[Any, int]:
         """The counts of one kind ("lb", "fallback"): folded and current."""
@@ -406,6 +424,8 @@ class AnswerCache:
             or health.states_generation != self._states_generation
             or signatures_renewed
         ):
+            if snap is not self._snap:
+                self._zones = None  # the new snapshot's, once built
             self._snap = snap
             if snap.signing:  # cached signed replies hold this day's signatures
                 self._signatures_until = (int(now) // DAY + 1) * DAY

@@ -18,6 +18,7 @@ from dnslib import QTYPE, RR, SOA
 from dnsd.config.model import Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.cookies import ServerCookies
+from dnsd.derived import Derived
 from dnsd.dnsname import labels, parent
 from dnsd.errors import Reason
 from dnsd.geo.networks import NetworkTable
@@ -120,6 +121,9 @@ class CompiledZone:
     label_count: int
     config: Zone  # as configured: transfer ACL, notify targets, serial rule
     dnames: Mapping[str, str] = field(default_factory=dict)  # DNAME owner → target (RFC 6672)
+    # What consumers build from this zone (dnsd.zone_tables: its answer tables); a new
+    # zone object (a changed file, new serials) starts empty.
+    derived: Derived = field(init=False, default_factory=Derived, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,9 @@ class Snapshot:
     # The zones as compiled from the config, before serials and keys: what the next
     # reload reuses for zones whose file did not change.
     compiled: Mapping[str, CompiledZone] = field(default_factory=lambda: MappingProxyType({}))
+    # What consumers build from this snapshot (dnsd.zone_tables: every zone's answer
+    # tables merged); a new snapshot object starts empty.
+    derived: Derived = field(init=False, default_factory=Derived, compare=False, repr=False)
 
     def client_zone(
         self, address: ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -72,6 +72,11 @@ def lookup(snap: Snapshot, qname: str, qtype: int) -> Lookup:
     zone = find_zone(snap, qname)
     if zone is None:
         return Lookup(rcode=RCODE.REFUSED, authoritative=False)
+    return lookup_in(zone, qname, qtype)
+
+
+def lookup_in(zone: CompiledZone, qname: str, qtype: int) -> Lookup:
+    """`lookup` in a zone already found (qname is in it or equal to its name)."""
     result = Lookup(zone=zone)
     name, owner = qname, None
     seen = {qname}

@@ -95,7 +95,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
     ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
               "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
-              "reload_result", "reaper", "admin_url", "events", "clock"]),
+              "reload_result", "reaper", "admin_url", "events", "clock", "derived"]),
     # The validated configuration, and the key material derived from it.
     ("config", ["config", "tsig_keyring", "zone_keys"]),
     # What a query is answered from: the compiled, immutable snapshot.
@@ -108,7 +108,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Features around the core: DNSSEC, zone transfers and TSIG.
     ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
-    ("query", ["resolve", "fastpath", "explain", "loading", "tally"]),
+    ("query", ["resolve", "fastpath", "explain", "loading", "tally", "zone_tables"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: the services `server` constructs and starts in order (listeners, reloading,
     # systemd, the key and loop watches, a worker's pipe, …), one module each.
@@ -136,6 +136,7 @@ ALLOWED: dict[str, set[str]] = {
     "admin_url": set(),
     "events": set(),
     "clock": set(),
+    "derived": set(),
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
@@ -143,7 +144,7 @@ ALLOWED: dict[str, set[str]] = {
     "tsig_keyring": {"config"},
     "zone_keys": set(),
     "snapshot": {"config", "errors", "dnsname", "rdata", "geo", "cookies", "tsig_keyring",
-                 "zone_keys"},
+                 "zone_keys", "derived"},
     "health": {"clock", "config", "snapshot", "ratelog", "atomic_files", "errors", "events"},
     "affinity": {"config", "health"},
     "steering": {"config", "geo", "snapshot", "health", "affinity"},
@@ -160,10 +161,11 @@ ALLOWED: dict[str, set[str]] = {
     "resolve": {"ratelog", "cookies", "request", "snapshot", "health", "steering", "reply",
                 "zone_lookup", "dnssec", "xfr"},
     "fastpath": {"_fastloop", "answer_table", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
-                 "reply", "zone_lookup", "dnssec", "resolve"},
+                 "reply", "zone_lookup", "dnssec", "resolve", "zone_tables"},
     "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
-                "zone_keys"},
+                "zone_keys", "zone_tables"},
     "tally": {"dnsname"},
+    "zone_tables": {"dnsname", "rdata", "reply", "snapshot", "tally", "zone_lookup"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
     "net": {"_fastloop", "answer_table", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
     "workers": {"health"},

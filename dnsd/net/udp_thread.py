@@ -220,7 +220,7 @@ class UdpThread:
                 )
                 prepare()
                 misses, answered, fallbacks = batch.answer_hits(
-                    tables, rng, cache.counters, rate_limit, clients
+                    tables, rng, cache.counters, rate_limit, clients, cache.zone_tables()
                 )
                 cache.hits += answered
                 cache.fallbacks += fallbacks

@@ -1,0 +1,31 @@
+"""What consumers compute from an immutable object (a snapshot, a compiled zone), kept
+with that object: made once per key, dropped with it, never looked up by identity in a
+module-level cache. A new object (a reload, `dataclasses.replace`) starts empty."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Derived:
+    __slots__ = ("_lock", "_values")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, Any] = {}
+
+    def get(self, key: str, make: Callable[[], T]) -> T:
+        """The value under `key`, made by `make` the first time (once, under a lock:
+        `make` must be quick — work that grows with the config starts a thread instead)."""
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = make()
+            value: T = self._values[key]
+            return value
+
+    def __repr__(self) -> str:
+        return "Derived()"

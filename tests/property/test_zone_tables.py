@@ -1,0 +1,189 @@
+"""Zone answer tables (dnsd.zone_tables) give the full path's bytes: every owner name of the
+rich, differential and fast test zones, names below each (NXDOMAIN, referrals, wildcard
+synthesis, DNAME), the SOA's own names, every kind of type, mixed case, RD/CD, EDNS sizes
+and DO, UDP and TCP — whatever the tables answer equals `resolve`'s reply, and the compiled
+loop's walk (dnsd/_fastloop.c, over a real UDP socket) sends the Python walk's bytes and
+counts them under their count key. Answers from the tables are not remembered per name."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import socket
+import time
+from array import array
+from collections.abc import Iterator
+
+import pytest
+from dnslib import EDNS0, DNSRecord
+
+import dnsd._fastloop as fastloop
+from dnsd import zone_tables
+from dnsd.config.loader import load_config
+from dnsd.fastpath import AnswerCache
+from dnsd.health.view import view_of
+from dnsd.reply import Client, count_key
+from dnsd.request import Request
+from dnsd.resolve import resolve
+from dnsd.snapshot import Snapshot, compile_snapshot
+from tests.conftest import DATA, GEO
+from tests.tiers import examples
+
+TYPES = ["A", "AAAA", "TXT", "MX", "NS", "SOA", "CNAME", "DS", "SRV", "PTR", "CAA", "HTTPS",
+         "SVCB", "DNAME", "NAPTR", "TYPE65280", "TYPE999", "ANY", "AXFR"]  # fmt: skip
+DATASETS = ["rich", "differential", "fast"]
+HEALTHY = view_of({})
+
+
+def snapshot(dataset: str) -> Snapshot:
+    config, _ = load_config(DATA / dataset)
+    return compile_snapshot(config, 1, geo=GEO)
+
+
+def names_of(snap: Snapshot) -> list[str]:
+    """Every owner, names below each, and the SOA's names and their parents."""
+    names = []
+    for zone in snap.zones.values():
+        for name in zone.nodes:
+            names += [name, f"zz.{name}", f"a.b.{name}", f"ns.{name}", f"dnsd-probe-q.{name}"]
+        soa = zone.soa.rdata
+        for text in (str(soa.mname), str(soa.rname)):
+            up = text.split(".", 1)[1]
+            names += [text, f"q.{text}", up, f"q.{up}"]
+    return names
+
+
+def query(rng: random.Random, name: str, qtype: str) -> bytes:
+    q = DNSRecord.question("".join(c.upper() if rng.random() < 0.3 else c for c in name), qtype)
+    q.header.id = rng.randrange(65536)
+    q.header.rd = rng.random() < 0.5
+    q.header.cd = rng.random() < 0.2
+    if rng.random() < 0.6:
+        q.add_ar(
+            EDNS0(udp_len=rng.choice([512, 1232, 4096]), flags="do" if rng.random() < 0.4 else "")
+        )
+    return bytes(q.pack())
+
+
+def full_path(snap: Snapshot, wire: bytes, transport: str) -> bytes | None:
+    client = Client(ipaddress.ip_address("127.0.0.1"), transport)  # type: ignore[arg-type]
+    return resolve(Request(wire, client, snap, HEALTHY, random.Random(1), 1000.0))
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_the_tables_answer_as_the_full_path(dataset: str) -> None:
+    snap = snapshot(dataset)
+    tables = zone_tables.ready(snap, background=False)
+    assert tables is not None
+    rng = random.Random(dataset)
+    names = names_of(snap)
+    asked = answered = 0
+    for _ in range(examples(6000)):
+        wire = query(rng, rng.choice(names), rng.choice(TYPES))
+        for transport in ("udp", "tcp"):
+            asked += 1
+            got = zone_tables.answer(tables, wire, transport)
+            if got is not None:
+                answered += 1
+                assert got == full_path(snap, wire, transport), DNSRecord.parse(wire)
+    assert answered > 0.6 * asked, (answered, asked)  # most of it: not a walk that gives up
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_names_that_do_not_exist_are_answered_from_the_tables(dataset: str) -> None:
+    snap = snapshot(dataset)
+    tables = zone_tables.ready(snap, background=False)
+    assert tables is not None
+    for zone in snap.zones.values():
+        wire = bytes(DNSRecord.question(f"r{random.getrandbits(40):x}.{zone.name}").pack())
+        got = zone_tables.answer(tables, wire, "udp")
+        if "*." + zone.name in zone.nodes:  # a wildcard at the apex: synthesized
+            assert got is None or DNSRecord.parse(got).rr
+        else:
+            assert got is not None and DNSRecord.parse(got).header.rcode == 3, zone.name
+            assert got == full_path(snap, wire, "udp")
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.bind(("127.0.0.1", 0))
+    client.settimeout(2.0)
+    yield server, client
+    server.close()
+    client.close()
+
+
+def test_the_compiled_walk_sends_the_python_walks_bytes(pair) -> None:
+    server, client = pair
+    batch = fastloop.Batch(server.fileno(), True, 32)
+    rng = random.Random(11)
+    for dataset in DATASETS:
+        snap = snapshot(dataset)
+        tables = zone_tables.ready(snap, background=False)
+        assert tables is not None
+        counts: dict[bytes, int] = {}
+        expected: dict[bytes, int] = {}
+        names = names_of(snap)
+        for _ in range(examples(60)):
+            # a distinct ID each, so every reply finds its query
+            queries = {}
+            while len(queries) < 32:
+                wire = query(rng, rng.choice(names), rng.choice(TYPES))
+                queries.setdefault(wire[:2], wire)
+            for wire in queries.values():
+                client.sendto(wire, server.getsockname())
+            time.sleep(0.02)
+            got = 0
+            while got < len(queries):
+                got += batch.receive()
+            misses, answered, fallbacks = batch.answer_hits(
+                {}, rng, array("q"), None, {}, (tables.nodes, counts, tables.counted_qtypes)
+            )
+            assert fallbacks == 0
+            batch.flush()
+            by_python = {
+                ident: zone_tables.answer(tables, wire, "udp") for ident, wire in queries.items()
+            }
+            sent = [reply for reply in by_python.values() if reply is not None]
+            assert answered == len(sent) and len(misses) == len(queries) - len(sent)
+            for _ in sent:
+                reply = client.recv(4096)
+                assert reply == by_python[reply[:2]]
+                key = count_key(reply)
+                expected[key] = expected.get(key, 0) + 1
+        assert sum(counts.values()) == sum(expected.values()) > 0
+        assert {k[:2] for k in counts} == {k[:2] for k in expected}
+
+
+def test_a_node_the_compiled_walk_cannot_read_goes_to_python(pair) -> None:
+    server, client = pair
+    batch = fastloop.Batch(server.fileno(), True, 8)
+    wire = bytes(DNSRecord.question("www.example.test").pack())
+    for node in [
+        (b"dnsZ\x00", []),
+        (b"not a node at all", []),
+        "text",
+        (b"dnsZ" + bytes(12), [b""]),
+    ]:
+        client.sendto(wire, server.getsockname())
+        time.sleep(0.02)
+        assert batch.receive() == 1
+        nodes = {b"\x03www\x07example\x04test\x00": node}
+        misses, answered, _ = batch.answer_hits({}, random.Random(1), array("q"), None, {},
+                                                (nodes, {}, zone_tables.COUNTED_QTYPES))  # fmt: skip
+        assert answered == 0 and len(misses) == 1
+
+
+def test_random_names_leave_nothing_behind_in_the_cache() -> None:
+    snap = snapshot("fast")
+    cache = AnswerCache()
+    client = Client(ipaddress.ip_address("127.0.0.1"), "udp")
+    rng = random.Random(3)
+    for _ in range(2000):
+        wire = bytes(DNSRecord.question(f"r{rng.getrandbits(40):x}.fast.test").pack())
+        reply = cache.answer(wire, client, snap, HEALTHY, rng, 0.0)
+        assert reply is not None and DNSRecord.parse(reply).header.rcode == 3
+    assert len(cache._entries) < 10 and len(cache.tables("udp")) < 10  # none per name
