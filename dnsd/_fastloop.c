@@ -724,6 +724,7 @@ static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *rand
 #define ZONE_NODE_SIZE 16
 #define ZONE_ENTRY_SIZE 8
 #define ZONE_ALL_PYTHON 1
+#define ZONE_INLINE 1
 #define NO_TEMPLATE 0xFFFFFFFFu
 #define RELOC_BASE 512
 #define EDNS_PAYLOAD 1232
@@ -741,32 +742,55 @@ static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+typedef struct {
+    const unsigned char *at; /* NULL: Python answers (or a table this code cannot read) */
+    Py_ssize_t len;
+} Template;
+
 /* The template a node gives question type qtype (exact: the name itself, else a name below
- * it), or NULL: Python answers (or a table this code cannot read). */
-static PyObject *zone_template(PyObject *found, int exact, uint16_t qtype) {
+ * it): in the node itself (INLINE) or one of its zone's shared ones. */
+static Template zone_template(PyObject *found, int exact, uint16_t qtype) {
+    Template none = {NULL, 0};
     if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2)
-        return NULL;
+        return none;
     PyObject *node = PyTuple_GET_ITEM(found, 0), *templates = PyTuple_GET_ITEM(found, 1);
     if (!PyBytes_CheckExact(node) || !PyList_CheckExact(templates))
-        return NULL;
+        return none;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(node);
     Py_ssize_t len = PyBytes_GET_SIZE(node);
     if (len < ZONE_NODE_SIZE || memcmp(p, ZONE_MAGIC, 4) != 0 || p[4] & ZONE_ALL_PYTHON)
-        return NULL;
+        return none;
     int n_exact = p[5], n_below = p[6];
     if (len < ZONE_NODE_SIZE + (Py_ssize_t)(n_exact + n_below) * ZONE_ENTRY_SIZE)
-        return NULL;
+        return none;
     uint32_t index = le32(p + (exact ? 8 : 12));
+    int inline_at = 0;
     const unsigned char *entry = p + ZONE_NODE_SIZE + (exact ? 0 : n_exact * ZONE_ENTRY_SIZE);
     for (int k = 0; k < (exact ? n_exact : n_below); k++, entry += ZONE_ENTRY_SIZE)
         if (le16(entry) == qtype) {
             index = le32(entry + 4);
+            inline_at = le16(entry + 2) & ZONE_INLINE;
             break;
         }
-    if (index == NO_TEMPLATE || (Py_ssize_t)index >= PyList_GET_SIZE(templates))
-        return NULL;
-    PyObject *template = PyList_GET_ITEM(templates, index);
-    return PyBytes_CheckExact(template) ? template : NULL;
+    if (index == NO_TEMPLATE)
+        return none;
+    if (inline_at) {
+        if ((Py_ssize_t)index + 2 > len)
+            return none;
+        Py_ssize_t size = le16(p + index);
+        if ((Py_ssize_t)index + 2 + size > len)
+            return none;
+        Template found_inline = {p + index + 2, size};
+        return found_inline;
+    }
+    if ((Py_ssize_t)index >= PyList_GET_SIZE(templates))
+        return none;
+    PyObject *shared = PyList_GET_ITEM(templates, index);
+    if (!PyBytes_CheckExact(shared))
+        return none;
+    Template found_shared = {(const unsigned char *)PyBytes_AS_STRING(shared),
+                             PyBytes_GET_SIZE(shared)};
+    return found_shared;
 }
 
 /* The reply to `wire` from the zone tables, after its ID, written into out (room for
@@ -821,8 +845,9 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
     } else if (qend != n) {
         return 0;
     }
-    PyObject *template = NULL;
-    for (int k = 0; k < labels && template == NULL; k++) {
+    Template template = {NULL, 0};
+    int found_node = 0;
+    for (int k = 0; k < labels && !found_node; k++) {
         PyObject *key = PyBytes_FromStringAndSize((const char *)lowered + starts[k],
                                                   name_len - starts[k]);
         if (key == NULL)
@@ -834,14 +859,13 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
                 return -1;
             continue;
         }
+        found_node = 1;
         template = zone_template(found, k == 0, qtype);
-        if (template == NULL)
-            return 0; /* the closest encloser says: Python */
     }
-    if (template == NULL)
-        return 0; /* in no zone served here */
-    const unsigned char *t = (const unsigned char *)PyBytes_AS_STRING(template);
-    Py_ssize_t t_len = PyBytes_GET_SIZE(template);
+    if (template.at == NULL)
+        return 0; /* in no zone served here, or the closest encloser says: Python */
+    const unsigned char *t = template.at;
+    Py_ssize_t t_len = template.len;
     if (t_len < 10)
         return 0;
     int n_relocs = le16(t + 8);
@@ -880,11 +904,48 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
     return total - 2;
 }
 
+/* A batch's zone answers by count key, added to the counts dict once per batch. */
+#define COUNT_KEYS 16
+typedef struct {
+    unsigned char key[COUNT_KEYS][4];
+    long long n[COUNT_KEYS];
+    int used;
+} BatchCounts;
+
+/* Add the batch's counts to `counts` (count key -> answers); 0, or -1 on a Python error. */
+static int flush_counts(BatchCounts *c, PyObject *counts) {
+    int rc = 0;
+    for (int k = 0; k < c->used && rc == 0; k++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)c->key[k], 4);
+        PyObject *was = key ? PyDict_GetItemWithError(counts, key) : NULL;
+        long long before = was ? PyLong_AsLongLong(was) : 0;
+        PyObject *now = (key && !PyErr_Occurred()) ? PyLong_FromLongLong(before + c->n[k]) : NULL;
+        rc = now ? PyDict_SetItem(counts, key, now) : -1;
+        Py_XDECREF(now);
+        Py_XDECREF(key);
+    }
+    c->used = 0;
+    return rc;
+}
+
+static int count_answer(BatchCounts *c, PyObject *counts, const unsigned char key[4]) {
+    for (int k = 0; k < c->used; k++)
+        if (memcmp(c->key[k], key, 4) == 0) {
+            c->n[k]++;
+            return 0;
+        }
+    if (c->used == COUNT_KEYS && flush_counts(c, counts) < 0)
+        return -1;
+    memcpy(c->key[c->used], key, 4);
+    c->n[c->used++] = 1;
+    return 0;
+}
+
 /* Answer datagram i from the zone tables `zones` (nodes, counts, counted types): 1
- * answered, 0 Python answers, -1 a Python error. Each answer is counted in `counts` under
- * its count key (dnsd.reply.count_key: flags and rcode, question type). */
+ * answered, 0 Python answers, -1 a Python error. Each answer is counted under its count
+ * key (dnsd.reply.count_key: flags and rcode, question type). */
 static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *limit,
-                       PyObject *clients) {
+                       PyObject *clients, BatchCounts *batch_counts) {
     PyObject *nodes = PyTuple_GET_ITEM(zones, 0), *counts = PyTuple_GET_ITEM(zones, 1);
     PyObject *counted = PyTuple_GET_ITEM(zones, 2);
     const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
@@ -900,15 +961,8 @@ static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *lim
         return found;
     if (PyBytes_GET_SIZE(counted) != 65536 || !PyBytes_AS_STRING(counted)[qtype])
         qtype = 0xFFFF; /* a type the tally does not name: OTHER */
-    unsigned char key_bytes[4] = {body[0], body[1], (unsigned char)(qtype >> 8),
-                                  (unsigned char)qtype};
-    PyObject *key = PyBytes_FromStringAndSize((const char *)key_bytes, 4);
-    PyObject *was = key ? PyDict_GetItemWithError(counts, key) : NULL;
-    PyObject *now = (key && !PyErr_Occurred()) ? PyLong_FromLongLong(
-                        (was ? PyLong_AsLongLong(was) : 0) + 1) : NULL;
-    int rc = now ? PyDict_SetItem(counts, key, now) : -1;
-    Py_XDECREF(now);
-    Py_XDECREF(key);
+    unsigned char key[4] = {body[0], body[1], (unsigned char)(qtype >> 8), (unsigned char)qtype};
+    int rc = count_answer(batch_counts, counts, key);
     if (rc == 0)
         rc = deliver(self, i, wire, length, (const char *)body, body_len, limit, client);
     Py_XDECREF(client);
@@ -952,6 +1006,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
     if (misses != NULL && w == NULL)
         PyErr_NoMemory();
     long answered = 0, fallbacks = 0;
+    BatchCounts batch_counts = {.used = 0};
     for (Py_ssize_t i = 0; w != NULL && i < self->count; i++) {
         if (self->skip[i] < 0)
             continue; /* dropped by the PROXY v2 gate (counted there) */
@@ -981,7 +1036,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
             } else if (tail == NULL || PyErr_Occurred()) {
                 rc = -1;
             } else if (zones != Py_None) {
-                rc = zone_answer(self, i, zones, limit, clients);
+                rc = zone_answer(self, i, zones, limit, clients, &batch_counts);
             }
         }
         if (rc < 0)
@@ -1002,6 +1057,8 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
     PyMem_Free(w);
     PyBuffer_Release(&counters);
     Py_XDECREF(random);
+    if (!PyErr_Occurred() && batch_counts.used)
+        (void)flush_counts(&batch_counts, PyTuple_GET_ITEM(zones, 1));
     if (PyErr_Occurred()) { /* propagated: the supervisor logs, counts and restarts */
         Py_XDECREF(misses);
         return NULL;

@@ -22,7 +22,8 @@ Layout (little-endian):
     node      magic b"dnsZ", u8 flags (1: Python answers everything below and at it),
               u8 n_exact, u8 n_below, u8 pad, u32 exact default, u32 below default,
               n_exact × ENTRY, n_below × ENTRY
-    ENTRY     u16 qtype, u16 pad, u32 template index (NO_TEMPLATE: Python)
+    ENTRY     u16 qtype, u16 flags (INLINE: the template is in the node, at the offset
+              given, after its u16 length), u32 template index (NO_TEMPLATE: Python)
     template  the reply's flags (RD, CD clear), ANCOUNT, NSCOUNT, ARCOUNT (no OPT) as in
               the wire (big-endian), u16 n_relocs (little-endian), n_relocs × u16 offsets
               into the rest, then the rest: the reply after its question. A pointer at a
@@ -57,6 +58,7 @@ ENTRY = struct.Struct("<HHI")
 U16 = struct.Struct("<H")
 NO_TEMPLATE: Final = 0xFFFFFFFF
 ALL_PYTHON: Final = 1
+INLINE: Final = 1  # an entry's template is in the node itself, at this offset
 RELOC_BASE: Final = 512  # > the longest question (4 + 255 + 4 + 12 bytes before it)
 PROBE: Final = 65280  # a private type (RFC 6895): what any type without its own entry gets
 # Types a walk never answers (Python does): meta and question-only types, OPT, NXNAME.
@@ -191,7 +193,8 @@ class _ZoneBuilder:
 
     def node(self, name: str) -> bytes:
         exact_types, below_types = self._types(name)
-        exact = {qtype: self._exact(name, qtype) for qtype in exact_types}
+        # The name's own answers go into its node (one object fewer to reach per query).
+        inline = {qtype: self._exact_template(name, qtype) for qtype in exact_types}
         below: dict[int, int] = {}
         if QTYPE.CNAME in self.zone.nodes[name].rrsets:
             exact_default, below_default = (
@@ -204,12 +207,20 @@ class _ZoneBuilder:
             exact_default = self._exact(name, PROBE)
             below_default = self._below_default(name, below_types, below)
         out = bytearray(
-            NODE.pack(MAGIC, 0, len(exact), len(below), 0, exact_default, below_default)
+            NODE.pack(MAGIC, 0, len(inline), len(below), 0, exact_default, below_default)
         )
-        for entries in (exact, below):
-            for qtype in sorted(entries):
-                out += ENTRY.pack(qtype, 0, entries[qtype])
-        return bytes(out)
+        at = len(out) + ENTRY.size * (len(inline) + len(below))
+        placed = bytearray()
+        for qtype in sorted(inline):
+            template = inline[qtype]
+            if template is None:
+                out += ENTRY.pack(qtype, 0, NO_TEMPLATE)
+                continue
+            out += ENTRY.pack(qtype, INLINE, at + len(placed))
+            placed += U16.pack(len(template)) + template
+        for qtype in sorted(below):
+            out += ENTRY.pack(qtype, 0, below[qtype])
+        return bytes(out + placed)
 
     def _below_default(self, name: str, below_types: set[int], below: dict[int, int]) -> int:
         probes = [p for label in PROBE_LABELS if (p := _probe_name(self.zone, name, label))]
@@ -292,10 +303,13 @@ class _ZoneBuilder:
         return types
 
     def _exact(self, name: str, qtype: int) -> int:
+        return self._intern(self._exact_template(name, qtype))
+
+    def _exact_template(self, name: str, qtype: int) -> bytes | None:
         found = lookup_in(self.zone, name, qtype)
         if found.lb is not None:
-            return NO_TEMPLATE
-        return self._intern(_plain_answer(found) or _template(_compose(name, qtype, found)))
+            return None
+        return _plain_answer(found) or _template(_compose(name, qtype, found))
 
     def _below(self, encloser: str, probes: list[str], qtype: int) -> int:
         made = []
@@ -514,14 +528,19 @@ def _walk(
         return None
     index = exact_default if exact else below_default
     first = NODE.size + (0 if exact else n_exact * ENTRY.size)
+    where = 0
     for k in range(n_exact if exact else n_below):
-        entry_type, _, entry_index = ENTRY.unpack_from(node, first + k * ENTRY.size)
+        entry_type, where, entry_index = ENTRY.unpack_from(node, first + k * ENTRY.size)
         if entry_type == qtype:
             index = entry_index
             break
+        where = 0
     if index == NO_TEMPLATE:
         return None
-    template = templates[index]
+    if where & INLINE:
+        template = node[index + 2 : index + 2 + U16.unpack_from(node, index)[0]]
+    else:
+        template = templates[index]
     n_relocs = U16.unpack_from(template, 8)[0]
     body = 10 + 2 * n_relocs
     rest = bytearray(template[body:])

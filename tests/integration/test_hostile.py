@@ -173,7 +173,8 @@ def test_sigterm_during_load_exits_0_and_keeps_the_overrides_file(config_copy, t
     assert "stopping" in dnsd.output
     assert "Traceback" not in dnsd.output and " ERROR " not in dnsd.output, dnsd.output
     assert json.loads((state / "overrides.json").read_text())["pools"] == {"us-east": "down"}
-    assert results.count("ok") > 20
+    # the load flowed until the signal (the 20 awaited above); what the stop cuts is "lost"
+    assert results.count("ok") >= 20 and "SERVFAIL" not in results and "empty" not in results
 
 
 @pytest.mark.parametrize("size", [0, 1, 11])

@@ -1,0 +1,254 @@
+"""The cold path: questions a server has not seen before, dnsd beside gdnsd and Knot.
+
+    python bench/coldpath.py [--runs 3] [--seconds 5] [--harness T,C,Q] [--skip-lb]
+
+Each server serves the same zone of 100,000 A records (`s0` … `s99999`) on core 0 and
+dnsperf drives it from core 1 (the harness is tuned on gdnsd as in bench/peers.py, and
+bench/responder.c shows the harness's own ceiling). Three streams, each run in alternating
+order and reported as the median of `--runs`:
+
+* cached: one name over and over;
+* random: every query a new random name that does not exist (a random-subdomain flood);
+* once: each of the 100,000 names once (dnsperf -n 1), from a fresh start.
+
+Then dnsd alone: a cold pass over 10,000 load-balanced names (each once, fresh start)
+against its own cached rate for those names. Loopback only; every run ends by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dnslib import DNSRecord
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import peers
+from peers import ZONE, dnsperf, serve
+
+RECORDS = 100_000
+LB_NAMES = 10_000
+
+
+def records() -> list[str]:
+    return [
+        f"s{i} 300 IN A 127.{1 + i // 65536}.{i // 256 % 256}.{i % 256}" for i in range(RECORDS)
+    ]
+
+
+def dnsd_big(d: Path, port: int) -> list[str]:
+    (d / "zones").mkdir()
+    (d / "zones" / f"{ZONE}.zone").write_text(peers.zone_file("\n".join(records())))
+    (d / "zones" / "bench.yaml").write_text(f"zone: {ZONE}\nfile: {ZONE}.zone\n")
+    return [sys.executable, "-m", "dnsd", "serve", str(d / "zones"), "--listen", f"127.0.0.1:{port}",
+            "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state")]  # fmt: skip
+
+
+def knot_big(d: Path, port: int) -> list[str]:
+    cmd = peers.knot(d, port)
+    (d / f"{ZONE}.zone").write_text(peers.zone_file("\n".join(records())))
+    return cmd
+
+
+def gdnsd_big(d: Path, port: int) -> list[str]:
+    (d / "zones").mkdir()
+    (d / "run").mkdir()
+    (d / "state").mkdir()
+    (d / "config").write_text(
+        f"options => {{ listen => [ 127.0.0.1:{port} ], run_dir => {d}/run, "
+        f"state_dir => {d}/state, udp_threads => 1, tcp_threads => 1 }}\n"
+    )
+    (d / "zones" / ZONE).write_text(peers.zone_file("\n".join(records())))
+    return ["gdnsd", "-c", str(d), "start"]
+
+
+def dnsd_lbs(d: Path, port: int) -> list[str]:
+    (d / "zones").mkdir()
+    lines = [f"zone: {ZONE}", f"soa: {{mname: ns1.{ZONE}., rname: h.{ZONE}.}}", "records:",
+             f'  "@": {{NS: ns1.{ZONE}.}}', "  ns1: {A: 127.0.0.1}", "  static: {A: 127.0.0.80}"]  # fmt: skip
+    lines += [f"  lb{i}: {{lb: w{i}}}" for i in range(LB_NAMES)]
+    lines += ["pools:"] + [
+        f"  p{i}: {{backends: [{{name: a, address: 127.0.9.{i % 250 + 1}}}]}}"
+        for i in range(LB_NAMES)
+    ]
+    lines += ["load_balancers:"] + [
+        f"  w{i}: {{ttl: 30, default_pools: [p{i}]}}" for i in range(LB_NAMES)
+    ]
+    (d / "zones" / "lbs.yaml").write_text("\n".join(lines) + "\n")
+    return [sys.executable, "-m", "dnsd", "serve", str(d / "zones"), "--listen", f"127.0.0.1:{port}",
+            "--admin", "off", "--rrl-rate", "0", "--state-dir", str(d / "state")]  # fmt: skip
+
+
+def names_file(d: Path, lines: list[str], name: str) -> Path:
+    path = d / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def stream(kind: str, seconds: int) -> Callable[[int, Path], dict[str, float]]:
+    def run(port: int, d: Path) -> dict[str, float]:
+        if kind == "cached":
+            return dnsperf(port, names_file(d, [f"s7.{ZONE} A"] * 1000, "q.txt"), seconds)
+        if kind == "random":  # more names than the run can ask: none asked twice
+            rng = random.Random()
+            lines = [f"r{rng.getrandbits(56):x}.{ZONE} A" for _ in range(400_000 * seconds)]
+            return dnsperf(port, names_file(d, lines, "q.txt"), seconds)
+        order = list(range(RECORDS))
+        random.shuffle(order)
+        return dnsperf(
+            port, names_file(d, [f"s{i}.{ZONE} A" for i in order], "q.txt"), 0, ("-n", "1")
+        )
+
+    return run
+
+
+def lb_pass(cached: bool, seconds: int) -> Callable[[int, Path], dict[str, float]]:
+    def run(port: int, d: Path) -> dict[str, float]:
+        order = list(range(LB_NAMES))
+        random.shuffle(order)
+        path = names_file(d, [f"lb{i}.{ZONE} A" for i in order], "q.txt")
+        if cached:
+            dnsperf(port, path, 0, ("-n", "1"))  # each once first (not measured)
+            return dnsperf(port, path, seconds)
+        return dnsperf(port, path, 0, ("-n", "1"))
+
+    return run
+
+
+FLOOD_SOURCES = 8  # source /24s: 127.0.1.0/24 … 127.0.8.0/24
+FLOOD_QPS = 48_000  # offered in all (open loop: dnsperf -Q)
+PROBE_QPS = 200  # the legitimate client, asking a cached name
+
+
+def flood(seconds: int) -> Callable[[int, Path], dict[str, float]]:
+    """A random-name flood from FLOOD_SOURCES /24s while one client asks a cached name
+    PROBE_QPS times a second: how many of its questions are answered, and how fast."""
+
+    def run(port: int, d: Path) -> dict[str, float]:
+        rng = random.Random()
+        procs = []
+        for k in range(1, FLOOD_SOURCES + 1):
+            lines = [
+                f"r{rng.getrandbits(56):x}.{ZONE} A"
+                for _ in range(FLOOD_QPS // FLOOD_SOURCES * (seconds + 1))
+            ]
+            path = names_file(d, lines, f"flood{k}.txt")
+            procs.append(subprocess.Popen(
+                ["taskset", "-c", "1", "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-a", f"127.0.{k}.1",
+                 "-d", str(path), "-l", str(seconds), "-Q", str(FLOOD_QPS // FLOOD_SOURCES), "-c", "4", "-q", "500"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        time.sleep(0.5)  # the flood is on
+        latencies, asked = probe(port, seconds - 1)
+        for proc in procs:
+            proc.wait(timeout=seconds + 30)
+        latencies.sort()
+        p99 = latencies[int(len(latencies) * 0.99)] * 1000 if latencies else float("nan")
+        return {"qps": float(len(latencies)), "answered": len(latencies) / asked, "p99_ms": p99}
+
+    return run
+
+
+def probe(port: int, seconds: float) -> tuple[list[float], int]:
+    """Ask `s7` PROBE_QPS times a second for `seconds` (each waited for up to 1 s)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    sent: dict[int, float] = {}
+    latencies: list[float] = []
+    start = time.perf_counter()
+    asked = 0
+    while (now := time.perf_counter()) - start < seconds or (sent and now - start < seconds + 1):
+        if now - start < seconds and asked < (now - start) * PROBE_QPS:
+            ident = asked % 65536
+            query = DNSRecord.question(f"s7.{ZONE}")
+            query.header.id = ident
+            sock.sendto(query.pack(), ("127.0.0.1", port))
+            sent[ident] = now
+            asked += 1
+        ready, _, _ = select.select([sock], [], [], 0.001)
+        while ready:
+            try:
+                reply = sock.recv(4096)
+            except BlockingIOError:
+                break
+            at = sent.pop(int.from_bytes(reply[:2], "big"), None)
+            if at is not None:
+                latencies.append(time.perf_counter() - at)
+    sock.close()
+    return latencies, asked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--harness", help="THREADS,CLIENTS,INFLIGHT: skip tuning, use these")
+    parser.add_argument("--skip-lb", action="store_true", help="skip the 10,000 LB names pass")
+    parser.add_argument("--only-flood", action="store_true", help="only the flood latency runs")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(0, {1})
+    if args.harness:
+        peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
+    else:
+        peers.tune_harness()
+    servers = {"dnsd": dnsd_big, "gdnsd": gdnsd_big, "knot": knot_big}
+    table: dict[str, dict[str, list[float]]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}  # CPU µs per answer: what a core costs
+    rss: dict[str, list[float]] = {}
+    for kind in () if args.only_flood else ("cached", "random", "once"):
+        for _ in range(args.runs):  # alternating: every server once per round
+            for name, build in servers.items():
+                result = serve(f"{name} {kind}", build, stream(kind, args.seconds))
+                qps = result["qps"] if result else float("nan")
+                table.setdefault(kind, {}).setdefault(name, []).append(qps)
+                us = result["cpu_us"] if result else float("nan")
+                cpu.setdefault(kind, {}).setdefault(name, []).append(us)
+                rss.setdefault(name, []).append(result["rss_mib"] if result else float("nan"))
+                print(f"  {kind:<7} {name:<6} {qps:>10.0f} QPS", file=sys.stderr)
+    ceiling = serve("responder", peers.responder, stream("cached", args.seconds))
+    print(f"\ncold path, {peers.HARNESS}, server on core 0, median of {args.runs}; harness "
+          f"ceiling (bench/responder.c, one name) {ceiling['qps'] if ceiling else float('nan'):.0f} QPS")  # fmt: skip
+    print(f"{'stream':<8} {'dnsd':>10} {'gdnsd':>10} {'knot':>10} {'÷ gdnsd':>8} {'÷ knot':>8}  "
+          f"{'CPU µs/answer: dnsd, gdnsd, knot':>34}  runs (dnsd)")  # fmt: skip
+    for kind, row in table.items():
+        med = {name: statistics.median(v) for name, v in row.items()}
+        us = {name: statistics.median(v) for name, v in cpu[kind].items()}
+        print(f"{kind:<8} {med['dnsd']:>10.0f} {med['gdnsd']:>10.0f} {med['knot']:>10.0f} "
+              f"{med['dnsd'] / med['gdnsd']:>8.2f} {med['dnsd'] / med['knot']:>8.2f}  "
+              f"{us['dnsd']:>12.2f} {us['gdnsd']:>10.2f} {us['knot']:>10.2f}  "
+              f"{[round(x) for x in row['dnsd']]}")  # fmt: skip
+    if rss:
+        print("RSS after the runs (median): " + ", ".join(
+            f"{name} {statistics.median(v):.0f} MiB" for name, v in rss.items()))  # fmt: skip
+    for name, build in (("dnsd", dnsd_big), ("knot", knot_big)):
+        runs = [serve(f"{name} flood", build, flood(args.seconds)) for _ in range(args.runs)]
+        done = [r for r in runs if r]
+        print(f"{name}: a cached name asked {PROBE_QPS}/s during a {FLOOD_QPS} QPS random-name flood "
+              f"from {FLOOD_SOURCES} /24s: answered {min(r['answered'] for r in done):.4f} (worst run), "
+              f"p99 {statistics.median(r['p99_ms'] for r in done):.2f} ms (median), RSS "
+              f"{statistics.median(r['rss_mib'] for r in done):.0f} MiB")  # fmt: skip
+    if args.skip_lb:
+        return
+    cold = [serve("dnsd lb cold", dnsd_lbs, lb_pass(False, args.seconds)) for _ in range(args.runs)]
+    warm = [
+        serve("dnsd lb cached", dnsd_lbs, lb_pass(True, args.seconds)) for _ in range(args.runs)
+    ]
+    cold_qps = statistics.median(r["qps"] for r in cold if r)
+    warm_qps = statistics.median(r["qps"] for r in warm if r)
+    print(f"10,000 LB names: a cold pass {cold_qps:.0f} QPS, cached {warm_qps:.0f} QPS: "
+          f"{cold_qps / warm_qps:.2f}× (target ≥ 0.25)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
