@@ -15,7 +15,7 @@ class Derived:
     __slots__ = ("_lock", "_values")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a `make` may read or take other values
         self._values: dict[str, Any] = {}
 
     def get(self, key: str, make: Callable[[], T]) -> T:
@@ -26,6 +26,20 @@ class Derived:
                 self._values[key] = make()
             value: T = self._values[key]
             return value
+
+    def built(self) -> dict[str, Any]:
+        """What was made so far (a copy): what a successor object may reuse."""
+        with self._lock:
+            return dict(self._values)
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._values[key] = value
+
+    def take(self, key: str) -> Any:
+        """The value under `key`, removed (None when there is none)."""
+        with self._lock:
+            return self._values.pop(key, None)
 
     def __repr__(self) -> str:
         return "Derived()"

@@ -282,6 +282,11 @@ def compile_snapshot(
     )
 
 
+# A zone `with_serials` made: (what was derived from the zone it replaces, the old SOA
+# RDATA, the new one). Consumers take it (dnsd.zone_tables patches its tables).
+SERIAL_CHANGED = "serial changed"
+
+
 def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
     """The same snapshot serving other SOA serials (dnsd.xfr.versions decides them): a new
     object when any serial differs (so the answer cache starts afresh), else `snap`."""
@@ -300,6 +305,8 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         nodes = copied(zone.nodes)
         nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
+        # What consumers made from the zone, for them to reuse: only the SOA changed.
+        zones[name].derived.put(SERIAL_CHANGED, (zone.derived.built(), old, soa.rdata))
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
 

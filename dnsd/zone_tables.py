@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
-from dnslib import QTYPE, DNSBuffer, DNSHeader, DNSLabel, DNSQuestion, DNSRecord
+from dnslib import QTYPE, SOA, DNSBuffer, DNSHeader, DNSLabel, DNSQuestion, DNSRecord
 
 from dnsd.dnsname import is_below_or_at, key_of_labels, labels, parent, to_label
 from dnsd.rdata import target
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, fill
-from dnsd.snapshot import CompiledZone, Snapshot
+from dnsd.snapshot import SERIAL_CHANGED, CompiledZone, Snapshot
 from dnsd.tally import KNOWN_QTYPES
 from dnsd.zone_lookup import Lookup, lookup_in
 
@@ -153,14 +153,42 @@ def _at_label(key: bytes, suffix: bytes) -> bool:
 
 
 def zone_tables(zone: CompiledZone, signed: bool) -> Nodes:
-    """One zone's tables (see the module's docstring)."""
+    """One zone's tables (see the module's docstring): those of the zone it replaces with
+    the new SOA written in, when only the serial changed (dnsd.snapshot.with_serials)."""
+    changed = zone.derived.take(SERIAL_CHANGED)
     if signed:
         return {_key(zone.name): (PYTHON_NODE, [])}
+    if changed is not None:
+        built, old_soa, new_soa = changed
+        before = built.get(f"answer tables signed={signed}")
+        if before is not None:
+            return _with_soa(before, _soa_times(old_soa), _soa_times(new_soa))
     try:
         return _ZoneBuilder(zone).tables()
     except SharingError:
         log.exception("zone answer tables: every name of the zone built on its own")
         return _ZoneBuilder(zone, check_every=1).tables()
+
+
+def _soa_times(soa: SOA) -> bytes:
+    return struct.pack("!IIIII", *soa.times)
+
+
+def _with_soa(before: Nodes, old: bytes, new: bytes) -> Nodes:
+    """A zone's tables with another SOA serial: every template holding the SOA (negative
+    answers, the SOA itself, a chain to it) has the new serial written in."""
+    if old == new:
+        return before
+    templates: list[bytes] = []
+    shared: list[bytes] | None = None
+    out: Nodes = {}
+    for key, (node, zone_templates) in before.items():
+        if shared is None:
+            shared = zone_templates
+            templates.extend(t.replace(old, new) if old in t else t for t in zone_templates)
+        assert zone_templates is shared  # one list per zone (_ZoneBuilder.tables)
+        out[key] = (node.replace(old, new) if old in node else node, templates)
+    return out
 
 
 class SharingError(RuntimeError):

@@ -25,7 +25,7 @@ from dnsd.health.view import view_of
 from dnsd.reply import Client, count_key
 from dnsd.request import Request
 from dnsd.resolve import resolve
-from dnsd.snapshot import Snapshot, compile_snapshot
+from dnsd.snapshot import Snapshot, compile_snapshot, with_serials
 from tests.conftest import DATA, GEO
 from tests.tiers import examples
 
@@ -187,3 +187,28 @@ def test_random_names_leave_nothing_behind_in_the_cache() -> None:
         reply = cache.answer(wire, client, snap, HEALTHY, rng, 0.0)
         assert reply is not None and DNSRecord.parse(reply).header.rcode == 3
     assert len(cache._entries) < 10 and len(cache.tables("udp")) < 10  # none per name
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_a_new_serial_patches_the_tables_and_they_answer_as_the_full_path(dataset: str) -> None:
+    snap = snapshot(dataset)
+    before = zone_tables.ready(snap, background=False)
+    assert before is not None
+    serials = {name: zone.soa.rdata.times[0] + 17 for name, zone in snap.zones.items()}
+    later = with_serials(snap, serials)
+    after = zone_tables.ready(later, background=False)
+    assert after is not None and after is not before
+    kept = [key for key, (node, _) in after.nodes.items() if node is before.nodes[key][0]]
+    assert len(kept) > len(after.nodes) // 2  # patched, not built again
+    rng = random.Random(dataset + "serial")
+    names = names_of(later)
+    answered = 0
+    for _ in range(examples(3000)):
+        wire = query(
+            rng, rng.choice(names), rng.choice(["SOA", "A", "TXT", "MX", "NS", "TYPE65280"])
+        )
+        got = zone_tables.answer(after, wire, "udp")
+        if got is not None:
+            answered += 1
+            assert got == full_path(later, wire, "udp"), DNSRecord.parse(wire)
+    assert answered > 0
