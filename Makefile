@@ -66,6 +66,7 @@ check: test
 ## bench: benchmarks (not part of the test run); loopback only, bounded
 bench:
 	$(PYTHON) bench/peers.py
+	$(PYTHON) bench/coldpath.py
 	$(PYTHON) bench/bigconfig.py
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py
