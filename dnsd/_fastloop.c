@@ -718,7 +718,7 @@ static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *rand
     return rc;
 }
 
-/* -- zone answer tables (the layout: dnsd/zone_tables.py) ---------------------------- */
+/* -- zone answer tables (the layout: dnsd/zone_tables/) ---------------------------- */
 
 #define ZONE_MAGIC "dnsZ"
 #define ZONE_NODE_SIZE 16

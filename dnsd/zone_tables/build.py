@@ -1,90 +1,38 @@
-"""Zone answer tables: every answer the zone data decides by itself, finished when a zone
-loads, keyed by owner name — so both serving loops answer any question about an ordinary
-name, one that does not exist too, without the full path (dnsd/_fastloop.c walks these
-tables in C, `answer` below in Python; a property test holds both to `resolve`'s bytes).
-
-The tables map each owner name (lower-case wire form) of every unsigned zone — empty
-non-terminals included — to `(node, templates)`. A walk looks up the query name, then its
-parents, one label at a time: the first name found is the node itself (an *exact* answer)
-or the closest encloser (a *below* answer: NXDOMAIN, a referral, wildcard synthesis).
-Either side maps question types to templates, with a default for every other type; a
-template index NO_TEMPLATE means: Python answers (a load-balanced name, a CNAME to one, a
-DNAME's synthesis, anything a template cannot express). Every template was made by the
-full path's own composer (`zone_lookup` + `reply.fill` + dnslib's pack) for a lower-case
-query without EDNS; a walk copies the question from the query, writes in the ID, RD and CD,
-appends the OPT record for an EDNS query, moves the compression pointers by the question's
-length, and gives up (Python answers) when the reply would not fit the client's limit.
-Signed zones are left to Python (their answers carry signatures): their apex is a node that
-says so. Names below a zone that another served zone holds belong to that one.
-
-Layout (little-endian):
-
-    node      magic b"dnsZ", u8 flags (1: Python answers everything below and at it),
-              u8 n_exact, u8 n_below, u8 pad, u32 exact default, u32 below default,
-              n_exact × ENTRY, n_below × ENTRY
-    ENTRY     u16 qtype, u16 flags (INLINE: the template is in the node, at the offset
-              given, after its u16 length), u32 template index (NO_TEMPLATE: Python)
-    template  the reply's flags (RD, CD clear), ANCOUNT, NSCOUNT, ARCOUNT (no OPT) as in
-              the wire (big-endian), u16 n_relocs (little-endian), n_relocs × u16 offsets
-              into the rest, then the rest: the reply after its question. A pointer at a
-              reloc offset holds RELOC_BASE + (target − end of the question); other
-              pointers point at the question's name (offset 12), whatever its length.
-"""
+"""Zone answer tables, built: every zone's nodes and templates, merged per snapshot (in the
+loading thread, or in a thread of their own), patched for a new SOA serial."""
 
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
-from dnslib import QTYPE, SOA, DNSBuffer, DNSHeader, DNSLabel, DNSQuestion, DNSRecord
+from dnslib import QTYPE
 
-from dnsd.dnsname import is_below_or_at, key_of_labels, labels, parent, to_label
+from dnsd.dnsname import is_below_or_at, labels, parent
 from dnsd.rdata import target
-from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, fill
 from dnsd.snapshot import SERIAL_CHANGED, CompiledZone, Snapshot
-from dnsd.tally import KNOWN_QTYPES
 from dnsd.zone_lookup import Lookup, lookup_in
+from dnsd.zone_tables.layout import (
+    ENTRY,
+    INLINE,
+    MAGIC,
+    NO_TEMPLATE,
+    NODE,
+    PROBE,
+    PROBE_LABELS,
+    PYTHON_NODE,
+    PYTHON_QTYPES,
+    U16,
+    Nodes,
+    Tables,
+)
+from dnsd.zone_tables.templates import compose, lower_key, plain_answer, soa_times, template_of
+from dnsd.zone_tables.templates import key as wire_key
 
 log = logging.getLogger("dnsd.zone_tables")
-
-MAGIC: Final = b"dnsZ"
-NODE = struct.Struct("<4sBBBBII")
-ENTRY = struct.Struct("<HHI")
-U16 = struct.Struct("<H")
-NO_TEMPLATE: Final = 0xFFFFFFFF
-ALL_PYTHON: Final = 1
-INLINE: Final = 1  # an entry's template is in the node itself, at this offset
-RELOC_BASE: Final = 512  # > the longest question (4 + 255 + 4 + 12 bytes before it)
-PROBE: Final = 65280  # a private type (RFC 6895): what any type without its own entry gets
-# Types a walk never answers (Python does): meta and question-only types, OPT, NXNAME.
-PYTHON_QTYPES: Final = frozenset({0, 41, *range(128, 256)})
-# The probes below a closest encloser: two labels no zone holds (checked), of other lengths
-# and bytes, so an answer that echoes the name or depends on its length shows.
-PROBE_LABELS: Final = (b"dnsd-probe-q", b"dnsd-probe-zx")
-# Count keys (dnsd.tally): a question type the tally does not name counts as OTHER (0xFFFF).
-PYTHON_NODE: Final = NODE.pack(MAGIC, ALL_PYTHON, 0, 0, 0, NO_TEMPLATE, NO_TEMPLATE)
-COUNTED_QTYPES: Final = bytes(
-    1 if QTYPE.get(t, None) in KNOWN_QTYPES else 0 for t in range(65536)
-)  # fmt: skip
-
-
-Nodes = dict[bytes, tuple[bytes, list[bytes]]]
-# What dnsd/_fastloop.c's answer_hits takes: the nodes, where it counts its answers (count
-# key → answers) and which question types the tally names (65,536 bytes, 1: named).
-ForC = tuple[Nodes, dict[bytes, int], bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Tables:
-    """The merged tables of one snapshot: what both loops walk."""
-
-    nodes: Nodes
-    counted_qtypes: bytes = COUNTED_QTYPES
 
 
 class _Build:
@@ -134,7 +82,7 @@ def merged(snap: Snapshot) -> Tables:
         )
         children = [c for c in apexes if c != name and is_below_or_at(c, name)]
         if children:
-            keep = {_key(c) for c in children}
+            keep = {wire_key(c) for c in children}
             for key, value in built.items():
                 if not any(key.endswith(k) and _at_label(key, k) for k in keep):
                     nodes[key] = value
@@ -157,21 +105,17 @@ def zone_tables(zone: CompiledZone, signed: bool) -> Nodes:
     the new SOA written in, when only the serial changed (dnsd.snapshot.with_serials)."""
     changed = zone.derived.take(SERIAL_CHANGED)
     if signed:
-        return {_key(zone.name): (PYTHON_NODE, [])}
+        return {wire_key(zone.name): (PYTHON_NODE, [])}
     if changed is not None:
         built, old_soa, new_soa = changed
         before = built.get(f"answer tables signed={signed}")
         if before is not None:
-            return _with_soa(before, _soa_times(old_soa), _soa_times(new_soa))
+            return _with_soa(before, soa_times(old_soa), soa_times(new_soa))
     try:
         return _ZoneBuilder(zone).tables()
     except SharingError:
         log.exception("zone answer tables: every name of the zone built on its own")
         return _ZoneBuilder(zone, check_every=1).tables()
-
-
-def _soa_times(soa: SOA) -> bytes:
-    return struct.pack("!IIIII", *soa.times)
 
 
 def _with_soa(before: Nodes, old: bytes, new: bytes) -> Nodes:
@@ -208,15 +152,15 @@ class _ZoneBuilder:
         self._index: dict[bytes, int] = {}
         soa = zone.soa.rdata
         # The names just below the apex that the SOA's names are at or under.
-        self._soa_tops = {self._top(_lower_key(soa.mname)), self._top(_lower_key(soa.rname))}
+        self._soa_tops = {self._top(lower_key(soa.mname)), self._top(lower_key(soa.rname))}
         self._shared: tuple[int, int] | None = None  # (NODATA, NXDOMAIN) of plain names
         self._plain_seen = 0
         self.python_names: set[str] = set()  # names that are no nodes: Python answers them
 
     def tables(self) -> Nodes:
-        nodes = {_key(name): (self.node(name), self.templates) for name in self.zone.nodes}
+        nodes = {wire_key(name): (self.node(name), self.templates) for name in self.zone.nodes}
         for name in self.python_names:
-            nodes[_key(name)] = (PYTHON_NODE, self.templates)
+            nodes[wire_key(name)] = (PYTHON_NODE, self.templates)
         return nodes
 
     def node(self, name: str) -> bytes:
@@ -337,7 +281,7 @@ class _ZoneBuilder:
         found = lookup_in(self.zone, name, qtype)
         if found.lb is not None:
             return None
-        return _plain_answer(found) or _template(_compose(name, qtype, found))
+        return plain_answer(found) or template_of(compose(name, qtype, found))
 
     def _below(self, encloser: str, probes: list[str], qtype: int) -> int:
         made = []
@@ -346,7 +290,7 @@ class _ZoneBuilder:
             if found.lb is not None:
                 return NO_TEMPLATE
             self._leave_to_python(encloser, probe, found)
-            made.append(_template(_compose(probe, qtype, found)))
+            made.append(template_of(compose(probe, qtype, found)))
         if made[0] is None or any(t != made[0] for t in made):
             return NO_TEMPLATE  # the answer depends on the name asked (a DNAME's synthesis)
         return self._intern(made[0])
@@ -397,190 +341,3 @@ def _names(found: Lookup) -> Iterable[str]:
 def _probe_name(zone: CompiledZone, encloser: str, label: bytes) -> str | None:
     name = label.decode() + "." + (encloser if encloser != "." else "")
     return None if name in zone.nodes else name
-
-
-# Types whose RDATA holds no name (nothing compressed): answers written here directly.
-_NAMELESS: Final = frozenset({QTYPE.A, QTYPE.AAAA, QTYPE.TXT})
-
-
-def _plain_answer(found: Lookup) -> bytes | None:
-    """The template of an answer of one RRset at the name asked whose RDATA holds no
-    name — what most names of a big zone are — written without a dnslib pack (the same
-    bytes: a property test compares them with the full path's)."""
-    if (
-        len(found.answer) != 1 or found.authority or found.additional or found.negative
-        or found.answer[0].owner is not None or not found.authoritative or found.rcode
-    ):  # fmt: skip
-        return None
-    rrset = found.answer[0].rrset
-    if rrset.rtype not in _NAMELESS:
-        return None
-    rest = bytearray()
-    head = struct.pack("!HHHI", 0xC00C, rrset.rtype, 1, rrset.ttl)
-    for rdata in rrset.rdatas:
-        buffer = DNSBuffer()
-        rdata.pack(buffer)
-        rest += head + struct.pack("!H", len(buffer.data)) + buffer.data
-    return struct.pack("!HHHHH", 0x8400, len(rrset.rdatas), 0, 0, 0) + bytes(rest)
-
-
-def _compose(name: str, qtype: int, found: Lookup) -> tuple[bytes, bytes]:
-    """The full path's reply (lookup → fill → pack) to a lower-case query for `name`
-    without EDNS, packed twice: as is, and one byte further into its buffer (every
-    compression pointer then differs by one: that is how the template finds them)."""
-    header = DNSHeader(id=0, qr=1, opcode=0, rd=0, cd=0, ra=0, aa=0)
-    reply = DNSRecord(header, q=DNSQuestion(to_label(name), qtype, 1))
-    fill(reply, found, reply, None)
-    return _packed(reply, 0), _packed(reply, 1)
-
-
-def _packed(reply: DNSRecord, shift: int) -> bytes:
-    reply.set_header_qa()
-    buffer = DNSBuffer()
-    buffer.data, buffer.offset = bytearray(shift), shift
-    reply.header.pack(buffer)
-    for section in (reply.questions, reply.rr, reply.auth, reply.ar):
-        for item in section:
-            item.pack(buffer)
-    return bytes(buffer.data[shift:])
-
-
-def _template(packed: tuple[bytes, bytes]) -> bytes | None:
-    wire, shifted = packed
-    if len(wire) != len(shifted) or wire[4:6] != b"\x00\x01" or len(wire) > 4096:
-        return None
-    qend = 12
-    while wire[qend]:
-        qend += wire[qend] + 1
-    qend += 5
-    rest = bytearray(wire[qend:])
-    relocs = []
-    i = qend
-    while i < len(wire):
-        if wire[i] == shifted[i] and (i + 1 >= len(wire) or wire[i + 1] == shifted[i + 1]):
-            i += 1
-            continue
-        word, moved = (wire[i] << 8) | wire[i + 1], (shifted[i] << 8) | shifted[i + 1]
-        if word & 0xC000 != 0xC000 or moved != word + 1:
-            return None
-        target = word & 0x3FFF
-        if target != 12:  # the question's name stays at 12; the rest moves with its length
-            rest[i - qend : i - qend + 2] = struct.pack("!H", 0xC000 | (target - qend + RELOC_BASE))
-            relocs.append(i - qend)
-        i += 2
-    out = bytearray(wire[2:4] + wire[6:12])
-    out += U16.pack(len(relocs))
-    for at in relocs:
-        out += U16.pack(at)
-    return bytes(out + rest)
-
-
-def _lower_key(label: DNSLabel) -> str:
-    return key_of_labels([part.lower() for part in label.label])
-
-
-def _key(name: str) -> bytes:
-    """ "www.example.test." → its lower-case wire form."""
-    return b"".join(bytes([len(p)]) + p.lower() for p in to_label(name).label) + b"\x00"
-
-
-def answer(tables: Tables, wire: bytes, transport: str) -> bytes | None:
-    """The reply `wire` gets from the tables, or None (Python's full path answers): the
-    same steps, in the same order, as dnsd/_fastloop.c's zone walk."""
-    n = len(wire)
-    if n < 17 or wire[2] & 0xF8 or wire[4:10] != b"\x00\x01\x00\x00\x00\x00" or wire[10]:
-        return None
-    arcount = wire[11]
-    if arcount > 1:
-        return None
-    lowered = bytearray()
-    starts = []
-    pos = 12
-    while True:
-        if pos >= n:
-            return None
-        size = wire[pos]
-        if size == 0:
-            break
-        if size > 63 or pos + 1 + size > n:
-            return None
-        starts.append(len(lowered))
-        label = wire[pos + 1 : pos + 1 + size]
-        if not _NAME_BYTES.issuperset(label):
-            return None
-        lowered.append(size)
-        lowered += label.lower()
-        pos += 1 + size
-    lowered.append(0)
-    starts.append(len(lowered) - 1)
-    if len(lowered) > 255:
-        return None
-    qend = pos + 5
-    if qend > n:
-        return None
-    qtype, qclass = struct.unpack_from("!HH", wire, pos + 1)
-    if qclass != 1 or qtype in PYTHON_QTYPES:
-        return None
-    opt = b""
-    limit = 65535 if transport == "tcp" else PLAIN_UDP_LIMIT
-    if arcount:
-        if qend + 11 != n or wire[qend] or wire[qend + 1 : qend + 3] != b"\x00\x29":
-            return None
-        payload, _ext, version, flags, rdlen = struct.unpack_from("!HBBHH", wire, qend + 3)
-        if version or rdlen:
-            return None  # other versions, and options (ECS, cookies): Python
-        if transport != "tcp":
-            limit = min(max(PLAIN_UDP_LIMIT, payload), EDNS_PAYLOAD)
-        opt = b"\x00\x00\x29" + struct.pack("!H", EDNS_PAYLOAD) + b"\x00\x00"
-        opt += b"\x80\x00\x00\x00" if flags & 0x8000 else b"\x00\x00\x00\x00"
-    elif qend != n:
-        return None
-    key = bytes(lowered)
-    for at in starts:
-        found = tables.nodes.get(key[at:] if at else key)
-        if found is not None:
-            return _walk(found, at == 0, qtype, wire, qend, opt, limit)
-    return None
-
-
-_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
-
-
-def _walk(
-    found: tuple[bytes, list[bytes]], exact: bool, qtype: int, wire: bytes, qend: int,
-    opt: bytes, limit: int,
-) -> bytes | None:  # fmt: skip
-    node, templates = found
-    _, flags, n_exact, n_below, _, exact_default, below_default = NODE.unpack_from(node)
-    if flags & ALL_PYTHON:
-        return None
-    index = exact_default if exact else below_default
-    first = NODE.size + (0 if exact else n_exact * ENTRY.size)
-    where = 0
-    for k in range(n_exact if exact else n_below):
-        entry_type, where, entry_index = ENTRY.unpack_from(node, first + k * ENTRY.size)
-        if entry_type == qtype:
-            index = entry_index
-            break
-        where = 0
-    if index == NO_TEMPLATE:
-        return None
-    if where & INLINE:
-        template = node[index + 2 : index + 2 + U16.unpack_from(node, index)[0]]
-    else:
-        template = templates[index]
-    n_relocs = U16.unpack_from(template, 8)[0]
-    body = 10 + 2 * n_relocs
-    rest = bytearray(template[body:])
-    for k in range(n_relocs):
-        at = U16.unpack_from(template, 10 + 2 * k)[0]
-        stored = ((rest[at] << 8) | rest[at + 1]) & 0x3FFF
-        rest[at : at + 2] = struct.pack("!H", 0xC000 | (stored - RELOC_BASE + qend))
-    arcount = ((template[6] << 8) | template[7]) + (1 if opt else 0)
-    reply = (
-        wire[:2]
-        + bytes([template[0] | (wire[2] & 0x01), template[1] | (wire[3] & 0x10)])
-        + b"\x00\x01" + template[2:6] + struct.pack("!H", arcount)
-        + wire[12:qend] + rest + opt
-    )  # fmt: skip
-    return reply if len(reply) <= limit else None
