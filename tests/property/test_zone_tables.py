@@ -212,3 +212,55 @@ def test_a_new_serial_patches_the_tables_and_they_answer_as_the_full_path(datase
             answered += 1
             assert got == full_path(later, wire, "udp"), DNSRecord.parse(wire)
     assert answered > 0
+
+
+def mutated(rng: random.Random, wire: bytes) -> bytes:
+    """`wire` with a few bytes changed, cut short or lengthened: what a stranger may send."""
+    out = bytearray(wire)
+    for _ in range(rng.randint(1, 4)):
+        choice = rng.random()
+        if choice < 0.5 and out:
+            out[rng.randrange(len(out))] = rng.randrange(256)
+        elif choice < 0.7 and out:
+            del out[rng.randrange(len(out)) :]
+        else:
+            out[rng.randrange(len(out) + 1) : 0] = rng.randbytes(rng.randint(1, 8))
+    return bytes(out)
+
+
+def test_mutated_queries_get_the_full_paths_bytes_or_go_to_python(pair) -> None:
+    server, client = pair
+    batch = fastloop.Batch(server.fileno(), True, 32)
+    snap = snapshot("rich")
+    tables = zone_tables.ready(snap, background=False)
+    assert tables is not None
+    rng = random.Random(99)
+    names = names_of(snap)
+    answered = 0
+    for _ in range(examples(100)):
+        queries: dict[bytes, bytes] = {}
+        while len(queries) < 32:
+            wire = mutated(rng, query(rng, rng.choice(names), rng.choice(TYPES)))
+            if len(wire) >= 2:
+                queries.setdefault(wire[:2], wire)
+        expected = {}
+        for ident, wire in queries.items():
+            got = zone_tables.answer(tables, wire, "udp")
+            if got is not None:
+                assert got == full_path(snap, wire, "udp"), wire.hex()
+                expected[ident] = got
+            client.sendto(wire, server.getsockname())
+        time.sleep(0.02)
+        received = 0
+        while received < len(queries):
+            received += batch.receive()
+        _, answered_now, _ = batch.answer_hits(
+            {}, rng, array("q"), None, {}, (tables.nodes, {}, tables.counted_qtypes)
+        )
+        batch.flush()
+        assert answered_now == len(expected)
+        for _ in expected:
+            reply = client.recv(4096)
+            assert reply == expected[reply[:2]]
+        answered += answered_now
+    assert answered > 0
