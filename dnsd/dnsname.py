@@ -22,6 +22,11 @@ _PLAIN_BYTES: Final = re.compile(rb"[a-z0-9_*-]+(?:\.[a-z0-9_*-]+)*")
 _PLAIN_KEY: Final = re.compile(r"[a-z0-9_*-]+(?:\.[a-z0-9_*-]+)*\.")
 
 
+# The bytes a configured name's labels have (letters, digits, hyphen, underscore, the
+# wildcard): a query name with any other takes the full path (dnsd/_fastloop.c: is_name_byte).
+NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
+
+
 def escape_label(label: bytes) -> str:
     """One lower-cased label in key form (dnspython's escaping, byte for byte)."""
     out = []

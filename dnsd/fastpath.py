@@ -48,7 +48,7 @@ from dnsd import answer_table, zone_tables
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
-from dnsd.dnsname import key_of_labels, name_end, wire_labels
+from dnsd.dnsname import NAME_BYTES, key_of_labels, name_end, wire_labels
 from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signer import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
@@ -80,7 +80,6 @@ MAX_ENTRIES = 100_000
 MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
 MAX_COUNTERS = 65536  # distinct counters the tables index (then counted and started again)
 _MISSING: Any = object()
-_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
 OPT_TYPE = 41
 RD_CD = 0x0110
 ECS_MAX = 4 + 4 + 16  # option header + family/prefixes + an IPv6 address
@@ -616,7 +615,7 @@ class AnswerCaches:
 def _name_text(qname: bytes) -> str | None:
     """Wire labels → "www.example.test." in lower case; None for bytes no config name has."""
     labels = wire_labels(qname)
-    if not all(set(label) <= _NAME_BYTES for label in labels):
+    if not all(set(label) <= NAME_BYTES for label in labels):
         return None
     return key_of_labels(labels)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,3 +96,16 @@ def config_copy(tmp_path: Path) -> Path:
     target = tmp_path / "zones"
     shutil.copytree(DATA / "good", target)
     return target
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A UDP server socket and a client socket on 127.0.0.1 (the compiled loop's batch tests)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.bind(("127.0.0.1", 0))
+    client.settimeout(2.0)
+    yield server, client
+    server.close()
+    client.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+from dnsd.dnsname import NAME_BYTES
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT
 from dnsd.zone_tables.layout import (
     ALL_PYTHON,
@@ -41,7 +42,7 @@ def answer(tables: Tables, wire: bytes, transport: str) -> bytes | None:
             return None
         starts.append(len(lowered))
         label = wire[pos + 1 : pos + 1 + size]
-        if not _NAME_BYTES.issuperset(label):
+        if not NAME_BYTES.issuperset(label):
             return None
         lowered.append(size)
         lowered += label.lower()
@@ -76,9 +77,6 @@ def answer(tables: Tables, wire: bytes, transport: str) -> bytes | None:
         if found is not None:
             return _walk(found, at == 0, qtype, wire, qend, opt, limit)
     return None
-
-
-_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
 
 
 def _walk(

@@ -12,7 +12,6 @@ import random
 import socket
 import time
 from array import array
-from collections.abc import Iterator
 
 import pytest
 from dnslib import EDNS0, DNSRecord
@@ -29,8 +28,27 @@ from dnsd.snapshot import Snapshot, compile_snapshot, with_serials
 from tests.conftest import DATA, GEO
 from tests.tiers import examples
 
-TYPES = ["A", "AAAA", "TXT", "MX", "NS", "SOA", "CNAME", "DS", "SRV", "PTR", "CAA", "HTTPS",
-         "SVCB", "DNAME", "NAPTR", "TYPE65280", "TYPE999", "ANY", "AXFR"]  # fmt: skip
+TYPES = [
+    "A",
+    "AAAA",
+    "TXT",
+    "MX",
+    "NS",
+    "SOA",
+    "CNAME",
+    "DS",
+    "SRV",
+    "PTR",
+    "CAA",
+    "HTTPS",
+    "SVCB",
+    "DNAME",
+    "NAPTR",
+    "TYPE65280",
+    "TYPE999",
+    "ANY",
+    "AXFR",
+]
 DATASETS = ["rich", "differential", "fast"]
 HEALTHY = view_of({})
 
@@ -104,16 +122,16 @@ def test_names_that_do_not_exist_are_answered_from_the_tables(dataset: str) -> N
             assert got == full_path(snap, wire, "udp")
 
 
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    server.bind(("127.0.0.1", 0))
-    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    client.bind(("127.0.0.1", 0))
-    client.settimeout(2.0)
-    yield server, client
-    server.close()
-    client.close()
+def received(
+    batch: fastloop.Batch, client: socket.socket, server: socket.socket, queries: list[bytes]
+) -> None:
+    """Every query sent to the batch's socket and taken in (one receive or more)."""
+    for wire in queries:
+        client.sendto(wire, server.getsockname())
+    time.sleep(0.02)
+    got = 0
+    while got < len(queries):
+        got += batch.receive()
 
 
 def test_the_compiled_walk_sends_the_python_walks_bytes(pair) -> None:
@@ -133,12 +151,7 @@ def test_the_compiled_walk_sends_the_python_walks_bytes(pair) -> None:
             while len(queries) < 32:
                 wire = query(rng, rng.choice(names), rng.choice(TYPES))
                 queries.setdefault(wire[:2], wire)
-            for wire in queries.values():
-                client.sendto(wire, server.getsockname())
-            time.sleep(0.02)
-            got = 0
-            while got < len(queries):
-                got += batch.receive()
+            received(batch, client, server, list(queries.values()))
             misses, answered, fallbacks = batch.answer_hits(
                 {}, rng, array("q"), None, {}, (tables.nodes, counts, tables.counted_qtypes)
             )
@@ -172,8 +185,9 @@ def test_a_node_the_compiled_walk_cannot_read_goes_to_python(pair) -> None:
         time.sleep(0.02)
         assert batch.receive() == 1
         nodes = {b"\x03www\x07example\x04test\x00": node}
-        misses, answered, _ = batch.answer_hits({}, random.Random(1), array("q"), None, {},
-                                                (nodes, {}, zone_tables.COUNTED_QTYPES))  # fmt: skip
+        misses, answered, _ = batch.answer_hits(
+            {}, random.Random(1), array("q"), None, {}, (nodes, {}, zone_tables.COUNTED_QTYPES)
+        )
         assert answered == 0 and len(misses) == 1
 
 
@@ -249,11 +263,7 @@ def test_mutated_queries_get_the_full_paths_bytes_or_go_to_python(pair) -> None:
             if got is not None:
                 assert got == full_path(snap, wire, "udp"), wire.hex()
                 expected[ident] = got
-            client.sendto(wire, server.getsockname())
-        time.sleep(0.02)
-        received = 0
-        while received < len(queries):
-            received += batch.receive()
+        received(batch, client, server, list(queries.values()))
         _, answered_now, _ = batch.answer_hits(
             {}, rng, array("q"), None, {}, (tables.nodes, {}, tables.counted_qtypes)
         )

@@ -9,7 +9,6 @@ import random
 import socket
 import time
 from array import array
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,18 +18,6 @@ from dnsd.answer_table import FALLBACK, Finished
 from dnsd.steering.draws import Draw, Outcome
 
 NO_TABLE = 5  # dnsd/_fastloop.c: no table for the query
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    server.bind(("127.0.0.1", 0))
-    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    client.bind(("127.0.0.1", 0))
-    client.settimeout(2.0)
-    yield server, client
-    server.close()
-    client.close()
 
 
 def received(batch: fastloop.Batch, client: socket.socket, server: socket.socket,
