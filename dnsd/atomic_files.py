@@ -37,7 +37,14 @@ JOURNAL = ".dnsd-journal.json"
 LOCK = ".dnsd-lock"
 NEW = ".dnsd-new"
 OLD = ".dnsd-old"
-PAUSE_ENV = "DNSD_TEST_PAUSE_BETWEEN_RENAMES_S"  # tests only: widen the window of step 3
+
+
+class _Switches:
+    # --test-pause-between-renames (dnsd.cli.test_hooks): widens the window of step 3
+    pause_between_renames_s = 0.0
+
+
+SWITCHES = _Switches()
 
 
 class WriteFailed(Exception):
@@ -102,7 +109,7 @@ def write_files(directory: Path, texts: Mapping[str, str | None]) -> None:
             raise WriteFailed(f"{directory / JOURNAL}: cannot write the journal: "
                               f"{_reason(exc)}; nothing changed") from None  # fmt: skip
         try:
-            _roll_forward(directory, entries, pause=_test_pause())
+            _roll_forward(directory, entries, pause=SWITCHES.pause_between_renames_s)
         except OSError as exc:
             failed = getattr(exc, "filename", None) or directory
             try:
@@ -255,10 +262,3 @@ def _locked(directory: Path) -> Iterator[None]:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
-
-
-def _test_pause() -> float:
-    try:
-        return max(0.0, float(os.environ.get(PAUSE_ENV, "0")))
-    except ValueError:
-        return 0.0

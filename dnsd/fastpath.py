@@ -50,7 +50,7 @@ from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
 from dnsd.dnsname import NAME_BYTES, key_of_labels, name_end, wire_labels
 from dnsd.dnssec.denial import compact_nxdomain
-from dnsd.dnssec.signer import DAY
+from dnsd.dnssec.signature import DAY
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
 from dnsd.health.view import HealthView
 from dnsd.reply import (

@@ -24,7 +24,17 @@ from dnsd.config.yamlio import LineDict, LineList, YamlSyntaxError, load_yaml
 from dnsd.errors import Reason
 
 MAX_BYTES = 1 << 20
-NOT_SETTINGS = frozenset({"help", "config", "follow_fd", "action"})
+NOT_SETTINGS = frozenset(
+    {
+        "help",
+        "config",
+        "follow_fd",
+        "action",
+        "test_fault_dir",
+        "test_corrupt_signatures",
+        "test_pause_between_renames",
+    }
+)
 
 
 def settings(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

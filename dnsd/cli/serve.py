@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from dnsd.admin.token_env import admin_token_from_environment
+from dnsd.cli import test_hooks
 from dnsd.cli.flags import add_serve_arguments, apply_server_file, subparser
 from dnsd.cli.invocation import Invocation
 from dnsd.cli.worker_argv import worker_arguments
@@ -48,6 +49,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from dnsd.logsetup import setup_logging
 
     setup_logging(args.log_level, args.log_format)
+    test_hooks.apply(args)
     try:  # the judge `dnsd check --config` asks too
         settings = serve_settings(args)
     except SettingsError as exc:

@@ -23,9 +23,10 @@ import dns.rdatatype
 
 from dnsd.dnsname import key_of_labels, name_end, wire_labels
 from dnsd.dnssec import wire
-from dnsd.dnssec.signer import make_signature, nsec_types, window
+from dnsd.dnssec.signature import make_signature, window
 from dnsd.snapshot import CompiledZone
 from dnsd.zone_keys import ZoneKey, ZoneKeys
+from dnsd.zone_lookup import wildcard_node
 
 AA: Final = 0x04  # in the third octet of the header
 QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name
@@ -191,3 +192,24 @@ def _with_co(additional: bytes, count: int) -> bytes:
             out[after + 6] |= wire.CO_FLAG >> 8
         pos = after + 10 + rdlen
     return bytes(out)
+
+
+LB_TYPES = (1, 28)  # A, AAAA: what a load-balanced name has
+
+
+def present_types(zone: CompiledZone, name: str) -> set[int]:
+    """The types at `name` (lower-case text) as the lookup serves them: its own, or the
+    wildcard's that answers for it; a load-balanced name has A and AAAA."""
+    node = zone.nodes.get(name) or wildcard_node(zone, name)
+    return {*(node.rrsets if node else ()), *(LB_TYPES if node and node.lb else ())}
+
+
+def nsec_types(zone: CompiledZone, name: str, nxname: bool, absent: int) -> list[int]:
+    """The bitmap of the one NSEC of compact denial at `name`: RRSIG, NSEC and NXNAME for
+    a name that does not exist; else the name's types with RRSIG and NSEC — never `absent`,
+    the type a NODATA answer says is not there (a query for NSEC gets the NSEC itself).
+    A query for RRSIG gets NODATA whose bitmap leaves RRSIG out, so it agrees with itself."""
+    if nxname:
+        return [wire.RRSIG, wire.NSEC, wire.NXNAME]
+    types = present_types(zone, name) | {wire.RRSIG, wire.NSEC}
+    return sorted(types if absent == wire.NSEC else types - {absent})  # NSEC: the answer

@@ -23,7 +23,6 @@ Negative answers — what a random-name flood asks for — take a wire-level pat
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
@@ -38,34 +37,22 @@ import dns.rdatatype
 import dns.rrset
 
 from dnsd.dnssec import wire
+from dnsd.dnssec.denial import nsec_types, sign_negative
+from dnsd.dnssec.signature import make_signature, window
 from dnsd.rdata import to_dnspython
 from dnsd.snapshot import CompiledZone
 from dnsd.zone_keys import ZoneKeys
-from dnsd.zone_lookup import wildcard_node
 
-DAY: Final = 86400
-VALIDITY_DAYS: Final = 7
 CACHE_SIZE: Final = 200_000
 ADDRESS = (dns.rdatatype.A, dns.rdatatype.AAAA)
-LB_TYPES = (dns.rdatatype.A, dns.rdatatype.AAAA)
 
 _cache: OrderedDict[tuple[object, ...], dns.rrset.RRset] = OrderedDict()
-# A test-only switch: every signature made is broken, so a test proves validators check.
-CORRUPT_FOR_TESTS = os.environ.get("DNSD_TEST_CORRUPT_SIGNATURES") == "1"
-
-
-def window(now: float) -> tuple[int, int]:
-    """(inception, expiration) of the signatures made now."""
-    start = int(now) // DAY * DAY
-    return start - 3600, start + VALIDITY_DAYS * DAY
 
 
 def sign_reply(wire_bytes: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
                co: bool = False) -> bytes:  # fmt: skip
     """The reply `wire_bytes` (for a query with DO=1, in `zone`) with its RRSIGs and
     denial; `co`: the query set the CO flag."""
-    from dnsd.dnssec.denial import sign_negative  # the fast path for negative answers
-
     fast = sign_negative(wire_bytes, zone, keys, now, co)
     if fast is not None:
         return fast
@@ -156,14 +143,6 @@ def _rrsig(
     return signed
 
 
-def make_signature(key: object, data: bytes) -> bytes:
-    """The signature over `data` (broken on purpose under DNSD_TEST_CORRUPT_SIGNATURES)."""
-    sig = wire.signature(key, data)  # type: ignore[arg-type]
-    if CORRUPT_FOR_TESTS:
-        return bytes([sig[0] ^ 0xFF]) + sig[1:]
-    return sig
-
-
 def _final_name(qname: dns.name.Name, answer: list[dns.rrset.RRset]) -> dns.name.Name:
     """Where a CNAME chain in the answer ends (the name the denial is about)."""
     name = qname
@@ -184,24 +163,6 @@ def _node_rrset(zone: CompiledZone, name: dns.name.Name, rdtype: int) -> dns.rrs
     return dns.rrset.from_rdata_list(
         name, rrset.ttl, [to_dnspython(rdtype, rd) for rd in rrset.rdatas]
     )
-
-
-def present_types(zone: CompiledZone, name: str) -> set[int]:
-    """The types at `name` (lower-case text) as the lookup serves them: its own, or the
-    wildcard's that answers for it; a load-balanced name has A and AAAA."""
-    node = zone.nodes.get(name) or wildcard_node(zone, name)
-    return {*(node.rrsets if node else ()), *(LB_TYPES if node and node.lb else ())}
-
-
-def nsec_types(zone: CompiledZone, name: str, nxname: bool, absent: int) -> list[int]:
-    """The bitmap of the one NSEC of compact denial at `name`: RRSIG, NSEC and NXNAME for
-    a name that does not exist; else the name's types with RRSIG and NSEC — never `absent`,
-    the type a NODATA answer says is not there (a query for NSEC gets the NSEC itself).
-    A query for RRSIG gets NODATA whose bitmap leaves RRSIG out, so it agrees with itself."""
-    if nxname:
-        return [wire.RRSIG, wire.NSEC, wire.NXNAME]
-    types = present_types(zone, name) | {wire.RRSIG, wire.NSEC}
-    return sorted(types if absent == wire.NSEC else types - {absent})  # NSEC: the answer
 
 
 def _nsec(zone: CompiledZone, name: dns.name.Name, nxname: bool, absent: int) -> dns.rrset.RRset:

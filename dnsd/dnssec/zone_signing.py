@@ -16,7 +16,7 @@ import dns.rdatatype
 import dns.rrset
 import dns.zone
 
-from dnsd.dnssec.signer import window
+from dnsd.dnssec.signature import window
 from dnsd.zone_keys import ZoneKeys
 
 _signed: OrderedDict[tuple[str, str, int], tuple[dns.rrset.RRset, list[dns.rrset.RRset]]] = (

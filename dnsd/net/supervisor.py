@@ -9,15 +9,14 @@ while any listener is down `/readyz` says 503 and systemd's STATUS names it.
 `dnsd_serving_loop_answers_total{loop}` and `dnsd_serving_loop_restarts_total{loop}` come
 from here.
 
-Fault injection, for the tests only: with `DNSD_FAULT_DIR` set, a loop raises at each batch
-(and each restart) while a file named after its kind (`compiled`, `pure`, `tcp`) exists
+Fault injection, for the tests only (`dnsd serve --test-fault-dir DIR`): a loop raises at each
+batch (and each restart) while a file named after its kind (`compiled`, `pure`, `tcp`) exists
 there. Unset, it costs one `is None` test per batch.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -46,9 +45,16 @@ class FaultHook:
             raise InjectedFault(f"injected fault in the {kind} serving loop")
 
 
+class _Switches:
+    fault_dir: Path | None = None  # set by --test-fault-dir (dnsd.cli.test_hooks)
+
+
+SWITCHES = _Switches()
+
+
 def fault_hook() -> FaultHook | None:
-    where = os.environ.get("DNSD_FAULT_DIR")
-    return FaultHook(Path(where)) if where else None
+    where = SWITCHES.fault_dir
+    return FaultHook(where) if where else None
 
 
 @dataclass(slots=True)

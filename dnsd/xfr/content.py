@@ -23,7 +23,7 @@ from dnslib import QTYPE, RR, DNSHeader, DNSRecord
 from dnsd.config.model import RRset as RRsetModel
 from dnsd.config.model import Zone
 from dnsd.dnsname import to_label
-from dnsd.dnssec.signer import window
+from dnsd.dnssec.signature import window
 from dnsd.health.view import HealthView
 from dnsd.rdata import to_wire
 from dnsd.reaper import free_in_steps

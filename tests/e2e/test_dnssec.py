@@ -168,9 +168,9 @@ def test_ecs_clients_in_two_regions_get_different_validated_answers(signed: Sign
 
 def test_a_broken_signature_is_servfail_at_the_validator(signed: Signed) -> None:
     signed.dnsd.stop()
-    env = {"DNSD_TEST_CORRUPT_SIGNATURES": "1"}
+    hook = "--test-corrupt-signatures"
     with DnsdProcess(
-        signed.config, "--state-dir", str(signed.state), "--rrl-rate", "0", env=env
+        signed.config, "--state-dir", str(signed.state), "--rrl-rate", "0", hook
     ) as broken:
         resolver = asyncio.run(Unbound(ZONE, broken.port, signed.ds).start())
         try:

@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from dnsd.atomic_files import JOURNAL, LOCK, PAUSE_ENV
+from dnsd.atomic_files import JOURNAL, LOCK
 from tests.admin_client import http
 from tests.processes import DnsdProcess
 
@@ -86,11 +86,12 @@ def test_sigkill_during_two_file_writes_leaves_one_whole_generation(
         directory = tmp_path / f"run{run}"
         shutil.copytree(original, directory)
         pause = run % 2 == 0  # half the runs: killed between the two renames
-        env = {"DNSD_ADMIN_TOKEN": TOKEN, **({PAUSE_ENV: "1.0"} if pause else {})}
+        env = {"DNSD_ADMIN_TOKEN": TOKEN}
+        hook = ("--test-pause-between-renames", "1.0") if pause else ()
         old = generations[0]
         assert texts(directory) == old
         generation = 3 + run
-        with DnsdProcess(directory, env=env) as dnsd:
+        with DnsdProcess(directory, *hook, env=env) as dnsd:
             assert dnsd.proc is not None
             writer = threading.Thread(target=post_quietly,
                                       args=(dnsd.admin_port, change_set(generation)))  # fmt: skip

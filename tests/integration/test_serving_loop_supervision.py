@@ -1,7 +1,7 @@
 """A serving loop that fails is never silent: the error goes through the logger
 once, /readyz is 503 and systemd's STATUS names the listener until the loop is back, answers
 resume, and dnsd_serving_loop_restarts_total moves. Faults come from the test-only hook
-(DNSD_FAULT_DIR: a file named after the loop makes it raise at each batch while it exists);
+(--test-fault-dir: a file named after the loop makes it raise at each batch while it exists);
 a worker's fault is real (SIGKILL)."""
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ def test_a_failing_udp_loop_is_logged_counted_not_ready_and_restarted(tmp_path: 
     notify = tmp_path / "notify.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(str(notify))
-        env = {"DNSD_FAULT_DIR": str(faults), "NOTIFY_SOCKET": str(notify)}
-        with DnsdProcess(DATA / "good", "--serving-loop", loop, env=env) as dnsd:
+        env = {"NOTIFY_SOCKET": str(notify)}
+        hook = ("--test-fault-dir", str(faults))
+        with DnsdProcess(DATA / "good", "--serving-loop", loop, *hook, env=env) as dnsd:
             until(lambda: answered(dnsd.port), 5, "first answer")
             assert ready(dnsd) == 200
             for _ in range(5):  # the compiled loop answers repeats from its cache
@@ -82,7 +83,7 @@ def test_a_failing_udp_loop_is_logged_counted_not_ready_and_restarted(tmp_path: 
 def test_a_failing_tcp_handler_is_logged_and_counted_and_tcp_goes_on(tmp_path: Path) -> None:
     faults = tmp_path / "faults"
     faults.mkdir()
-    with DnsdProcess(DATA / "good", env={"DNSD_FAULT_DIR": str(faults)}) as dnsd:
+    with DnsdProcess(DATA / "good", "--test-fault-dir", str(faults)) as dnsd:
         until(lambda: answered(dnsd.port, tcp=True), 5, "first TCP answer")
         (faults / "tcp").touch()
         for _ in range(3):
