@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dnsd.admin.guard import RequestFraming
+from dnsd.admin.request_framing import RequestFraming
 
 GET = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 PUT = b"PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
