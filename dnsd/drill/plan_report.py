@@ -10,8 +10,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from dnsd.drill.plan_results import PlanResult, StepResult
 from dnsd.drill.plots import HINT, available, pyplot
-from dnsd.drill.run_plan import PlanResult, StepResult
 
 
 def _s(value: float | None) -> str:
