@@ -106,8 +106,9 @@ def write_files(directory: Path, texts: Mapping[str, str | None]) -> None:
             write_file(directory / JOURNAL, json.dumps({"files": entries}, indent=1) + "\n")
         except OSError as exc:
             _discard(directory, entries)
-            raise WriteFailed(f"{directory / JOURNAL}: cannot write the journal: "
-                              f"{_reason(exc)}; nothing changed") from None  # fmt: skip
+            raise WriteFailed(
+                f"{directory / JOURNAL}: cannot write the journal: {_reason(exc)}; nothing changed"
+            ) from None
         try:
             _roll_forward(directory, entries, pause=SWITCHES.pause_between_renames_s)
         except OSError as exc:
@@ -115,12 +116,15 @@ def write_files(directory: Path, texts: Mapping[str, str | None]) -> None:
             try:
                 _roll_back(directory, entries)
             except OSError:
-                raise WriteFailed(f"{failed}: cannot replace: {_reason(exc)}; and the old "
-                                  "files could not be put back (the journal stays: the next "
-                                  "start tries again)") from None  # fmt: skip
+                raise WriteFailed(
+                    f"{failed}: cannot replace: {_reason(exc)}; and the old "
+                    "files could not be put back (the journal stays: the next "
+                    "start tries again)"
+                ) from None
             _finish(directory, entries)
-            raise WriteFailed(f"{failed}: cannot replace: {_reason(exc)}; nothing "
-                              "changed") from None  # fmt: skip
+            raise WriteFailed(
+                f"{failed}: cannot replace: {_reason(exc)}; nothing changed"
+            ) from None
         _finish(directory, entries)
 
 
@@ -156,8 +160,10 @@ def _recover_locked(directory: Path) -> None:
     except FileNotFoundError:
         pass
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise WriteFailed(f"{journal}: an interrupted config write left a journal that "
-                          f"cannot be read ({exc}): see docs/configuration.md") from None  # fmt: skip
+        raise WriteFailed(
+            f"{journal}: an interrupted config write left a journal that "
+            f"cannot be read ({exc}): see docs/configuration.md"
+        ) from None
     if entries is not None:
         if not all(_is_name(str(e.get("name", ""))) for e in entries):
             raise WriteFailed(f"{journal}: names a file outside {directory}: not followed")
@@ -195,8 +201,9 @@ def _stage(directory: Path, texts: Mapping[str, str | None]) -> list[dict[str, o
     except OSError as exc:
         _discard(directory, entries)
         where = getattr(exc, "filename", None) or directory
-        raise WriteFailed(f"{where}: cannot prepare the change: {_reason(exc)}; "
-                          "nothing changed") from None  # fmt: skip
+        raise WriteFailed(
+            f"{where}: cannot prepare the change: {_reason(exc)}; nothing changed"
+        ) from None
     return entries
 
 
@@ -251,8 +258,9 @@ def _locked(directory: Path) -> Iterator[None]:
     try:
         fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise WriteFailed(f"{directory / LOCK}: cannot open the write lock: "
-                          f"{_reason(exc)}; nothing changed") from None  # fmt: skip
+        raise WriteFailed(
+            f"{directory / LOCK}: cannot open the write lock: {_reason(exc)}; nothing changed"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

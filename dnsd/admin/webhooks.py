@@ -44,9 +44,18 @@ from dnsd.ratelog import RateLimitedLog
 log = logging.getLogger("dnsd.webhooks")
 FAILURE_LOG = RateLimitedLog(log)
 EVENTS: Final = (
-    "backend_health", "quorum", "pool_health", "failover", "failback", "fail_open", "override", "config",
-    "reload_failed", "redis", "config_sync",
-)  # fmt: skip
+    "backend_health",
+    "quorum",
+    "pool_health",
+    "failover",
+    "failback",
+    "fail_open",
+    "override",
+    "config",
+    "reload_failed",
+    "redis",
+    "config_sync",
+)
 QUEUE_SIZE: Final = 256
 TRIES: Final = 5
 FIRST_WAIT_S: Final = 0.5
@@ -106,8 +115,9 @@ class Alerts:
 
     def send(self, event: Event) -> None:
         """Queue an event for every webhook that wants its kind (never waits)."""
-        wanted = [(h, q) for h, q in zip(self.hooks, self._queues, strict=True)
-                  if event.kind in h.events]  # fmt: skip
+        wanted = [
+            (h, q) for h, q in zip(self.hooks, self._queues, strict=True) if event.kind in h.events
+        ]
         if not wanted:
             return
         body = {**event.to_json(), "event": event.kind, "node": self.node}
@@ -119,8 +129,11 @@ class Alerts:
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily("dnsd_webhook", "Webhook events", labels=["result"])
-        for result, value in (("sent", self.sent), ("dropped", self.dropped),
-                              ("failed", self.failed)):  # fmt: skip
+        for result, value in (
+            ("sent", self.sent),
+            ("dropped", self.dropped),
+            ("failed", self.failed),
+        ):
             family.add_metric([result], value)
         yield family
 
@@ -136,8 +149,10 @@ class Alerts:
     ) -> None:
         payload = {"text": slack_text(event)} if hook.format == "slack" else event
         body = json.dumps(payload, sort_keys=True).encode()
-        headers = {"Content-Type": "application/json",
-                   "X-Dnsd-Signature": signature(hook.secret, body)}  # fmt: skip
+        headers = {
+            "Content-Type": "application/json",
+            "X-Dnsd-Signature": signature(hook.secret, body),
+        }
         wait = FIRST_WAIT_S
         for attempt in range(1, TRIES + 1):
             try:
@@ -157,8 +172,15 @@ class Alerts:
                 await asyncio.sleep(wait)
                 wait *= 2
         self.failed += 1
-        FAILURE_LOG.log(time.time(), logging.WARNING, "webhook %s: %s event dropped after %d "
-                        "tries (%s)", redacted_url(hook.url), event["event"], attempt, problem)  # fmt: skip
+        FAILURE_LOG.log(
+            time.time(),
+            logging.WARNING,
+            "webhook %s: %s event dropped after %d tries (%s)",
+            redacted_url(hook.url),
+            event["event"],
+            attempt,
+            problem,
+        )
 
 
 def redacted_url(url: str) -> str:

@@ -94,12 +94,19 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
     _loops(args, problems)
     dnstap = DnstapSettings()
     try:
-        dnstap = settings_from(args.dnstap_socket, args.dnstap_file, args.dnstap_identity,
-                               args.dnstap_sample, getattr(args, "dnstap_messages", None))  # fmt: skip
+        dnstap = settings_from(
+            args.dnstap_socket,
+            args.dnstap_file,
+            args.dnstap_identity,
+            args.dnstap_sample,
+            getattr(args, "dnstap_messages", None),
+        )
     except ValueError as exc:
         problems.append(str(exc))
     if dnstap.enabled and args.workers > 1:
-        problems.append("dnstap: not with --workers above 1 (the workers' queries would not be logged)")  # fmt: skip
+        problems.append(
+            "dnstap: not with --workers above 1 (the workers' queries would not be logged)"
+        )
     if problems:
         raise SettingsError(problems)
     return ServeSettings(

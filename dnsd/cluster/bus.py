@@ -153,11 +153,15 @@ class RedisBus:
                 first = self.last_error is None
                 self.last_error = describe(exc)
                 if self.connected:
-                    log.error("redis %s unreachable (%s): serving on own probes and last shared"
-                              " state", self.url, self.last_error)  # fmt: skip
+                    log.error(
+                        "redis %s unreachable (%s): serving on own probes and last shared state",
+                        self.url,
+                        self.last_error,
+                    )
                 elif first or not isinstance(exc, (RedisError, OSError)):
-                    ERROR_LOG.log(time.time(), logging.ERROR, "redis %s: %s", self.url,
-                                  self.last_error)  # fmt: skip
+                    ERROR_LOG.log(
+                        time.time(), logging.ERROR, "redis %s: %s", self.url, self.last_error
+                    )
                 self._set_connected(False)
                 await self._close()
                 await asyncio.sleep(backoff)
@@ -195,8 +199,13 @@ class RedisBus:
             seconds, micros = await client.time()
             after = time.time()
         except ResponseError as exc:  # an ACL without +time: our own clock, as before
-            ERROR_LOG.log(time.time(), logging.WARNING, "redis %s: TIME refused (%s): "
-                          "judging times on this node's clock", self.url, exc)  # fmt: skip
+            ERROR_LOG.log(
+                time.time(),
+                logging.WARNING,
+                "redis %s: TIME refused (%s): judging times on this node's clock",
+                self.url,
+                exc,
+            )
             return
         self.clock_offset = seconds + micros / 1e6 - (before + after) / 2
 
@@ -212,8 +221,12 @@ class RedisBus:
             # A demoted primary that stays up keeps our subscription open: ask Sentinel.
             primary = await self.target.primary(self._sentinel)
             if primary != self.primary:  # counted once connected there (_on_primary)
-                log.warning("redis %s: the primary moved from %s to %s: reconnecting",
-                            self.url, self.primary, primary)  # fmt: skip
+                log.warning(
+                    "redis %s: the primary moved from %s to %s: reconnecting",
+                    self.url,
+                    self.primary,
+                    primary,
+                )
                 raise ConnectionError("the primary moved")
         for channel in self.channels:
             await channel.tick(self._client)
@@ -224,16 +237,24 @@ class RedisBus:
         a primary that died — a lost connection whose reconnect Sentinel sent elsewhere."""
         if self.primary is not None and primary != self.primary:
             self.failovers_total += 1
-            log.warning("redis %s: failover: the primary is now %s:%d (was %s:%d)", self.url,
-                        *primary, *self.primary)  # fmt: skip
+            log.warning(
+                "redis %s: failover: the primary is now %s:%d (was %s:%d)",
+                self.url,
+                *primary,
+                *self.primary,
+            )
         self.primary = primary
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "url": self.url, "node": self.node, "connected": self.connected,
-            "authenticated": self.sealer.authenticated, "rejected": dict(self.rejected),
-            "tls": self.target.tls, "error": self.last_error,
-        }  # fmt: skip
+            "url": self.url,
+            "node": self.node,
+            "connected": self.connected,
+            "authenticated": self.sealer.authenticated,
+            "rejected": dict(self.rejected),
+            "tls": self.target.tls,
+            "error": self.last_error,
+        }
         if self.target.sentinel:
             out["primary"] = f"{self.primary[0]}:{self.primary[1]}" if self.primary else None
         for channel in self.channels:
@@ -272,8 +293,12 @@ class RedisBus:
 
     def _set_connected(self, up: bool) -> None:
         if up and not self.connected:
-            log.warning("redis %s connected: sharing health as node %s%s", self.url, self.node,
-                        f" (primary {self.primary[0]}:{self.primary[1]})" if self.primary else "")  # fmt: skip
+            log.warning(
+                "redis %s connected: sharing health as node %s%s",
+                self.url,
+                self.node,
+                f" (primary {self.primary[0]}:{self.primary[1]})" if self.primary else "",
+            )
         if up != self.connected and (not up or self._ever_connected):  # lost, or regained
             for listener in self.connection_listeners:
                 listener(up)
@@ -331,5 +356,6 @@ class RedisBus:
     def reject(self, reason: RejectReason, detail: str) -> None:
         self.errors_total += 1
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
-        REJECTED_LOG.log(time.time(), logging.ERROR, "cluster message refused (%s): %s",
-                         reason, detail)  # fmt: skip
+        REJECTED_LOG.log(
+            time.time(), logging.ERROR, "cluster message refused (%s): %s", reason, detail
+        )

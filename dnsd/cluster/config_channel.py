@@ -103,11 +103,17 @@ class ConfigSync:
                 await self._task
 
     def status(self) -> dict[str, Any]:
-        return {"config_sync": {
-            "state": self.state, "digest": self.head, "seq": self.seq,
-            "shared_seq": self.shared_seq, "pending": len(self._pending),
-            "diverged": self.diverged_reason, "error": self.last_error,
-        }}  # fmt: skip
+        return {
+            "config_sync": {
+                "state": self.state,
+                "digest": self.head,
+                "seq": self.seq,
+                "shared_seq": self.shared_seq,
+                "pending": len(self._pending),
+                "diverged": self.diverged_reason,
+                "error": self.last_error,
+            }
+        }
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         diverged = GaugeMetricFamily(
@@ -229,8 +235,11 @@ class ConfigSync:
         orphan_ids = {id(r) for r in orphans}
         for entry_id, record in records:
             if id(record) in orphan_ids:
-                self.bus.reject("replayed", f"{LOG_KEY} entry {entry_id!r}: record {record.seq} "
-                                "does not link into the history")  # fmt: skip
+                self.bus.reject(
+                    "replayed",
+                    f"{LOG_KEY} entry {entry_id!r}: record {record.seq} "
+                    "does not link into the history",
+                )
                 bad.append(entry_id)
         if bad:
             await client.xdel(LOG_KEY, *bad)
@@ -244,9 +253,12 @@ class ConfigSync:
                 if not await self._restore(client, shared, whole):
                     self._wake.set()  # the stream moved meanwhile: look again
                     return
-                log.warning("config sync: Redis's history began at seq %d: restored the %d "
-                            "record(s) before it from this node's copy", shared[0].seq,
-                            len(whole) - len(shared))  # fmt: skip
+                log.warning(
+                    "config sync: Redis's history began at seq %d: restored the %d "
+                    "record(s) before it from this node's copy",
+                    shared[0].seq,
+                    len(whole) - len(shared),
+                )
                 shared = whole
         self.shared_seq = shared[-1].seq if shared else 0
         steps = plan(self.history, shared)
@@ -257,15 +269,20 @@ class ConfigSync:
             if not await self._append(client, shared[-1] if shared else None, steps.append):
                 self._wake.set()  # another node wrote first: look again
                 return
-            log.warning("config sync: Redis lacked %d record(s) of the shared history: "
-                        "re-seeded from this node's copy (seq %d)", len(steps.append), self.seq)  # fmt: skip
+            log.warning(
+                "config sync: Redis lacked %d record(s) of the shared history: "
+                "re-seeded from this node's copy (seq %d)",
+                len(steps.append),
+                self.seq,
+            )
             shared = [*shared, *steps.append]
         if steps.apply and not await self._apply(steps.apply, shared):
             return
         if steps.reappend:  # ours that Redis never kept, again after what others wrote
             entries = [(c.target.route, c.body) for r in steps.reappend for c in self._changes(r)]
-            await self._append_local(client, [Change(parse_route(r), b, missing_ok=True)
-                                              for r, b in entries], None)  # fmt: skip
+            await self._append_local(
+                client, [Change(parse_route(r), b, missing_ok=True) for r, b in entries], None
+            )
             return
         await self._write_head(client, shared[-1] if shared else None)
         self._in_sync()
@@ -299,8 +316,17 @@ class ConfigSync:
                 for record in whole:
                     pipe.xadd(LOG_KEY, {"record": self.bus.sealer.seal(record.body())})
                 last = whole[-1]
-                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": self.bus.now(),
-                                                        "seq": last.seq, "digest": last.digest}))  # fmt: skip
+                pipe.set(
+                    SEQ_KEY,
+                    self.bus.sealer.seal(
+                        {
+                            "node": self.bus.node,
+                            "at": self.bus.now(),
+                            "seq": last.seq,
+                            "digest": last.digest,
+                        }
+                    ),
+                )
                 await pipe.execute()
             except WatchError:
                 return False
@@ -335,8 +361,17 @@ class ConfigSync:
                 for text in sealed:
                     pipe.xadd(LOG_KEY, {"record": text})
                 last = records[-1]
-                pipe.set(SEQ_KEY, self.bus.sealer.seal({"node": self.bus.node, "at": self.bus.now(),
-                                                        "seq": last.seq, "digest": last.digest}))  # fmt: skip
+                pipe.set(
+                    SEQ_KEY,
+                    self.bus.sealer.seal(
+                        {
+                            "node": self.bus.node,
+                            "at": self.bus.now(),
+                            "seq": last.seq,
+                            "digest": last.digest,
+                        }
+                    ),
+                )
                 for text in sealed:
                     pipe.publish(CHANNEL, text)
                 await pipe.execute()
@@ -356,11 +391,20 @@ class ConfigSync:
             if self.state == "diverged":
                 self._pending.append((changes, written_on or self.head))
                 return
-            record = new_record(self.history[-1] if self.history else None, self.bus.node,
-                                self.bus.node, self.bus.now(), entries)  # fmt: skip
+            record = new_record(
+                self.history[-1] if self.history else None,
+                self.bus.node,
+                self.bus.node,
+                self.bus.now(),
+                entries,
+            )
             if len(self.bus.sealer.seal(record.body())) > MAX_RECORD_BYTES:
-                log.error("config change of %d entries too large to share (over %d bytes): "
-                          "applied here only", len(entries), MAX_RECORD_BYTES)  # fmt: skip
+                log.error(
+                    "config change of %d entries too large to share (over %d bytes): "
+                    "applied here only",
+                    len(entries),
+                    MAX_RECORD_BYTES,
+                )
                 self._diverge("a change set too large to share was applied here only")
                 return
             if await self._append(client, self.history[-1] if self.history else None, [record]):
@@ -407,9 +451,13 @@ class ConfigSync:
         except ChangeRefused as exc:
             self._refused_at = (time.monotonic(), tail)
             self.last_error = f"{exc}: {'; '.join(exc.errors[:5])}"[:2000]
-            log.error("config change from Redis (seq %d..%d) refused here, still serving "
-                      "the current config: %s", records[0].seq, records[-1].seq,
-                      self.last_error)  # fmt: skip
+            log.error(
+                "config change from Redis (seq %d..%d) refused here, still serving "
+                "the current config: %s",
+                records[0].seq,
+                records[-1].seq,
+                self.last_error,
+            )
             self._diverge(
                 f"a shared change (seq {records[0].seq}..{records[-1].seq}) was refused here"
             )
@@ -422,14 +470,24 @@ class ConfigSync:
         await self._audit(records, origins, 200, prepared.before, prepared.after, None)
         self.history.extend(records)
         await asyncio.to_thread(self._save)
-        log.info("applied %d config record(s) from Redis (seq %d..%d): generation %d",
-                 len(records), records[0].seq, records[-1].seq, applied.generation)  # fmt: skip
+        log.info(
+            "applied %d config record(s) from Redis (seq %d..%d): generation %d",
+            len(records),
+            records[0].seq,
+            records[-1].seq,
+            applied.generation,
+        )
         return True
 
     def _diverge(self, reason: str) -> None:
         if self.state != "diverged" or self.diverged_reason != reason:
-            log.error("config sync DIVERGED: %s; still serving this node's last good config "
-                      "(digest %s, seq %d)", reason, self.head[:16], self.seq)  # fmt: skip
+            log.error(
+                "config sync DIVERGED: %s; still serving this node's last good config "
+                "(digest %s, seq %d)",
+                reason,
+                self.head[:16],
+                self.seq,
+            )
             self.on_state("diverged", reason)
         else:
             DIVERGED_LOG.log(time.time(), logging.ERROR, "config sync still diverged: %s", reason)
@@ -437,29 +495,45 @@ class ConfigSync:
 
     def _in_sync(self) -> None:
         if self.state == "stalled":
-            log.warning("config sync no longer stalled (digest %s, seq %d)", self.head[:16],
-                        self.seq)  # fmt: skip
+            log.warning(
+                "config sync no longer stalled (digest %s, seq %d)", self.head[:16], self.seq
+            )
             self.last_error = None
         if self.state == "diverged":
-            log.warning("config sync back in step with the cluster (digest %s, seq %d)",
-                        self.head[:16], self.seq)  # fmt: skip
+            log.warning(
+                "config sync back in step with the cluster (digest %s, seq %d)",
+                self.head[:16],
+                self.seq,
+            )
             self.on_state("in_sync", None)
         self.state, self.diverged_reason = "in_sync", None
 
     async def _audit(
-        self, records: Sequence[Record], origins: list[str], status: int, before: Any,
-        after: Any, error: str | None,
-    ) -> None:  # fmt: skip
+        self,
+        records: Sequence[Record],
+        origins: list[str],
+        status: int,
+        before: Any,
+        after: Any,
+        error: str | None,
+    ) -> None:
         if self.on_synced is None:
             return
         routes = [route for r in records for route, _ in r.entries]
         record = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"), "token": None,
-            "source": "redis", "origin_node": ", ".join(origins)[:200], "method": "SYNC",
-            "route": routes[0][:300] if routes else "", "routes": routes[:200],
-            "seq": [records[0].seq, records[-1].seq], "before": before, "after": after,
-            "status": status, **({"error": error[:300]} if error else {}),
-        }  # fmt: skip
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "token": None,
+            "source": "redis",
+            "origin_node": ", ".join(origins)[:200],
+            "method": "SYNC",
+            "route": routes[0][:300] if routes else "",
+            "routes": routes[:200],
+            "seq": [records[0].seq, records[-1].seq],
+            "before": before,
+            "after": after,
+            "status": status,
+            **({"error": error[:300]} if error else {}),
+        }
         await self.on_synced(record)
 
     # -- from this node -----------------------------------------------------------------------
@@ -475,13 +549,17 @@ class ConfigSync:
             data = json.loads(self._state_file.read_text())
             history = [record_of(body) for body in data.get("history", [])]
         except (OSError, ValueError, TypeError, AttributeError) as exc:
-            log.error("%s unreadable (%s): following the shared history from its start",
-                      self._state_file, exc)  # fmt: skip
+            log.error(
+                "%s unreadable (%s): following the shared history from its start",
+                self._state_file,
+                exc,
+            )
             return []
         linked, orphans = chain(history)
         if orphans or (linked and linked[0].prev != GENESIS):
-            log.error("%s: a broken history: following the shared one from its start",
-                      self._state_file)  # fmt: skip
+            log.error(
+                "%s: a broken history: following the shared one from its start", self._state_file
+            )
             return []
         return linked
 

@@ -36,16 +36,29 @@ class Record:
     node: str  # the node that appended it (differs from origin after a re-append)
 
     def body(self) -> dict[str, Any]:
-        return {"seq": self.seq, "prev": self.prev, "digest": self.digest, "origin": self.origin,
-                "at": self.at, "node": self.node,
-                "entries": [{"route": r, "body": b} for r, b in self.entries]}  # fmt: skip
+        return {
+            "seq": self.seq,
+            "prev": self.prev,
+            "digest": self.digest,
+            "origin": self.origin,
+            "at": self.at,
+            "node": self.node,
+            "entries": [{"route": r, "body": b} for r, b in self.entries],
+        }
 
 
 def digest_of(
     seq: int, prev: str, origin: str, at: float, entries: Sequence[tuple[str, Any]]
 ) -> str:
-    text = canonical({"seq": seq, "prev": prev, "origin": origin, "at": at,
-                      "entries": [[r, b] for r, b in entries]})  # fmt: skip
+    text = canonical(
+        {
+            "seq": seq,
+            "prev": prev,
+            "origin": origin,
+            "at": at,
+            "entries": [[r, b] for r, b in entries],
+        }
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -54,8 +67,9 @@ def new_record(
 ) -> Record:
     seq = after.seq + 1 if after else 1
     prev = after.digest if after else GENESIS
-    return Record(seq, prev, digest_of(seq, prev, origin, at, entries), origin, at,
-                  tuple(entries), node)  # fmt: skip
+    return Record(
+        seq, prev, digest_of(seq, prev, origin, at, entries), origin, at, tuple(entries), node
+    )
 
 
 def record_of(body: dict[str, Any]) -> Record:

@@ -64,8 +64,11 @@ class RedisTarget:
         if not self.tls:
             return {}
         # The server's name is checked against its certificate (ssl_check_hostname).
-        return {"ssl_cert_reqs": "required", "ssl_check_hostname": True,
-                "ssl_ca_certs": self.ca_file}  # fmt: skip
+        return {
+            "ssl_cert_reqs": "required",
+            "ssl_check_hostname": True,
+            "ssl_ca_certs": self.ca_file,
+        }
 
     def sentinel_parts(self) -> tuple[list[tuple[str, int]], str, int, str | None, str | None]:
         """(sentinels, service, db, user, password) of a redis+sentinel:// URL."""
@@ -95,9 +98,14 @@ class RedisTarget:
             return aioredis.from_url(self.url, **TIMEOUTS, **self._tls_options()), None
         sentinels, service, db, user, password = self.sentinel_parts()
         manager = Sentinel(
-            sentinels, sentinel_kwargs=dict(TIMEOUTS), **TIMEOUTS, username=user,
-            password=password, ssl=self.tls, **self._tls_options(),
-        )  # fmt: skip
+            sentinels,
+            sentinel_kwargs=dict(TIMEOUTS),
+            **TIMEOUTS,
+            username=user,
+            password=password,
+            ssl=self.tls,
+            **self._tls_options(),
+        )
         return manager.master_for(service, db=db), manager
 
     async def primary(self, manager: Sentinel) -> tuple[str, int]:

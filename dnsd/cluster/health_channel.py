@@ -89,11 +89,17 @@ def observation_of(
     rtt = health.rtt
     last = health.state.last
     return Observation(
-        monitor=target.monitor, host=target.host, port=target.port, source=source,
-        state=health.state.state, ewma_ms=rtt.ewma_ms if rtt else None,
-        samples=rtt.samples if rtt else 0, last_at=last.at + offset if last else now,
-        node=node, published_at=now,
-    )  # fmt: skip
+        monitor=target.monitor,
+        host=target.host,
+        port=target.port,
+        source=source,
+        state=health.state.state,
+        ewma_ms=rtt.ewma_ms if rtt else None,
+        samples=rtt.samples if rtt else 0,
+        last_at=last.at + offset if last else now,
+        node=node,
+        published_at=now,
+    )
 
 
 class HealthChannel:
@@ -189,13 +195,21 @@ class HealthChannel:
             last = self.store.remote.last_published((obs.target, obs.source))
             if last is not None and obs.published_at <= last:
                 if obs.published_at < last:
-                    raise Rejected("replayed", f"an observation of {obs.host}:{obs.port} "
-                                   f"older than the last one from {obs.source}")  # fmt: skip
+                    raise Rejected(
+                        "replayed",
+                        f"an observation of {obs.host}:{obs.port} "
+                        f"older than the last one from {obs.source}",
+                    )
                 return
             if not self.store.apply_remote(
-                obs.target, obs.source, obs.state, obs.ewma_ms, obs.samples, obs.last_at,
+                obs.target,
+                obs.source,
+                obs.state,
+                obs.ewma_ms,
+                obs.samples,
+                obs.last_at,
                 obs.published_at,
-            ):  # fmt: skip
+            ):
                 raise Rejected("unknown_target", f"{obs.host}:{obs.port} is not probed here")
 
     def _receive_overrides(self, raw: str | bytes) -> None:
@@ -216,8 +230,9 @@ class HealthChannel:
 
     # -- publishing ---------------------------------------------------------------------------
     def _on_local(self, target: ProbeTarget, source: str, health: SourceHealth) -> None:
-        obs = observation_of(self.node, target, source, health, self.bus.now(),
-                             self.bus.clock_offset)  # fmt: skip
+        obs = observation_of(
+            self.node, target, source, health, self.bus.now(), self.bus.clock_offset
+        )
         self._own[obs.field] = obs
         client = self.bus.client
         if client is not None:

@@ -126,8 +126,11 @@ def _expand(
         raise ZoneFileError(str(path), 0, f"cannot read: {reason}") from None
     budget.text_bytes += len(text)
     if budget.text_bytes > MAX_TEXT_BYTES:
-        raise ZoneFileError(str(path), 0, f"the zone file and its includes hold more than "
-                            f"{MAX_TEXT_BYTES >> 20} MiB of text")  # fmt: skip
+        raise ZoneFileError(
+            str(path),
+            0,
+            f"the zone file and its includes hold more than {MAX_TEXT_BYTES >> 20} MiB of text",
+        )
     # Lines end at LF, CRLF or CR (RFC 1035 §5.1 and the old Mac convention); read one by
     # one, as above, rather than split in one call.
     for number, line in enumerate(io.StringIO(text, newline=None), start=1):
@@ -148,12 +151,17 @@ def _expand(
             out.append(_Line(raw, str(path), number))
         else:
             if depth >= MAX_INCLUDE_DEPTH:
-                raise ZoneFileError(str(path), number, f"$INCLUDE nested more than "
-                                    f"{MAX_INCLUDE_DEPTH} deep")  # fmt: skip
+                raise ZoneFileError(
+                    str(path), number, f"$INCLUDE nested more than {MAX_INCLUDE_DEPTH} deep"
+                )
             budget.files += 1
             if budget.files > MAX_INCLUDED_FILES:
-                raise ZoneFileError(str(path), number, f"more than {MAX_INCLUDED_FILES} "
-                                    "$INCLUDE lines in one zone file and its includes")  # fmt: skip
+                raise ZoneFileError(
+                    str(path),
+                    number,
+                    f"more than {MAX_INCLUDED_FILES} "
+                    "$INCLUDE lines in one zone file and its includes",
+                )
             target = directory / value if not Path(value).is_absolute() else Path(value)
             inner_origin = (
                 _absolute(extra, origin) if extra and not extra.startswith(";") else origin
@@ -174,12 +182,16 @@ def _check_generate(text: str, file: str, line: int, budget: _Budget) -> None:
         return
     count = len(range(start, stop + 1, step))
     if count > MAX_GENERATE:
-        raise ZoneFileError(file, line, f"$GENERATE {text} makes {count} records: at most "
-                            f"{MAX_GENERATE} per $GENERATE")  # fmt: skip
+        raise ZoneFileError(
+            file,
+            line,
+            f"$GENERATE {text} makes {count} records: at most {MAX_GENERATE} per $GENERATE",
+        )
     budget.generated += count
     if budget.generated > MAX_RECORDS:
-        raise ZoneFileError(file, line, f"the $GENERATE lines make more than {MAX_RECORDS} "
-                            "records in all")  # fmt: skip
+        raise ZoneFileError(
+            file, line, f"the $GENERATE lines make more than {MAX_RECORDS} records in all"
+        )
 
 
 def _absolute(name: str, origin: str) -> str:
@@ -328,11 +340,15 @@ class _Collect(dns.zonefile.RRsetsReaderTransaction):
                 file, line = self.lines.get((name, rdtype, rdata), ("", 0))
                 out.append(
                     FileRecord(
-                        owner, dns.rdatatype.to_text(rdtype), rdataset.ttl,
-                        rdata.to_text(origin=None, relativize=False), file, line,
+                        owner,
+                        dns.rdatatype.to_text(rdtype),
+                        rdataset.ttl,
+                        rdata.to_text(origin=None, relativize=False),
+                        file,
+                        line,
                         rdata.to_wire(),
                     )
-                )  # fmt: skip
+                )
         out.sort(key=lambda r: (r.file, r.line))
         return out
 

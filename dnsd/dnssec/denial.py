@@ -50,8 +50,9 @@ class Prepared:
 _prepared: dict[tuple[int, int, int], Prepared] = {}
 
 
-def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
-                  co: bool) -> bytes | None:  # fmt: skip
+def sign_negative(
+    reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float, co: bool
+) -> bytes | None:
     """The signed form of `reply` when it is a plain negative answer (AA, no answer, the
     SOA alone in the authority section); None for every other reply (the general path)."""
     if len(reply) < 12 or not reply[2] & AA:
@@ -85,9 +86,16 @@ def sign_negative(reply: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
     return header + reply[12 : qend + 4] + records + additional
 
 
-def compact_nxdomain(query: bytes, qname: bytes, qtype: int, zone: CompiledZone,
-                     keys: ZoneKeys, now: float, ecs_echo: bytes | None,
-                     limit: int | str) -> bytes | None:  # fmt: skip
+def compact_nxdomain(
+    query: bytes,
+    qname: bytes,
+    qtype: int,
+    zone: CompiledZone,
+    keys: ZoneKeys,
+    now: float,
+    ecs_echo: bytes | None,
+    limit: int | str,
+) -> bytes | None:
     """The whole signed reply to a DO=1 query (`query`, its question name `qname` as sent)
     for a name that does not exist in `zone`, built without the full path — the same bytes
     the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
@@ -100,8 +108,11 @@ def compact_nxdomain(query: bytes, qname: bytes, qtype: int, zone: CompiledZone,
     records, counts, rcode = _denial(prepared, qname.lower(), qtype, True, bool(co))
     flags = 0x8400 | (query[2] & 0x01) << 8 | (query[3] & 0x10) | rcode  # QR AA, RD and CD kept
     options = b"" if ecs_echo is None else struct.pack("!HH", 8, len(ecs_echo)) + ecs_echo
-    opt = b"\x00" + struct.pack("!HHBBHH", wire.OPT, EDNS_PAYLOAD, 0, 0, 0x8000 | co,
-                                len(options)) + options  # fmt: skip
+    opt = (
+        b"\x00"
+        + struct.pack("!HHBBHH", wire.OPT, EDNS_PAYLOAD, 0, 0, 0x8000 | co, len(options))
+        + options
+    )
     reply = (
         query[:2]
         + struct.pack("!HHHHH", flags, 1, *counts, 1)
@@ -114,8 +125,9 @@ def compact_nxdomain(query: bytes, qname: bytes, qtype: int, zone: CompiledZone,
     return reply
 
 
-def _denial(prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool,
-            co: bool) -> tuple[bytes, tuple[int, int], int]:  # fmt: skip
+def _denial(
+    prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool, co: bool
+) -> tuple[bytes, tuple[int, int], int]:
     """(the records, (answer, authority) counts, rcode) of a compact denial for `qname`
     (lower case): one NSEC at it and the one signature made per answer."""
     zone = prepared.zone

@@ -47,8 +47,14 @@ def key_dir(state_dir: Path, zone: str) -> Path:
     return state_dir / "keys" / zone.rstrip(".").lower()
 
 
-def generate(state_dir: Path, zone: str, algorithm: int, role: str = "csk",
-             publish: float | None = None, activate: float | None = None) -> ZoneKey:  # fmt: skip
+def generate(
+    state_dir: Path,
+    zone: str,
+    algorithm: int,
+    role: str = "csk",
+    publish: float | None = None,
+    activate: float | None = None,
+) -> ZoneKey:
     """A new key for `zone`, written to the state directory (mode 0600)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm}: one of {sorted(ALGORITHMS)}")
@@ -60,8 +66,18 @@ def generate(state_dir: Path, zone: str, algorithm: int, role: str = "csk",
     dnskey = dns.dnssec.make_dnskey(private.public_key(), algorithm, flags=FLAGS[role])
     now = time.time()
     publish = now if publish is None else publish
-    key = ZoneKey(zone, algorithm, dns.dnssec.key_id(dnskey), role, publish,
-                  publish if activate is None else activate, None, None, dnskey, private)  # fmt: skip
+    key = ZoneKey(
+        zone,
+        algorithm,
+        dns.dnssec.key_id(dnskey),
+        role,
+        publish,
+        publish if activate is None else activate,
+        None,
+        None,
+        dnskey,
+        private,
+    )
     _write(state_dir, key)
     return key
 
@@ -83,10 +99,19 @@ def load(state_dir: Path, zone: str, now: float) -> ZoneKeys:
         algorithm = int(document["algorithm"])
         dnskey = dns.dnssec.make_dnskey(private.public_key(), algorithm, flags=FLAGS[role])
         keys.append(
-            ZoneKey(zone, algorithm, dns.dnssec.key_id(dnskey), role, float(document["publish"]),
-                    float(document["activate"]), _time(document.get("retire")),
-                    _time(document.get("remove")), dnskey, private)
-        )  # fmt: skip
+            ZoneKey(
+                zone,
+                algorithm,
+                dns.dnssec.key_id(dnskey),
+                role,
+                float(document["publish"]),
+                float(document["activate"]),
+                _time(document.get("retire")),
+                _time(document.get("remove")),
+                dnskey,
+                private,
+            )
+        )
     return ZoneKeys(zone, tuple(keys), now)
 
 
@@ -117,8 +142,9 @@ def roll(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float) 
     keys = load(state_dir, zone, now)
     old = [k for k in keys.keys if k.role == "zsk" and k.state(now) == "active"]
     if not old:
-        raise ValueError(f"zone {zone}: no active ZSK to roll (a CSK changes with the DS: "
-                         "roll --ksk)")  # fmt: skip
+        raise ValueError(
+            f"zone {zone}: no active ZSK to roll (a CSK changes with the DS: roll --ksk)"
+        )
     if any(k.role == "zsk" and k.state(now) == "published" for k in keys.keys):
         raise ValueError(f"zone {zone}: a ZSK roll is already under way")
     switch = now + dnskey_ttl + MARGIN_S
@@ -131,8 +157,9 @@ def roll(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float) 
 PENDING: Final = 1e18  # "activate" of a key waiting for its DS at the parent
 
 
-def roll_sep(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float,
-             ds_seen: bool) -> ZoneKey:  # fmt: skip
+def roll_sep(
+    state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: float, ds_seen: bool
+) -> ZoneKey:
     """A double-DS roll of the key the parent's DS points at (KSK or CSK), RFC 6781 §4.1.2,
     in two steps. First: a new key joins the DNSKEY set (signing nothing yet) and the CDS
     set, so `dnsd keys list` and CDS show both DS records for the parent. Then, once the
@@ -144,8 +171,10 @@ def roll_sep(state_dir: Path, zone: str, dnskey_ttl: int, max_ttl: int, now: flo
     pending = [k for k in sep if k.activate >= PENDING]
     if not ds_seen:
         if pending:
-            raise ValueError(f"zone {zone}: a {pending[0].role.upper()} roll waits for its DS "
-                             "(roll --ksk --ds-seen once the parent serves it)")  # fmt: skip
+            raise ValueError(
+                f"zone {zone}: a {pending[0].role.upper()} roll waits for its DS "
+                "(roll --ksk --ds-seen once the parent serves it)"
+            )
         old = keys.signer_for(dns.rdatatype.DNSKEY)
         return generate(state_dir, zone, old.algorithm, old.role, publish=now, activate=PENDING)
     if not pending:
@@ -168,9 +197,17 @@ def _write(state_dir: Path, key: ZoneKey) -> None:
     pem = key.private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
-    document = {"zone": key.zone, "algorithm": key.algorithm, "tag": key.tag, "role": key.role,
-                "publish": key.publish, "activate": key.activate, "retire": key.retire,
-                "remove": key.remove, "private_pem": pem}  # fmt: skip
+    document = {
+        "zone": key.zone,
+        "algorithm": key.algorithm,
+        "tag": key.tag,
+        "role": key.role,
+        "publish": key.publish,
+        "activate": key.activate,
+        "retire": key.retire,
+        "remove": key.remove,
+        "private_pem": pem,
+    }
     directory = key_dir(state_dir, key.zone)
     old = os.umask(0o077)
     try:

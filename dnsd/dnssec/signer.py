@@ -49,8 +49,9 @@ ADDRESS = (dns.rdatatype.A, dns.rdatatype.AAAA)
 _cache: OrderedDict[tuple[object, ...], dns.rrset.RRset] = OrderedDict()
 
 
-def sign_reply(wire_bytes: bytes, zone: CompiledZone, keys: ZoneKeys, now: float,
-               co: bool = False) -> bytes:  # fmt: skip
+def sign_reply(
+    wire_bytes: bytes, zone: CompiledZone, keys: ZoneKeys, now: float, co: bool = False
+) -> bytes:
     """The reply `wire_bytes` (for a query with DO=1, in `zone`) with its RRSIGs and
     denial; `co`: the query set the CO flag."""
     fast = sign_negative(wire_bytes, zone, keys, now, co)
@@ -91,9 +92,12 @@ def sign_reply(wire_bytes: bytes, zone: CompiledZone, keys: ZoneKeys, now: float
     message.authority = _with_signatures(message.authority, keys, now, origin)
     cuts = [dns.name.from_text(c) for c in zone.cuts]
     message.additional = _with_signatures(
-        message.additional, keys, now, origin,
+        message.additional,
+        keys,
+        now,
+        origin,
         lambda r: r.rdtype in ADDRESS and not any(r.name.is_subdomain(c) for c in cuts),
-    )  # fmt: skip
+    )
     return _to_wire(message, co)
 
 
@@ -104,9 +108,12 @@ def _to_wire(message: dns.message.Message, co: bool) -> bytes:
 
 
 def _with_signatures(
-    rrsets: list[dns.rrset.RRset], keys: ZoneKeys, now: float, origin: dns.name.Name,
+    rrsets: list[dns.rrset.RRset],
+    keys: ZoneKeys,
+    now: float,
+    origin: dns.name.Name,
     signable: Callable[[dns.rrset.RRset], bool] | None = None,
-) -> list[dns.rrset.RRset]:  # fmt: skip
+) -> list[dns.rrset.RRset]:
     out = []
     for rrset in rrsets:
         if rrset.rdtype == dns.rdatatype.RRSIG:

@@ -46,12 +46,29 @@ def label_count(owner: bytes) -> int:
     return count - 1 if owner[:2] == b"\x01*" else count
 
 
-def rrsig_head(key: ZoneKey, covered: int, owner: bytes, ttl: int, inception: int,
-               expiration: int, signer: bytes) -> bytes:  # fmt: skip
+def rrsig_head(
+    key: ZoneKey,
+    covered: int,
+    owner: bytes,
+    ttl: int,
+    inception: int,
+    expiration: int,
+    signer: bytes,
+) -> bytes:
     """The RRSIG RDATA before its signature field: what the signature covers first."""
-    return struct.pack(
-        "!HBBIIIH", covered, key.algorithm, label_count(owner), ttl, expiration, inception, key.tag
-    ) + signer  # fmt: skip
+    return (
+        struct.pack(
+            "!HBBIIIH",
+            covered,
+            key.algorithm,
+            label_count(owner),
+            ttl,
+            expiration,
+            inception,
+            key.tag,
+        )
+        + signer
+    )
 
 
 def canonical_rrset(owner: bytes, rtype: int, ttl: int, rdatas: Iterable[bytes]) -> bytes:

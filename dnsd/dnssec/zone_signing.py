@@ -53,9 +53,12 @@ def signed_zone(
                 txn.add(rrset)
     signers = {keys.signer_for(dns.rdatatype.DNSKEY), keys.signer_for(dns.rdatatype.A)}
     dns.dnssec.sign_zone(
-        zone, keys=[(k.private, k.dnskey) for k in signers], add_dnskey=False,
-        inception=inception, expiration=expiration,
-    )  # fmt: skip
+        zone,
+        keys=[(k.private, k.dnskey) for k in signers],
+        add_dnskey=False,
+        inception=inception,
+        expiration=expiration,
+    )
     out: list[dns.rrset.RRset] = []
     signed_soa = None
     for owner, rdataset in zone.iterate_rdatasets():

@@ -29,9 +29,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     drill.add_argument("scenario", choices=[*SCENARIOS, "all", "run"])
     drill.add_argument("plan", nargs="?", metavar="PLAN.yaml", help="with run: the drill plan")
     drill.add_argument(
-        "--server", metavar="URL", type=admin_url,
+        "--server",
+        metavar="URL",
+        type=admin_url,
         help="drill a running dnsd through its admin API: http://HOST:PORT, or HOST:PORT",
-    )  # fmt: skip
+    )
     drill.add_argument(
         "--dns",
         metavar="ADDR:PORT",
@@ -88,9 +90,13 @@ async def _drill(args: argparse.Namespace) -> int:
     results: list[DrillResult] = []
     if args.server:
         env = RemoteEnvironment(
-            args.server, os.environ.get("DNSD_ADMIN_TOKEN"), _addr(args.dns or "127.0.0.1:5353"),
-            _addr(args.resolver[0]) if args.resolver else None, args.control, DEFAULT_TIMING,
-        )  # fmt: skip
+            args.server,
+            os.environ.get("DNSD_ADMIN_TOKEN"),
+            _addr(args.dns or "127.0.0.1:5353"),
+            _addr(args.resolver[0]) if args.resolver else None,
+            args.control,
+            DEFAULT_TIMING,
+        )
     else:
         print("starting demo backends, dnsd and unbound on loopback…", file=sys.stderr)
         env = BoxEnvironment(with_resolver=not args.no_resolver)
@@ -159,9 +165,13 @@ async def _demo(args: argparse.Namespace) -> int:
     (directory / "zones" / "demo.yaml").write_text(demo_config(backends.ports, DEFAULT_TIMING))
     node = NodeSettings(name="demo", pop_region="WEU")
     options = ServerOptions(
-        config_dir=directory / "zones", listen=(_addr(args.listen),), admin=_addr(args.admin),
-        admin_token=token, state_dir=directory / "state", node=node,
-    )  # fmt: skip
+        config_dir=directory / "zones",
+        listen=(_addr(args.listen),),
+        admin=_addr(args.admin),
+        admin_token=token,
+        state_dir=directory / "state",
+        node=node,
+    )
     server = DnsServer(options, load_snapshot(options.config_dir, 1, GeoDatabase(), node))
     try:
         await server.start()

@@ -38,12 +38,17 @@ DEFAULT_TIMING = Timing()
 
 # backend name → (address, zone)
 BACKENDS: dict[str, tuple[str, str | None]] = {
-    "p1": ("127.0.0.11", None), "p2": ("127.0.0.12", None),
-    "s1": ("127.0.0.21", None), "s2": ("127.0.0.22", None),
-    "e1": ("127.0.0.31", None), "u1": ("127.0.0.41", None),
-    "za1": ("127.0.0.51", "zone-a"), "za2": ("127.0.0.52", "zone-a"),
-    "zb1": ("127.0.0.61", "zone-b"), "zb2": ("127.0.0.62", "zone-b"),
-}  # fmt: skip
+    "p1": ("127.0.0.11", None),
+    "p2": ("127.0.0.12", None),
+    "s1": ("127.0.0.21", None),
+    "s2": ("127.0.0.22", None),
+    "e1": ("127.0.0.31", None),
+    "u1": ("127.0.0.41", None),
+    "za1": ("127.0.0.51", "zone-a"),
+    "za2": ("127.0.0.52", "zone-a"),
+    "zb1": ("127.0.0.61", "zone-b"),
+    "zb2": ("127.0.0.62", "zone-b"),
+}
 MAINTENANCE = "127.0.0.99"
 POOLS = {
     "primary": ["p1", "p2"],

@@ -47,10 +47,17 @@ class DemoBackends:
         return self.control_port
 
     async def _list(self, request: web.Request) -> web.Response:
-        return web.json_response({
-            name: {"address": b.host, "port": b.port, "mode": b.mode, "source_modes": b.source_modes}
-            for name, b in self.backends.items()
-        })  # fmt: skip
+        return web.json_response(
+            {
+                name: {
+                    "address": b.host,
+                    "port": b.port,
+                    "mode": b.mode,
+                    "source_modes": b.source_modes,
+                }
+                for name, b in self.backends.items()
+            }
+        )
 
     async def _set(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -78,11 +78,16 @@ class BoxEnvironment(Environment):
     async def _start_dnsd(self) -> DnsdProcess:
         proc = DnsdProcess(
             self.dir / "zones",
-            "--pop-region", "WEU", "--reuse-port", "--state-dir", str(self.dir / "state"),
-            "--rrl-rate", "0",  # drills send thousands of identical queries from one address
+            "--pop-region",
+            "WEU",
+            "--reuse-port",
+            "--state-dir",
+            str(self.dir / "state"),
+            "--rrl-rate",
+            "0",  # drills send thousands of identical queries from one address
             env={"DNSD_ADMIN_TOKEN": self.token or ""},
             listen=f"{self.dns[0]}:{self.dns[1]}",
-        )  # fmt: skip
+        )
         await asyncio.to_thread(proc.__enter__)
         self.admin_url = f"http://127.0.0.1:{proc.admin_port}"
         return proc

@@ -137,10 +137,16 @@ def load_plan(text: str, file: str) -> Plan:
     if errors:
         raise PlanError(errors)
     return Plan(
-        file=file, text=text, name=str(ck.get_str(d, "name", "", default="drill")),
-        server=ck.get_str(d, "server", "", default=None), dns=dns, resolvers=tuple(resolvers),
-        vantage=vantage, steps=tuple(steps), fault_for_s=fault_for,
-    )  # fmt: skip
+        file=file,
+        text=text,
+        name=str(ck.get_str(d, "name", "", default="drill")),
+        server=ck.get_str(d, "server", "", default=None),
+        dns=dns,
+        resolvers=tuple(resolvers),
+        vantage=vantage,
+        steps=tuple(steps),
+        fault_for_s=fault_for,
+    )
 
 
 def _check_addr(ck: Checker, line: int, path: str, value: str) -> None:
@@ -159,7 +165,11 @@ def _vantage(ck: Checker, d: LineDict) -> dict[str, str]:
             out[str(key)] = str(ipaddress.ip_network(str(value), strict=False))
         except ValueError:
             line = v.line_of(key) if v is not None else 0
-            ck.error(line, join("vantage", key), f"expected a client subnet such as 85.214.0.0/24, got {value!r}")  # fmt: skip
+            ck.error(
+                line,
+                join("vantage", key),
+                f"expected a client subnet such as 85.214.0.0/24, got {value!r}",
+            )
     return out
 
 
@@ -210,7 +220,9 @@ def _fault(ck: Checker, raw: Any, line: int, path: str) -> Fault | None:
         ref = str(ck.get_str(d, "backend", path))
         pool, _, backend = ref.partition("/")
         if not pool or not backend:
-            ck.error(d.line_of("backend"), join(path, "backend"), f"expected POOL/BACKEND, got {ref!r}")  # fmt: skip
+            ck.error(
+                d.line_of("backend"), join(path, "backend"), f"expected POOL/BACKEND, got {ref!r}"
+            )
         return Fault("backend", d.line_of("backend"), pool=pool, backend=backend)
     if kind == "trickle":
         t = ck.mapping(d["trickle"], d.line_of("trickle"), join(path, "trickle"))
@@ -242,7 +254,11 @@ def _expectation(
     if where is not None and where not in vantage:
         hint = _hint(where, vantage)
         known = ", ".join(vantage) or "none: add a vantage map"
-        ck.error(d.line_of("from"), join(path, "from"), f"no vantage point {where!r}{hint} (known: {known})")  # fmt: skip
+        ck.error(
+            d.line_of("from"),
+            join(path, "from"),
+            f"no vantage point {where!r}{hint} (known: {known})",
+        )
     within: str | float = "bound"
     if "within" in d:
         value = d["within"]
@@ -252,7 +268,11 @@ def _expectation(
             seconds = ck.get_duration(d, "within", path, default=None, lo=0.0)
             if seconds is None:
                 hint = _hint(str(value), WITHIN_WORDS)
-                ck.error(d.line_of("within"), join(path, "within"), f"bound, failback_bound or seconds{hint}")  # fmt: skip
+                ck.error(
+                    d.line_of("within"),
+                    join(path, "within"),
+                    f"bound, failback_bound or seconds{hint}",
+                )
             else:
                 within = seconds
     backend = None
@@ -266,13 +286,16 @@ def _expectation(
         try:
             address = str(ipaddress.ip_address(address))
         except ValueError:
-            ck.error(d.line_of("address"), join(path, "address"), f"not an IP address: {address!r}")  # fmt: skip
+            ck.error(d.line_of("address"), join(path, "address"), f"not an IP address: {address!r}")
     return Expectation(
-        name=str(ck.get_str(d, "name", path)).rstrip(".").lower(), vantage=where,
-        line=d.line, pools=tuple(p for p, _ in ck.get_str_list(d, "pool", path, default=[])),
+        name=str(ck.get_str(d, "name", path)).rstrip(".").lower(),
+        vantage=where,
+        line=d.line,
+        pools=tuple(p for p, _ in ck.get_str_list(d, "pool", path, default=[])),
         backend=backend,
-        address=address, within=within,
-    )  # fmt: skip
+        address=address,
+        within=within,
+    )
 
 
 def _hint(value: str, choices: Any) -> str:
@@ -373,7 +396,11 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
         ):
             backends = live.pools[str(f.pool)]
             if f.backend not in backends:
-                error(f.line, f"{path}.fault.backend", f"no backend {f.backend!r} in pool {f.pool!r}{_hint(str(f.backend), backends)}")  # fmt: skip
+                error(
+                    f.line,
+                    f"{path}.fault.backend",
+                    f"no backend {f.backend!r} in pool {f.pool!r}{_hint(str(f.backend), backends)}",
+                )
         for ref in f.breaks if f is not None else ():
             pool, _, backend = ref.partition("/")
             line = f.line if f is not None else 0
@@ -383,18 +410,30 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
             ):
                 error(line, f"{path}.fault.breaks", f"no backend {backend!r} in pool {pool!r}")
         if f is not None and f.kind == "trickle" and f.lb not in live.lbs:
-            error(f.line, f"{path}.fault.trickle.lb", f"no load balancer {f.lb!r}{_hint(str(f.lb), live.lbs)}")  # fmt: skip
+            error(
+                f.line,
+                f"{path}.fault.trickle.lb",
+                f"no load balancer {f.lb!r}{_hint(str(f.lb), live.lbs)}",
+            )
         for i, e in enumerate(step.expect):
             epath = f"{path}.expect[{i}]"
             info = live.names.get((e.name, e.vantage))
             if info is None or info.lb is None:
-                error(e.line, f"{epath}.name", f"{e.name!r} is not a load-balanced name of the running config")  # fmt: skip
+                error(
+                    e.line,
+                    f"{epath}.name",
+                    f"{e.name!r} is not a load-balanced name of the running config",
+                )
             for pool in e.pools:
                 pool_ok(pool, e.line, f"{epath}.pool")
             if e.backend is not None and pool_ok(e.backend[0], e.line, f"{epath}.backend"):
                 backends = live.pools[e.backend[0]]
                 if e.backend[1] not in backends:
-                    error(e.line, f"{epath}.backend", f"no backend {e.backend[1]!r} in pool {e.backend[0]!r}{_hint(e.backend[1], backends)}")  # fmt: skip
+                    error(
+                        e.line,
+                        f"{epath}.backend",
+                        f"no backend {e.backend[1]!r} in pool {e.backend[0]!r}{_hint(e.backend[1], backends)}",
+                    )
     return reasons
 
 

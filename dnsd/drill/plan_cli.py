@@ -43,8 +43,10 @@ def run_plan_command(args: argparse.Namespace) -> int:
         return asyncio.run(_run(args, plan))
     except DrillRefused as exc:
         print("\n".join(exc.reasons), file=sys.stderr)
-        print("dnsd drill run: the plan does not fit the running config: nothing was changed",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "dnsd drill run: the plan does not fit the running config: nothing was changed",
+            file=sys.stderr,
+        )
         return 2
     except OSError as exc:
         print(f"dnsd drill run: {exc}", file=sys.stderr)
@@ -64,10 +66,12 @@ async def _run(args: argparse.Namespace, plan: object) -> int:
     if not args.server and not is_local(server):
         # The admin token (DNSD_ADMIN_TOKEN) goes with every request: a plan file, which may
         # come from anyone, must not be able to send it to a host the operator did not name.
-        print(f"dnsd drill run: {plan.file}: the plan's server {server} is not on this machine: "
-              "the admin token goes only to an admin API you name yourself: run it with "
-              f"--server {server}\ndnsd drill run: nothing was sent or changed",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"dnsd drill run: {plan.file}: the plan's server {server} is not on this machine: "
+            "the admin token goes only to an admin API you name yourself: run it with "
+            f"--server {server}\ndnsd drill run: nothing was sent or changed",
+            file=sys.stderr,
+        )
         return 2
     dns_text = args.dns or plan.dns or DEFAULT_DNS
     resolvers = [parse_addr(r) for r in (args.resolver or plan.resolvers)]

@@ -116,8 +116,13 @@ def plot_step(result: PlanResult, step: StepResult, target: Path | io.BytesIO) -
             xs = [t for t, a in points if ("LOST" if a.lost else name_of(a.addresses)) == category]
             if xs:
                 lost = category == "LOST"
-                ax.scatter(xs, [category] * len(xs), s=14, marker="x" if lost else "o",
-                           color="black" if lost else colours(i % 10))  # fmt: skip
+                ax.scatter(
+                    xs,
+                    [category] * len(xs),
+                    s=14,
+                    marker="x" if lost else "o",
+                    color="black" if lost else colours(i % 10),
+                )
         ax.set_ylim(-0.6, max(len(categories), 1) - 0.4)
         ax.set_title(lane, fontsize=8, loc="left")
         ax.grid(axis="x", alpha=0.3)

@@ -44,10 +44,16 @@ class ExpectationResult:
         if not clients:
             client = _round(dnsd)
         return {
-            "expectation": self.label, "name": e.name, "from": e.vantage, "pool": list(e.pools),
-            "backend": "/".join(e.backend) if e.backend else None, "address": e.address,
-            "within": e.within, "bound_s": round(self.bound.seconds, 3),
-            "bound": self.bound.formula, "ttl_s": self.bound.ttl_s,
+            "expectation": self.label,
+            "name": e.name,
+            "from": e.vantage,
+            "pool": list(e.pools),
+            "backend": "/".join(e.backend) if e.backend else None,
+            "address": e.address,
+            "within": e.within,
+            "bound_s": round(self.bound.seconds, 3),
+            "bound": self.bound.formula,
+            "ttl_s": self.bound.ttl_s,
             "interval_s": self.bound.interval_s,
             "unhealthy_threshold": None if e.within == "failback_bound" else self.bound.threshold,
             "detect_s": _round(dnsd),
@@ -56,8 +62,10 @@ class ExpectationResult:
             "lanes": {x.lane: _round(x.measured_s) for x in self.lanes},
             "queries": sum(x.queries for x in self.lanes),
             "lost": sum(x.lost for x in self.lanes),
-            "passed": self.passed, "message": self.message, "line": e.line,
-        }  # fmt: skip
+            "passed": self.passed,
+            "message": self.message,
+            "line": e.line,
+        }
 
 
 @dataclass

@@ -53,11 +53,16 @@ class DnsdProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
         limit = self.nofile
         self.proc = subprocess.Popen(
-            self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
-            cwd=self.cwd, preexec_fn=None if limit is None else lambda: resource.setrlimit(
-                resource.RLIMIT_NOFILE, (limit, limit)
-            ),
-        )  # fmt: skip
+            self.args,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=self.cwd,
+            preexec_fn=None
+            if limit is None
+            else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)),
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         deadline = time.monotonic() + self.start_timeout_s

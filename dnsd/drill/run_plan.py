@@ -163,15 +163,19 @@ class PlanRunner:
                 continue
             kind, target = _override_target(f)
             if (kind, target) in taken:
-                clashes.append(f"{self.plan.file}:{f.line}: {kind} {target} already has an override: "
-                               "remove it first (a drill would remove it when it restores)")  # fmt: skip
+                clashes.append(
+                    f"{self.plan.file}:{f.line}: {kind} {target} already has an override: "
+                    "remove it first (a drill would remove it when it restores)"
+                )
         if clashes:
             raise DrillRefused(clashes)
 
     def describe(self) -> str:
         """What the drill would do (--dry-run)."""
-        lines = [f"plan {self.plan.name!r}: {len(self.plan.steps)} step(s); injected overrides "
-                 f"expire after {self.fault_for_s:.0f}s unless restored"]  # fmt: skip
+        lines = [
+            f"plan {self.plan.name!r}: {len(self.plan.steps)} step(s); injected overrides "
+            f"expire after {self.fault_for_s:.0f}s unless restored"
+        ]
         lanes = ["dnsd " + ":".join(map(str, self.dns))] + [
             f"resolver {h}:{p}" for h, p in self.resolvers
         ]
@@ -233,8 +237,11 @@ class PlanRunner:
         out.finished_at = self.now()
         if self.progress:
             for e in out.expectations:
-                print(f"  step {step.index} {'PASS' if e.passed else 'FAIL'} {e.label}"
-                      f"{': ' + e.message if e.message else ''}", file=sys.stderr)  # fmt: skip
+                print(
+                    f"  step {step.index} {'PASS' if e.passed else 'FAIL'} {e.label}"
+                    f"{': ' + e.message if e.message else ''}",
+                    file=sys.stderr,
+                )
         return out
 
     async def _warm(self, step: Step, out: StepResult) -> None:

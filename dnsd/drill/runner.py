@@ -30,9 +30,17 @@ DETECT_SLACK_S = 0.5
 CLIENT_SLACK_S = 1.0
 NAMES = {address: name for name, address in ADDRESS.items()} | {MAINTENANCE: "sorry"}
 SCENARIOS = (
-    "primary-down", "backend-down", "zone-down", "region-down", "all-down", "trickle",
-    "manual-failover", "flap", "restart", "reload-under-load",
-)  # fmt: skip
+    "primary-down",
+    "backend-down",
+    "zone-down",
+    "region-down",
+    "all-down",
+    "trickle",
+    "manual-failover",
+    "flap",
+    "restart",
+    "reload-under-load",
+)
 
 
 def label(addrs: tuple[str, ...]) -> str:
@@ -260,29 +268,35 @@ class Drill:
         if not self.env.can_break_backends:  # a deployment: the admin API takes the pool down
             pool = "primary"
             return await self.fault_drill(
-                "primary-down", f"www.{ZONE}", addresses(*POOLS["primary"]),
+                "primary-down",
+                f"www.{ZONE}",
+                addresses(*POOLS["primary"]),
                 lambda: self._admin_ok("PUT", f"/api/v1/overrides/pools/{pool}", {"state": "down"}),
                 lambda: self._admin_ok("DELETE", f"/api/v1/overrides/pools/{pool}"),
                 detect_bound_s=0.0,
-            )  # fmt: skip
+            )
         return await self.fault_drill(
-            "primary-down", f"www.{ZONE}", addresses(*POOLS["primary"]),
+            "primary-down",
+            f"www.{ZONE}",
+            addresses(*POOLS["primary"]),
             lambda: self.set_modes(POOLS["primary"], "503"),
             lambda: self.set_modes(POOLS["primary"], "ok"),
             detect_bound_s=self.env.timing.detect_bound_s,
             moved_to=lambda a: set(a) <= addresses(*POOLS["secondary"]),
-        )  # fmt: skip
+        )
 
     async def scenario_backend_down(self) -> DrillResult:
         self._needs_backends("backend-down")
         # zone-a has za1, za2; with za1 down 1/2 = 0.5 < spillover 0.6: the client spills
         return await self.fault_drill(
-            "backend-down", f"zonal.{ZONE}", addresses("za1"),
+            "backend-down",
+            f"zonal.{ZONE}",
+            addresses("za1"),
             lambda: self.set_modes(["za1"], "503"),
             lambda: self.set_modes(["za1"], "ok"),
             detect_bound_s=self.env.timing.detect_bound_s,
             moved_to=lambda a: set(a) == addresses("za2", "zb1", "zb2"),
-        )  # fmt: skip
+        )
 
     async def scenario_zone_down(self) -> DrillResult:
         self._needs_backends("zone-down")
@@ -298,44 +312,54 @@ class Drill:
             result.notes.append(f"stay.{ZONE} during the outage: {label(answer.addresses)}")
 
         return await self.fault_drill(
-            "zone-down", f"zonal.{ZONE}", addresses("za1", "za2"),
+            "zone-down",
+            f"zonal.{ZONE}",
+            addresses("za1", "za2"),
             lambda: self.set_modes(["za1", "za2"], "refused"),
             lambda: self.set_modes(["za1", "za2"], "ok"),
             detect_bound_s=self.env.timing.detect_bound_s,
             during=stay_check,
             moved_to=lambda a: set(a) == addresses("zb1", "zb2"),
-        )  # fmt: skip
+        )
 
     async def scenario_region_down(self) -> DrillResult:
         self._needs_backends("region-down")
         # clients on loopback are in WEU (--pop-region WEU): eu answers until it hangs
         return await self.fault_drill(
-            "region-down", f"geo.{ZONE}", addresses("e1"),
+            "region-down",
+            f"geo.{ZONE}",
+            addresses("e1"),
             lambda: self.set_modes(["e1"], "blackhole"),
             lambda: self.set_modes(["e1"], "ok"),
             detect_bound_s=self.env.timing.detect_bound_s,
             moved_to=lambda a: set(a) == addresses("u1"),
-        )  # fmt: skip
+        )
 
     async def scenario_all_down(self) -> DrillResult:
         self._needs_backends("all-down")
         everything = POOLS["primary"] + POOLS["secondary"]
         return await self.fault_drill(
-            "all-down", f"www.{ZONE}", addresses(*everything),
+            "all-down",
+            f"www.{ZONE}",
+            addresses(*everything),
             lambda: self.set_modes(everything, "503"),
             lambda: self.set_modes(everything, "ok"),
             detect_bound_s=self.env.timing.detect_bound_s,
             moved_to=lambda a: set(a) == {MAINTENANCE},
-        )  # fmt: skip
+        )
 
     async def scenario_manual_failover(self) -> DrillResult:
         return await self.fault_drill(
-            "manual-failover", f"www.{ZONE}", addresses(*POOLS["primary"]),
-            lambda: self._admin_ok("PUT", "/api/v1/overrides/load_balancers/www", {"trickle_ratio": 1.0}),
+            "manual-failover",
+            f"www.{ZONE}",
+            addresses(*POOLS["primary"]),
+            lambda: self._admin_ok(
+                "PUT", "/api/v1/overrides/load_balancers/www", {"trickle_ratio": 1.0}
+            ),
             lambda: self._admin_ok("DELETE", "/api/v1/overrides/load_balancers/www"),
             detect_bound_s=0.0,
             moved_to=lambda a: set(a) <= addresses(*POOLS["secondary"]),
-        )  # fmt: skip
+        )
 
     async def scenario_trickle(self, queries: int = 2000) -> DrillResult:
         result = self.result("trickle")
@@ -411,18 +435,21 @@ class Drill:
             served = await poller.until("dnsd", lambda a: set(a) == addresses("s1"), 3.0)
             result.checks["answers after the restart still avoid the dead pool"] = served and all(
                 not (set(a.addresses) & addresses(*POOLS["primary"]))
-                for lane, a in poller.timeline[-10:] if lane == "dnsd" and not a.lost
-            )  # fmt: skip
+                for lane, a in poller.timeline[-10:]
+                if lane == "dnsd" and not a.lost
+            )
             await self._admin_ok("DELETE", "/api/v1/overrides/backends/secondary/s2")
 
         self._needs_backends("restart")
         return await self.fault_drill(
-            "restart", f"www.{ZONE}", addresses(*POOLS["primary"]),
+            "restart",
+            f"www.{ZONE}",
+            addresses(*POOLS["primary"]),
             lambda: self.set_modes(POOLS["primary"], "503"),
             lambda: self.set_modes(POOLS["primary"], "ok"),
             detect_bound_s=self.env.timing.detect_bound_s,
             during=restart,
-        )  # fmt: skip
+        )
 
     async def scenario_reload_under_load(self, reloads: int = 20) -> DrillResult:
         result = self.result("reload-under-load")

@@ -35,8 +35,11 @@ WARN_KINDS: Final = frozenset(
 # Log record attributes an event's fields must not replace (`time` and `kind` are the
 # log line's own time and the `event` field).
 _RESERVED: Final = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "time", "kind",
-}  # fmt: skip
+    "message",
+    "asctime",
+    "time",
+    "kind",
+}
 
 
 class EventLog:
@@ -99,8 +102,16 @@ class EventLog:
         if log.isEnabledFor(level):
             regions = f" [{', '.join(event.regions)}]" if event.regions else ""
             fields = {k: v for k, v in event.to_json().items() if k not in _RESERVED}
-            log.log(level, "event %s %s%s: %s (by %s)", event.kind, event.subject, regions,
-                    event.cause, event.actor, extra={"event": event.kind, **fields})  # fmt: skip
+            log.log(
+                level,
+                "event %s %s%s: %s (by %s)",
+                event.kind,
+                event.subject,
+                regions,
+                event.cause,
+                event.actor,
+                extra={"event": event.kind, **fields},
+            )
         if self.path is not None:
             self._lines.put(event)  # turned into JSON by the writer thread
             if self._writer is None:
@@ -154,8 +165,9 @@ class EventLog:
                 size = 0
             chunk: list[bytes] = []
             for event in events:
-                line = json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"),
-                                  default=str)  # fmt: skip
+                line = json.dumps(
+                    event.to_json(), sort_keys=True, separators=(",", ":"), default=str
+                )
                 data = (line + "\n").encode()
                 if size and size + len(data) > self.max_bytes:
                     self._append(chunk)
@@ -224,8 +236,9 @@ class EventLog:
         pools: Collection[str] = (),
         lbs: Collection[str] = (),
     ) -> list[dict[str, Any]]:
-        return events_for(self.select(since, until, limit=len(self._events) or 1)[0], lb,
-                          since, until, pools, lbs)  # fmt: skip
+        return events_for(
+            self.select(since, until, limit=len(self._events) or 1)[0], lb, since, until, pools, lbs
+        )
 
 
 def events_for(

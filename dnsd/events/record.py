@@ -85,10 +85,15 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         core = {
-            "time": iso_z(self.time), "kind": self.kind, "lb": self.lb, "pool": self.pool,
-            "backend": self.backend, "regions": list(self.regions), "cause": self.cause,
+            "time": iso_z(self.time),
+            "kind": self.kind,
+            "lb": self.lb,
+            "pool": self.pool,
+            "backend": self.backend,
+            "regions": list(self.regions),
+            "cause": self.cause,
             "actor": self.actor,
-        }  # fmt: skip
+        }
         return {**self.details, **core}
 
     @classmethod
@@ -105,18 +110,30 @@ class Event:
         if not all(isinstance(v, str) for v in (kind, cause, actor)):
             raise TypeError("kind, cause, actor")
         return cls(
-            time=parse_iso(data["time"]), kind=kind, cause=cause, actor=actor,
-            lb=data.get("lb"), pool=data.get("pool"), backend=data.get("backend"),
+            time=parse_iso(data["time"]),
+            kind=kind,
+            cause=cause,
+            actor=actor,
+            lb=data.get("lb"),
+            pool=data.get("pool"),
+            backend=data.get("backend"),
             regions=tuple(regions),
             details=MappingProxyType({k: v for k, v in data.items() if k not in CORE}),
-        )  # fmt: skip
+        )
 
 
 def make(
-    at: float, kind: str, cause: str, actor: str, *, lb: str | None = None,
-    pool: str | None = None, backend: str | None = None, regions: tuple[str, ...] = (),
+    at: float,
+    kind: str,
+    cause: str,
+    actor: str,
+    *,
+    lb: str | None = None,
+    pool: str | None = None,
+    backend: str | None = None,
+    regions: tuple[str, ...] = (),
     **details: Any,
-) -> Event:  # fmt: skip
+) -> Event:
     """An Event with its details given as keywords."""
     return Event(at, kind, cause, actor, lb, pool, backend, regions, MappingProxyType(details))
 

@@ -47,7 +47,12 @@ def log_database(db: GeoDatabase, now: float, log: logging.Logger) -> None:
         log.warning(
             "GeoIP database %s (%s) was built %s, %d days ago (more than %d): clients on "
             "networks that moved since are placed wrongly; %s",
-            db.path, db.database_type, build_date(db), days, STALE_AFTER_DAYS, NEWER,
-        )  # fmt: skip
+            db.path,
+            db.database_type,
+            build_date(db),
+            days,
+            STALE_AFTER_DAYS,
+            NEWER,
+        )
     else:
         log.info("GeoIP database %s (%s, built %s)", db.path, db.database_type, build_date(db))

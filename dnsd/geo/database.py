@@ -117,11 +117,19 @@ def reopened(current: GeoDatabase) -> GeoDatabase:
             return current
         fresh = GeoDatabase(current.path)
     except (OSError, ValueError, maxminddb.InvalidDatabaseError) as exc:
-        log.error("GeoIP database %s: cannot reopen (%s); still using the one built %s",
-                  current.path, exc, time.strftime("%Y-%m-%d", time.gmtime(current.build_epoch)))  # fmt: skip
+        log.error(
+            "GeoIP database %s: cannot reopen (%s); still using the one built %s",
+            current.path,
+            exc,
+            time.strftime("%Y-%m-%d", time.gmtime(current.build_epoch)),
+        )
         return current
-    log.info("GeoIP database %s reopened (%s, built %s)", fresh.path, fresh.database_type,
-             time.strftime("%Y-%m-%d", time.gmtime(fresh.build_epoch)))  # fmt: skip
+    log.info(
+        "GeoIP database %s reopened (%s, built %s)",
+        fresh.path,
+        fresh.database_type,
+        time.strftime("%Y-%m-%d", time.gmtime(fresh.build_epoch)),
+    )
     return fresh
 
 

@@ -15,8 +15,20 @@ from typing import Any
 import yaml
 
 REGIONS: tuple[str, ...] = (
-    "WNAM", "ENAM", "WEU", "EEU", "NSAM", "SSAM", "OC", "ME", "NAF", "SAF", "SAS", "SEAS", "NEAS",
-)  # fmt: skip
+    "WNAM",
+    "ENAM",
+    "WEU",
+    "EEU",
+    "NSAM",
+    "SSAM",
+    "OC",
+    "ME",
+    "NAF",
+    "SAF",
+    "SAS",
+    "SEAS",
+    "NEAS",
+)
 
 
 @dataclass(frozen=True, slots=True)

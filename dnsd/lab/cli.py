@@ -9,8 +9,15 @@ from pathlib import Path
 
 from dnsd.drill.plots import can_plot
 
-SCENARIO_NAMES = ("partial-outage", "dynamic-rtt", "node-down", "redis-partition",
-                  "region-isolated", "region-down", "redis-failover")  # fmt: skip
+SCENARIO_NAMES = (
+    "partial-outage",
+    "dynamic-rtt",
+    "node-down",
+    "redis-partition",
+    "region-isolated",
+    "region-down",
+    "redis-failover",
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

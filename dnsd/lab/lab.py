@@ -43,7 +43,7 @@ from dnsd.lab.topology import (
     redis_config,
     sentinel_config,
     unbound_config,
-)  # fmt: skip
+)
 
 WORKDIR = Path(os.environ.get("DNSD_LAB_DIR", "/run/dnsd-lab"))
 KEY = "dnsd-lab-cluster-key-0123456789abcdef"
@@ -124,8 +124,11 @@ class Lab:
             directory = self.dir / f"sentinel-{address}"
             directory.mkdir()
             (directory / "sentinel.conf").write_text(sentinel_config(address, str(directory)))
-            spawn(REDIS_NS, [self.redis_binary, str(directory / "sentinel.conf"), "--sentinel"],
-                  logs / f"sentinel-{address}.log")  # fmt: skip
+            spawn(
+                REDIS_NS,
+                [self.redis_binary, str(directory / "sentinel.conf"), "--sentinel"],
+                logs / f"sentinel-{address}.log",
+            )
         for region in REGIONS:
             self.start_backends(region)
             self.start_node(region)
@@ -133,7 +136,11 @@ class Lab:
             unbound_dir.mkdir()
             (unbound_dir / "unbound.conf").write_text(unbound_config(region, str(unbound_dir)))
             binary = shutil.which("unbound") or "/usr/sbin/unbound"
-            spawn(region.ns, [binary, "-d", "-c", str(unbound_dir / "unbound.conf")], logs / f"unbound-{region.pool}.log")  # fmt: skip
+            spawn(
+                region.ns,
+                [binary, "-d", "-c", str(unbound_dir / "unbound.conf")],
+                logs / f"unbound-{region.pool}.log",
+            )
 
     @property
     def redis_binary(self) -> str:
@@ -178,18 +185,46 @@ class Lab:
 
     def start_backends(self, region: Region) -> None:
         specs = [f"{n}={a}:{BACKEND_PORT}" for n, a in region.backends.items()]
-        spawn(region.ns, [sys.executable, "-m", "dnsd", "backends", *specs, "--control", f"{region.control}:8054"],
-              self.dir / "logs" / f"backends-{region.pool}.log")  # fmt: skip
+        spawn(
+            region.ns,
+            [
+                sys.executable,
+                "-m",
+                "dnsd",
+                "backends",
+                *specs,
+                "--control",
+                f"{region.control}:8054",
+            ],
+            self.dir / "logs" / f"backends-{region.pool}.log",
+        )
 
     def start_node(self, region: Region) -> None:
         argv = [
-            sys.executable, "-m", "dnsd", "serve", str(self.dir / "zones"),
-            "--listen", f"{region.node}:53", "--admin", f"{region.node}:8053",
-            "--node", region.pool, "--pop-region", region.code,
-            "--redis", REDIS_URL, "--redis-key-file", str(self.dir / "cluster.key"),
-            "--cluster-nodes", ",".join(r.pool for r in REGIONS),
-            "--state-dir", str(self.dir / f"state-{region.pool}"), "--rrl-rate", "0",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "dnsd",
+            "serve",
+            str(self.dir / "zones"),
+            "--listen",
+            f"{region.node}:53",
+            "--admin",
+            f"{region.node}:8053",
+            "--node",
+            region.pool,
+            "--pop-region",
+            region.code,
+            "--redis",
+            REDIS_URL,
+            "--redis-key-file",
+            str(self.dir / "cluster.key"),
+            "--cluster-nodes",
+            ",".join(r.pool for r in REGIONS),
+            "--state-dir",
+            str(self.dir / f"state-{region.pool}"),
+            "--rrl-rate",
+            "0",
+        ]
         spawn(
             region.ns,
             argv,
@@ -214,7 +249,9 @@ class Lab:
         for region in REGIONS:
             while not ask(region.ns, region.resolver, timeout=0.5):
                 if time.monotonic() > deadline:
-                    raise LabError(f"{region.code}: no answer through its resolver; logs in {self.dir / 'logs'}")  # fmt: skip
+                    raise LabError(
+                        f"{region.code}: no answer through its resolver; logs in {self.dir / 'logs'}"
+                    )
                 time.sleep(0.2)
 
     def wait_node(self, region: Region, timeout: float = 30.0) -> None:
@@ -232,19 +269,24 @@ class Lab:
             if region.ns not in spaces:
                 continue
             out["regions"][region.code] = {
-                "node": region.node, "resolver": region.resolver,
+                "node": region.node,
+                "resolver": region.resolver,
                 "processes": len(netns.pids(region.ns)),
                 "www via resolver": ask(region.ns, region.resolver, timeout=0.5),
-            }  # fmt: skip
+            }
         return out
 
     def node_status(self, region: Region) -> dict[str, Any]:
         return http(region.ns, f"http://{region.node}:8053/api/v1/status")
 
     def set_backend(
-        self, region: Region, name: str, mode: str, source: str | None = None,
+        self,
+        region: Region,
+        name: str,
+        mode: str,
+        source: str | None = None,
         slow_ms: float | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         body: dict[str, Any] = {"mode": mode}
         if source is not None:
             body["source"] = source

@@ -55,9 +55,23 @@ def netem_supported() -> bool:
     try:
         ip("link", "add", "d0", "type", "dummy", ns=probe, check=False)
         done = subprocess.run(
-            ["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "d0", "root", "netem", "delay", "1ms"],
+            [
+                "ip",
+                "netns",
+                "exec",
+                probe,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                "d0",
+                "root",
+                "netem",
+                "delay",
+                "1ms",
+            ],
             capture_output=True,
-        )  # fmt: skip
+        )
         return done.returncode == 0
     finally:
         ip("netns", "del", probe, check=False)
@@ -95,9 +109,12 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     out = log.open("ab")
     return subprocess.Popen(
-        ["ip", "netns", "exec", ns, *argv], stdout=out, stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})}, start_new_session=True,
-    )  # fmt: skip
+        ["ip", "netns", "exec", ns, *argv],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
 
 
 @contextlib.contextmanager

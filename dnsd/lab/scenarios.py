@@ -127,10 +127,19 @@ def node_down(lab: Lab) -> DrillResult:
             if got is not None:
                 break
         took = time.monotonic() - started
-        result.timeline.append(("resolver", Answer(watch.now(), "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None)))  # fmt: skip
+        result.timeline.append(
+            (
+                "resolver",
+                Answer(
+                    watch.now(), "TIMEOUT" if got is None else "NOERROR", tuple(got or ()), None
+                ),
+            )
+        )
         slowest = max(slowest, took)
         time.sleep(POLL_S)
-    result.notes.append(f"slowest resolver answer with the node down: {slowest * 1000:.0f} ms (its retry to another NS)")  # fmt: skip
+    result.notes.append(
+        f"slowest resolver answer with the node down: {slowest * 1000:.0f} ms (its retry to another NS)"
+    )
     result.client_s = 0.0
     result.recovered_at = watch.now()
     lab.start_node(WNAM)
@@ -182,7 +191,9 @@ def redis_partition(lab: Lab) -> DrillResult:
     converged = wait_for(lambda: bus_connected(lab, WNAM) and same(), 20)
     result.failback_s = converged
     result.client_s = 0.0
-    result.notes.append(f"after the cut healed, WNAM agreed with ENAM on enam1 in {converged if converged is None else round(converged, 2)} s")  # fmt: skip
+    result.notes.append(
+        f"after the cut healed, WNAM agreed with ENAM on enam1 in {converged if converged is None else round(converged, 2)} s"
+    )
     result.checks["nodes converge after the cut heals"] = converged is not None
     lab.set_backend(ENAM, "enam1", "ok")
     return finish(result)
@@ -217,7 +228,9 @@ def region_isolated(lab: Lab) -> DrillResult:
     finally:
         result.recovered_at = watch.now()
         ip("link", "set", port, "up", ns="dnsdlab-hub")
-    converged = wait_for(lambda: bus_connected(lab, WNAM) and tuple(ask(WNAM.ns, WNAM.node) or ()) == local, 20)  # fmt: skip
+    converged = wait_for(
+        lambda: bus_connected(lab, WNAM) and tuple(ask(WNAM.ns, WNAM.node) or ()) == local, 20
+    )
     result.failback_s = converged
     result.client_s = 0.0
     result.checks["converged after the link came back"] = converged is not None
@@ -231,7 +244,9 @@ def region_down(lab: Lab) -> DrillResult:
     watch = Watch(result, WNAM)
     own = set(WNAM.backends.values())
     nxt = set(ENAM.backends.values())
-    result.checks["served before the fault"] = watch.until("resolver", lambda a: bool(set(a) & own), 10) is not None  # fmt: skip
+    result.checks["served before the fault"] = (
+        watch.until("resolver", lambda a: bool(set(a) & own), 10) is not None
+    )
     try:
         result.fault_at = watch.now()
         for name in WNAM.backends:
@@ -282,7 +297,9 @@ def redis_failover(lab: Lab) -> DrillResult:
     has_failed = lambda a: failed in a  # noqa: E731
     result.checks["served before the fault"] = watch.until("resolver", has_failed, 10) is not None
     old = lab.primary() or REDIS
-    result.checks["every node on the primary before the fault"] = wait_for(lambda: on_primary(lab, old), 10) is not None  # fmt: skip
+    result.checks["every node on the primary before the fault"] = (
+        wait_for(lambda: on_primary(lab, old), 10) is not None
+    )
     result.fault_at = watch.now()
     try:
         lab.set_backend(ENAM, "enam1", "503")
@@ -316,14 +333,19 @@ def redis_failover(lab: Lab) -> DrillResult:
         made = time.monotonic()
         http(WNAM.ns, route, {"A": [address], "ttl": 1}, "PUT")
         synced = wait_for(config_served(lab, name, address), 15)
-        result.checks["a config change on WNAM served by WEU after the promotion"] = synced is not None  # fmt: skip
+        result.checks["a config change on WNAM served by WEU after the promotion"] = (
+            synced is not None
+        )
         result.notes.append(
             f"after the promotion: a config change on WNAM served by WEU in "
             f"{time.monotonic() - made:.2f} s; enam1 out of ENAM's node answers "
             f"{result.detect_s if result.detect_s is None else round(result.detect_s, 2)} s after the kill"
         )
         http(WNAM.ns, route, method="DELETE")
-        in_step = wait_for(lambda: len({lab.node_status(r)["bus"]["config_sync"]["digest"] for r in REGIONS}) == 1, 10)  # fmt: skip
+        in_step = wait_for(
+            lambda: len({lab.node_status(r)["bus"]["config_sync"]["digest"] for r in REGIONS}) == 1,
+            10,
+        )
         result.checks["every node has the same config digest"] = in_step is not None
     finally:
         result.recovered_at = watch.now()
@@ -339,10 +361,14 @@ def set_paths(lab: Lab, extra: dict[tuple[str, str], float] | None = None) -> No
     (topology.DELAY_MS), plus `extra[(backend region, source region)]`."""
     for backend_region in REGIONS:
         for source in REGIONS:
-            delay = 0.0 if source is backend_region else DELAY_MS[frozenset({backend_region.code, source.code})]  # fmt: skip
+            delay = (
+                0.0
+                if source is backend_region
+                else DELAY_MS[frozenset({backend_region.code, source.code})]
+            )
             delay += (extra or {}).get((backend_region.code, source.code), 0.0)
             for name in backend_region.backends:
-                lab.set_backend(backend_region, name, "slow" if delay else "ok", source.code, delay)  # fmt: skip
+                lab.set_backend(backend_region, name, "slow" if delay else "ok", source.code, delay)
 
 
 def dynamic_rtt(lab: Lab) -> DrillResult:
@@ -384,9 +410,15 @@ def dynamic_rtt(lab: Lab) -> DrillResult:
                 base = (local[0] or 0.0) if local else 0.0
                 for candidate in candidates:
                     pool_region = candidate["pool"].upper()
-                    configured = 0.0 if pool_region == region.code else DELAY_MS[frozenset({pool_region, region.code})]  # fmt: skip
+                    configured = (
+                        0.0
+                        if pool_region == region.code
+                        else DELAY_MS[frozenset({pool_region, region.code})]
+                    )
                     measured = candidate.get("rtt_ms")
-                    seen.append(f"{region.code} → {candidate['pool']}: configured {configured:.0f} ms, measured {measured if measured is None else round(measured, 1)} ms")  # fmt: skip
+                    seen.append(
+                        f"{region.code} → {candidate['pool']}: configured {configured:.0f} ms, measured {measured if measured is None else round(measured, 1)} ms"
+                    )
                     if configured:
                         extra = (measured or 0.0) - base
                         worst = max(worst, abs(extra - configured) / configured)
@@ -403,7 +435,9 @@ def dynamic_rtt(lab: Lab) -> DrillResult:
         result.checks["ENAM's clients moved to WNAM within the bound"] = watch.within_bound(result)
         result.recovered_at = watch.now()
         set_paths(lab)
-        result.failback_s = watch.until("resolver", lambda a: bool(a) and set(a) <= own["ENAM"], BOUND_S + 10)  # fmt: skip
+        result.failback_s = watch.until(
+            "resolver", lambda a: bool(a) and set(a) <= own["ENAM"], BOUND_S + 10
+        )
         result.checks["answers came back"] = result.failback_s is not None
     finally:
         for region in REGIONS:

@@ -92,8 +92,11 @@ def config() -> str:
     """dnsd's configuration, the same file on every node."""
     ns_names = " ".join(f"ns{r.index}.{ZONE}.," for r in REGIONS).rstrip(",")
     lines = [
-        f"zone: {ZONE}", "ttl: 60", f"soa: {{mname: ns1.{ZONE}., rname: h.{ZONE}., minimum: 1}}",
-        "records:", f'  "@": {{NS: [{ns_names}]}}',
+        f"zone: {ZONE}",
+        "ttl: 60",
+        f"soa: {{mname: ns1.{ZONE}., rname: h.{ZONE}., minimum: 1}}",
+        "records:",
+        f'  "@": {{NS: [{ns_names}]}}',
         *(f"  ns{r.index}: {{A: {r.node}}}" for r in REGIONS),
         "  www: {lb: www}",
         "  dyn: {lb: dyn}",
@@ -101,7 +104,7 @@ def config() -> str:
         f"  web: {{type: http, path: /healthz, port: {BACKEND_PORT}, interval: {INTERVAL_S}s, timeout: 0.4s, "
         f"healthy_threshold: 2, unhealthy_threshold: {THRESHOLD}, sources: [{', '.join(r.code for r in REGIONS)}], quorum: 2}}",
         "pools:",
-    ]  # fmt: skip
+    ]
     for r in REGIONS:
         backends = ", ".join(f"{{name: {n}, address: {a}}}" for n, a in r.backends.items())
         lines.append(f"  {r.pool}: {{monitor: web, region: {r.code}, backends: [{backends}]}}")
@@ -119,9 +122,16 @@ def config() -> str:
 
 def redis_config(address: str, directory: str, primary: str | None = None) -> str:
     """A Redis server of the lab: the primary, or (with `primary`) its replica."""
-    lines = [f"bind {address}", "port 6379", 'save ""', "appendonly no", "protected-mode no",
-             f'dir "{directory}"', f"replica-announce-ip {address}",
-             f"bind-source-addr {address}"]  # fmt: skip
+    lines = [
+        f"bind {address}",
+        "port 6379",
+        'save ""',
+        "appendonly no",
+        "protected-mode no",
+        f'dir "{directory}"',
+        f"replica-announce-ip {address}",
+        f"bind-source-addr {address}",
+    ]
     if primary is not None:
         lines.append(f"replicaof {primary} 6379")
     return "\n".join(lines) + "\n"
@@ -129,13 +139,22 @@ def redis_config(address: str, directory: str, primary: str | None = None) -> st
 
 def sentinel_config(address: str, directory: str) -> str:
     """One of three sentinels: the primary is down after 1 s, two of three agree."""
-    return "\n".join([
-        f"bind {address}", f"port {SENTINEL_PORT}", f'dir "{directory}"', "protected-mode no",
-        f"sentinel announce-ip {address}", f"bind-source-addr {address}",
-        f"sentinel monitor {REDIS_SERVICE} {REDIS} 6379 2",
-        f"sentinel down-after-milliseconds {REDIS_SERVICE} 1000",
-        f"sentinel failover-timeout {REDIS_SERVICE} 5000",
-    ]) + "\n"  # fmt: skip
+    return (
+        "\n".join(
+            [
+                f"bind {address}",
+                f"port {SENTINEL_PORT}",
+                f'dir "{directory}"',
+                "protected-mode no",
+                f"sentinel announce-ip {address}",
+                f"bind-source-addr {address}",
+                f"sentinel monitor {REDIS_SERVICE} {REDIS} 6379 2",
+                f"sentinel down-after-milliseconds {REDIS_SERVICE} 1000",
+                f"sentinel failover-timeout {REDIS_SERVICE} 5000",
+            ]
+        )
+        + "\n"
+    )
 
 
 def unbound_config(region: Region, directory: str) -> str:

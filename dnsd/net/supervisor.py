@@ -135,16 +135,18 @@ class ServingLoops:
         """Its Prometheus collector (Metrics.register)."""
         total = self.totals()
         answers = CounterMetricFamily(
-            "dnsd_serving_loop_answers", "Replies sent, by the serving loop code that built them",
+            "dnsd_serving_loop_answers",
+            "Replies sent, by the serving loop code that built them",
             labels=["loop"],
-        )  # fmt: skip
+        )
         for code in ("compiled", "pure", "tcp"):
             answers.add_metric([code], total["answers"].get(code, 0))
         yield answers
         restarts = CounterMetricFamily(
-            "dnsd_serving_loop_restarts", "Serving loops restarted after an unexpected error",
+            "dnsd_serving_loop_restarts",
+            "Serving loops restarted after an unexpected error",
             labels=["loop"],
-        )  # fmt: skip
+        )
         for kind in ("compiled", "pure", "tcp", "worker"):
             restarts.add_metric([kind], total["restarts"].get(kind, 0))
         yield restarts
@@ -180,11 +182,16 @@ def supervise(
                 return
             why = f"{type(exc).__name__}: {exc}"
             if state.down_since is None:  # a new streak: the whole story, once
-                log.error("%s: the %s serving loop failed, restarting it", state.listener,
-                          state.kind, exc_info=True)  # fmt: skip
+                log.error(
+                    "%s: the %s serving loop failed, restarting it",
+                    state.listener,
+                    state.kind,
+                    exc_info=True,
+                )
             elif why != state.error:
-                log.error("%s: the %s serving loop failed again: %s", state.listener,
-                          state.kind, why)  # fmt: skip
+                log.error(
+                    "%s: the %s serving loop failed again: %s", state.listener, state.kind, why
+                )
             if state.down_since is None:
                 state.down_since = time.time()
             state.error = why
@@ -204,7 +211,11 @@ def _sleep(seconds: float, stopping: Callable[[], bool]) -> None:
 def _back(state: LoopState) -> None:
     """The loop is ready to receive again."""
     if state.down_since is not None:
-        log.warning("%s: the %s serving loop is serving again (%d restart(s) so far)",
-                    state.listener, state.kind, state.restarts)  # fmt: skip
+        log.warning(
+            "%s: the %s serving loop is serving again (%d restart(s) so far)",
+            state.listener,
+            state.kind,
+            state.restarts,
+        )
     state.down_since = None
     state.error = ""

@@ -76,23 +76,34 @@ def dynamic_entries(
     out = Entries()
     protocol = str(healthcheck["protocol"]).upper()
     if protocol not in PROTOCOLS:
-        raise Unmappable(f"{fqdn} {rtype}: healthcheck protocol {protocol}: dnsd probes HTTP, HTTPS or TCP")  # fmt: skip
+        raise Unmappable(
+            f"{fqdn} {rtype}: healthcheck protocol {protocol}: dnsd probes HTTP, HTTPS or TCP"
+        )
     monitor: dict[str, Any] = {"type": PROTOCOLS[protocol], "port": int(healthcheck["port"])}
     if protocol != "TCP":
         monitor.update(path=healthcheck["path"], host=healthcheck["host"])
     unknown = set(timing) - set(TIMING_KEYS)
     if unknown:
-        raise Unmappable(f"{fqdn} {rtype}: octodns.dnsd.healthcheck: unknown {', '.join(sorted(unknown))} (known: {', '.join(TIMING_KEYS)})")  # fmt: skip
+        raise Unmappable(
+            f"{fqdn} {rtype}: octodns.dnsd.healthcheck: unknown {', '.join(sorted(unknown))} (known: {', '.join(TIMING_KEYS)})"
+        )
     monitor.update(timing)
     out.monitors[base] = monitor
     out.pools[base] = {"backends": [_backend(v, 1) for v in values]}
     for pid, pool in pools.items():
         statuses = {v.get("status", "obey") for v in pool["values"]}
         if statuses != {"obey"}:
-            raise Unmappable(f"{fqdn} {rtype}: pool {pid}: value status up/down is not supported (dnsd obeys the health check)")  # fmt: skip
+            raise Unmappable(
+                f"{fqdn} {rtype}: pool {pid}: value status up/down is not supported (dnsd obeys the health check)"
+            )
         backends = [_backend(v["value"], int(v.get("weight", 1))) for v in pool["values"]]
         out.pools[f"{base}~{pid}"] = {"monitor": base, "backends": backends}
-    lb: dict[str, Any] = {"ttl": ttl, "steering": "off", "default_pools": [base], "fallback_pool": base}  # fmt: skip
+    lb: dict[str, Any] = {
+        "ttl": ttl,
+        "steering": "off",
+        "default_pools": [base],
+        "fallback_pool": base,
+    }
     countries: dict[str, list[str]] = {}
     subdivisions: dict[str, list[str]] = {}
     for i, rule in enumerate(rules):
@@ -104,7 +115,12 @@ def dynamic_entries(
             lb["default_pools"] = chain
             continue
         nested = f"{base}~rule{i}"
-        out.load_balancers[nested] = {"ttl": ttl, "steering": "off", "default_pools": chain, "fallback_pool": base}  # fmt: skip
+        out.load_balancers[nested] = {
+            "ttl": ttl,
+            "steering": "off",
+            "default_pools": chain,
+            "fallback_pool": base,
+        }
         for geo in geos:
             _place(geo, [f"lb:{nested}"], countries, subdivisions, f"{fqdn} {rtype}: rule {i + 1}")
     if countries or subdivisions:

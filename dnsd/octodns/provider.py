@@ -50,9 +50,27 @@ from dnsd.provision.targets import SECTIONS, Change, parse_route
 # Every octoDNS record type that is a DNS record type (not ALIAS or URLFWD): dnsd serves
 # them all from their presentation form (docs/octodns.md).
 TYPES = (
-    "A", "AAAA", "CAA", "CNAME", "DNAME", "DS", "HTTPS", "LOC", "MX", "NAPTR", "NS",
-    "OPENPGPKEY", "PTR", "SPF", "SRV", "SSHFP", "SVCB", "TLSA", "TXT", "URI",
-)  # fmt: skip
+    "A",
+    "AAAA",
+    "CAA",
+    "CNAME",
+    "DNAME",
+    "DS",
+    "HTTPS",
+    "LOC",
+    "MX",
+    "NAPTR",
+    "NS",
+    "OPENPGPKEY",
+    "PTR",
+    "SPF",
+    "SRV",
+    "SSHFP",
+    "SVCB",
+    "TLSA",
+    "TXT",
+    "URI",
+)
 
 
 class DnsdProvider(BaseProvider):
@@ -125,11 +143,16 @@ class DnsdProvider(BaseProvider):
                     f"{self.id}: {exc}: " + "; ".join(exc.errors[:20])
                 ) from None
             return
-        body = {"changes": [
-            {"method": "DELETE" if c.body is None else "PUT", "route": c.target.route,
-             **({} if c.body is None else {"body": c.body})}
-            for c in changes
-        ]}  # fmt: skip
+        body = {
+            "changes": [
+                {
+                    "method": "DELETE" if c.body is None else "PUT",
+                    "route": c.target.route,
+                    **({} if c.body is None else {"body": c.body}),
+                }
+                for c in changes
+            ]
+        }
         self._request("POST", "/api/v1/config/changes", body)
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
@@ -172,21 +195,32 @@ class DnsdProvider(BaseProvider):
                 lb = str(entry["lb"])
                 if not lb.startswith(PREFIX):
                     self._foreign[name][rname] = lb
-                    self.log.warning("populate: %s is load balancer %r, not managed by octoDNS: left out", fqdn, lb)  # fmt: skip
+                    self.log.warning(
+                        "populate: %s is load balancer %r, not managed by octoDNS: left out",
+                        fqdn,
+                        lb,
+                    )
                     continue
                 rtype = lb.rsplit("~", 1)[1]
                 data = dynamic_record(lb, config)
                 if data is None:
-                    self.log.warning("populate: %s: the entries of %r are incomplete: left out", fqdn, lb)  # fmt: skip
+                    self.log.warning(
+                        "populate: %s: the entries of %r are incomplete: left out", fqdn, lb
+                    )
                     continue
-                zone.add_record(Record.new(zone, rname, {"type": rtype, **data}, source=self, lenient=lenient), lenient=lenient)  # fmt: skip
+                zone.add_record(
+                    Record.new(zone, rname, {"type": rtype, **data}, source=self, lenient=lenient),
+                    lenient=lenient,
+                )
                 continue
             ttl = int(entry.get("ttl", info.get("ttl", 3600)))
             for rtype in TYPES:
                 if rtype not in entry:
                     continue
                 values = entry[rtype] if isinstance(entry[rtype], list) else [entry[rtype]]
-                zone.add_record(_static_record(zone, rname, fqdn, rtype, ttl, values, lenient), lenient=lenient)  # fmt: skip
+                zone.add_record(
+                    _static_record(zone, rname, fqdn, rtype, ttl, values, lenient), lenient=lenient
+                )
         return True
 
     # -- target: plan ----------------------------------------------------------------------------
@@ -200,24 +234,32 @@ class DnsdProvider(BaseProvider):
             dynamic = [r for r in records if getattr(r, "dynamic", None)]
             if dynamic and len(records) > 1:
                 types = ", ".join(sorted(r._type for r in records))
-                raise SupportsException(f"{self.id}: {fqdn}: a dynamic record must be the only record of its name in dnsd (one load balancer answers the name); found {types}")  # fmt: skip
+                raise SupportsException(
+                    f"{self.id}: {fqdn}: a dynamic record must be the only record of its name in dnsd (one load balancer answers the name); found {types}"
+                )
             for record in dynamic:
                 if record._type not in ("A", "AAAA"):
-                    raise SupportsException(f"{self.id}: {fqdn}: dynamic {record._type} records are not supported (A and AAAA are)")  # fmt: skip
+                    raise SupportsException(
+                        f"{self.id}: {fqdn}: dynamic {record._type} records are not supported (A and AAAA are)"
+                    )
                 try:
                     self._dynamic(record)
                 except Unmappable as exc:
                     raise SupportsException(f"{self.id}: {exc}") from None
             ttls = {r.ttl for r in records}
             if len(ttls) > 1:
-                raise SupportsException(f"{self.id}: {fqdn}: dnsd keeps one TTL per name; the records here have {sorted(ttls)}")  # fmt: skip
+                raise SupportsException(
+                    f"{self.id}: {fqdn}: dnsd keeps one TTL per name; the records here have {sorted(ttls)}"
+                )
         return desired
 
     def _process_existing_zone(self, existing: Any, desired: Any, **kwargs: Any) -> Any:
         foreign = self._foreign.get(desired.name.rstrip(".").lower(), {})
         for record in desired.records:
             if record.name in foreign:
-                raise SupportsException(f"{self.id}: {record.fqdn} is served by load balancer {foreign[record.name]!r}, which octoDNS does not manage: remove the record from one side")  # fmt: skip
+                raise SupportsException(
+                    f"{self.id}: {record.fqdn} is served by load balancer {foreign[record.name]!r}, which octoDNS does not manage: remove the record from one side"
+                )
         return super()._process_existing_zone(existing, desired, **kwargs)
 
     def _extra_changes(self, existing: Any, desired: Any, changes: list[Any]) -> list[Any]:
@@ -229,7 +271,12 @@ class DnsdProvider(BaseProvider):
             key = (record.name, record._type)
             was = current.get(key)
             dynamic = getattr(record, "dynamic", None)
-            if dynamic and was is not None and key not in changed and _check_of(record) != _check_of(was):  # fmt: skip
+            if (
+                dynamic
+                and was is not None
+                and key not in changed
+                and _check_of(record) != _check_of(was)
+            ):
                 extra.append(Update(was, record))
         return extra
 
@@ -239,9 +286,15 @@ class DnsdProvider(BaseProvider):
         rules = [rule.data for rule in dynamic.rules]
         timing = dict(record.octodns.get("dnsd", {}).get("healthcheck", {}))
         return dynamic_entries(
-            record.fqdn, record._type, record.ttl, [str(v) for v in record.values], pools,
-            rules, _check_of(record)[0], timing,
-        )  # fmt: skip
+            record.fqdn,
+            record._type,
+            record.ttl,
+            [str(v) for v in record.values],
+            pools,
+            rules,
+            _check_of(record)[0],
+            timing,
+        )
 
     # -- target: apply ---------------------------------------------------------------------------
     def _apply(self, plan: Any) -> None:
@@ -255,7 +308,9 @@ class DnsdProvider(BaseProvider):
         changes: list[Change] = []
         if info is None:  # a new zone: its file first, then its records (one change set)
             root_ns = [r for r in by_name.get("", []) if r._type == "NS"]
-            settings = new_zone_settings(zone, self.soa, _dnsd_values(root_ns[0]) if root_ns else None)  # fmt: skip
+            settings = new_zone_settings(
+                zone, self.soa, _dnsd_values(root_ns[0]) if root_ns else None
+            )
             changes.append(Change(parse_route(f"zones/{zone}"), settings))
             self.log.info("_apply: zone %s is new in dnsd: created with %s", zone, settings)
             info = {"records": {}}
@@ -290,7 +345,9 @@ class DnsdProvider(BaseProvider):
             for section in SECTIONS.values():
                 for name in config[section]:
                     if name.startswith(stems) and f"{section}/{name}" not in keep:
-                        changes.append(Change(parse_route(f"{section}/{name}"), None, missing_ok=True))  # fmt: skip
+                        changes.append(
+                            Change(parse_route(f"{section}/{name}"), None, missing_ok=True)
+                        )
         self._send(changes)
 
 
@@ -326,13 +383,18 @@ def _static_record(
                 rdata = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.TXT, text)
                 text = b"".join(rdata.strings).decode()  # type: ignore[attr-defined]
             texts.append(text.replace(";", "\\;"))
-        return Record.new(zone, rname, {"type": "TXT", "ttl": ttl, "values": texts}, lenient=lenient)  # fmt: skip
+        return Record.new(
+            zone, rname, {"type": "TXT", "ttl": ttl, "values": texts}, lenient=lenient
+        )
     rdatas = []
     for value in values:
         rdata = dns.rdata.from_text(
-            dns.rdataclass.IN, dns.rdatatype.from_text(rtype), str(value),
-            origin=dns.name.from_text(zone.name), relativize=False,
-        )  # fmt: skip
+            dns.rdataclass.IN,
+            dns.rdatatype.from_text(rtype),
+            str(value),
+            origin=dns.name.from_text(zone.name),
+            relativize=False,
+        )
         text = rdata.to_text()
         if rtype == "LOC":  # octoDNS reads all 12 fields; dnspython leaves defaults out
             fields = text.split()

@@ -130,8 +130,11 @@ def prepare(
     for change in changes:
         current = etag(before[change.target.route])
         if change.if_match is not None and not matches(change.if_match, current):
-            raise ChangeRefused(412, f"{change.target.route}: If-Match {change.if_match[:80]} "
-                                f"is stale (the entry's ETag is {current or 'none: it does not exist'})")  # fmt: skip
+            raise ChangeRefused(
+                412,
+                f"{change.target.route}: If-Match {change.if_match[:80]} "
+                f"is stale (the entry's ETag is {current or 'none: it does not exist'})",
+            )
     editor = Editor(texts, docs)
     for change in changes:
         editor.apply(change)
@@ -141,14 +144,19 @@ def prepare(
     after = {route: entry(new_docs, c.target) for route, c in last.items()}
     for route, change in last.items():
         if after[route] != (None if change.body is None else _expected(change)):
-            raise ChangeRefused(400, f"{route}: the entry would not read back as sent "
-                                "(a value YAML reads as another type?)")  # fmt: skip
+            raise ChangeRefused(
+                400,
+                f"{route}: the entry would not read back as sent "
+                "(a value YAML reads as another type?)",
+            )
     _keep_apex(before, after)
     try:
         load_config(directory, overlay=new_texts, cache=cache, cancelled=cancelled)
     except ConfigError as exc:
         errors = [str(r) for r in exc.reasons if not r.warning]
-        raise ChangeRefused(400, "the change makes the configuration invalid: nothing changed", errors) from None  # fmt: skip
+        raise ChangeRefused(
+            400, "the change makes the configuration invalid: nothing changed", errors
+        ) from None
     return Prepared(
         old_texts={f: texts.get(f) for f in new_texts},
         new_texts=new_texts,
@@ -198,8 +206,11 @@ def _keep_apex(before: dict[str, Any], after: dict[str, Any]) -> None:
         for rtype in ("NS", "SOA"):
             had = isinstance(old, dict) and any(str(k).upper() == rtype for k in old)
             if had and not any(str(k).upper() == rtype for k in new):
-                raise ChangeRefused(400, f"{route}: the change removes the zone's {rtype} "
-                                    "records: a zone keeps them at its apex")  # fmt: skip
+                raise ChangeRefused(
+                    400,
+                    f"{route}: the change removes the zone's {rtype} "
+                    "records: a zone keeps them at its apex",
+                )
 
 
 def _expected(change: Change) -> Any:

@@ -167,8 +167,14 @@ class Editor:
             for file in sorted(self.texts):
                 self._doc(file)
             return self._docs
-        view = {f: self._docs[f] if f in self._docs else self.read_back[f][1]
-                if f in self.read_back else self._read.get(f) for f in sorted(self.texts)}  # fmt: skip
+        view = {
+            f: self._docs[f]
+            if f in self._docs
+            else self.read_back[f][1]
+            if f in self.read_back
+            else self._read.get(f)
+            for f in sorted(self.texts)
+        }
         view.update((f, d) for f, d in self._docs.items() if f not in view)
         return view
 
@@ -222,7 +228,9 @@ class Editor:
         if target.kind == "backend":
             body = {"name": target.name, **body}
             if str(body["name"]) != target.name:
-                raise ChangeRefused(400, f'the body names backend {body["name"]!r}, the route {target.name!r}')  # fmt: skip
+                raise ChangeRefused(
+                    400, f"the body names backend {body['name']!r}, the route {target.name!r}"
+                )
         node = _node(body, top=target.kind in SECTIONS)
         if place is not None:
             place.container[place.key] = node
@@ -245,16 +253,22 @@ class Editor:
                 return
             if file is None:
                 raise ChangeRefused(404, f"zones/{zone}: no such zone")
-            raise ChangeRefused(400, f"zones/{zone}: a zone is not deleted through the config "
-                                f"API: remove its YAML file ({file})")  # fmt: skip
+            raise ChangeRefused(
+                400,
+                f"zones/{zone}: a zone is not deleted through the config "
+                f"API: remove its YAML file ({file})",
+            )
         body = plain(change.body)
         if not isinstance(body, dict):
             raise ChangeRefused(400, f"zones/{zone}: the body is an object of zone settings")
         wrong = [str(k) for k in body if str(k) in NOT_ZONE_SETTINGS]
         if wrong:
-            raise ChangeRefused(400, f"zones/{zone}: {', '.join(wrong)}: not zone settings "
-                                "(records go to zones/Z/records/NAME, global sections to "
-                                "their own routes)")  # fmt: skip
+            raise ChangeRefused(
+                400,
+                f"zones/{zone}: {', '.join(wrong)}: not zone settings "
+                "(records go to zones/Z/records/NAME, global sections to "
+                "their own routes)",
+            )
         if file is None:
             file = self._new_zone_file(zone)
         doc = self._doc(file)
@@ -271,16 +285,23 @@ class Editor:
 
     def _new_zone_file(self, zone: str) -> str:
         if zone == "." or not NEW_ZONE_NAME.fullmatch(zone):
-            raise ChangeRefused(400, f"zones/{zone[:80]}: the config API creates zones whose "
-                                "labels are letters, digits, '-' and '_' (write the YAML file "
-                                "of any other zone by hand)")  # fmt: skip
+            raise ChangeRefused(
+                400,
+                f"zones/{zone[:80]}: the config API creates zones whose "
+                "labels are letters, digits, '-' and '_' (write the YAML file "
+                "of any other zone by hand)",
+            )
         file = f"{zone}.yaml"
         if file in self.texts:
-            raise ChangeRefused(409, f"zones/{zone}: {file} exists and defines no zone "
-                                f"{zone}: nothing changed")  # fmt: skip
+            raise ChangeRefused(
+                409, f"zones/{zone}: {file} exists and defines no zone {zone}: nothing changed"
+            )
         if len(self.texts) >= MAX_FILES:
-            raise ChangeRefused(400, f"zones/{zone}: the directory holds {MAX_FILES} YAML "
-                                "files, the most dnsd reads: nothing changed")  # fmt: skip
+            raise ChangeRefused(
+                400,
+                f"zones/{zone}: the directory holds {MAX_FILES} YAML "
+                "files, the most dnsd reads: nothing changed",
+            )
         self.texts[file] = ""
         self._docs[file] = CommentedMap([("zone", zone)])
         return file
@@ -289,8 +310,14 @@ class Editor:
         docs = self.docs()
         if target.kind in SECTIONS:
             section = SECTIONS[target.kind]
-            file = next((f for f, d in docs.items()
-                         if isinstance(d, dict) and isinstance(d.get(section), dict)), NEW_FILE)  # fmt: skip
+            file = next(
+                (
+                    f
+                    for f, d in docs.items()
+                    if isinstance(d, dict) and isinstance(d.get(section), dict)
+                ),
+                NEW_FILE,
+            )
             doc = self._doc(file)
             if not isinstance(doc.get(section), dict):
                 doc[section] = CommentedMap()
@@ -308,7 +335,9 @@ class Editor:
         zone = target.names[0]
         found = zone_file(docs, zone)
         if found is None:
-            raise ChangeRefused(404, f"zones/{zone}: no YAML file of the directory defines this zone")  # fmt: skip
+            raise ChangeRefused(
+                404, f"zones/{zone}: no YAML file of the directory defines this zone"
+            )
         doc = self._doc(found)
         if not isinstance(doc.get("records"), dict):
             doc["records"] = CommentedMap()
@@ -370,13 +399,18 @@ def _spliced(text: str, target: Target, body: Any) -> str | None:
     root = compose_marked(text)
     if not isinstance(root, pyyaml.MappingNode):
         return None
-    records = next((v for k, v in root.value if k.tag.endswith(":str") and k.value == "records"), None)  # fmt: skip
+    records = next(
+        (v for k, v in root.value if k.tag.endswith(":str") and k.value == "records"), None
+    )
     if not isinstance(records, pyyaml.MappingNode) or records.flow_style or not records.value:
         return None
     origin = target.names[0] + "."
     wanted = absolute(target.name, origin)
-    found = [(k, v) for k, v in records.value
-             if isinstance(k, pyyaml.ScalarNode) and absolute(str(k.value), origin) == wanted]  # fmt: skip
+    found = [
+        (k, v)
+        for k, v in records.value
+        if isinstance(k, pyyaml.ScalarNode) and absolute(str(k.value), origin) == wanted
+    ]
     if len(found) > 1:
         return None
     key, value = found[0] if found else records.value[-1]

@@ -69,8 +69,10 @@ def parse_route(route: str) -> Target:
     elif len(parts) == 4 and parts[0] == "zones" and parts[2] == "records":
         target = Target("record", (parts[1].lower().rstrip(".") or ".", parts[3]))
     else:
-        raise BadTarget(f"{route[:100]!r} is not a config route (pools/P, pools/P/backends/B, "
-                        "monitors/M, load_balancers/L, zones/Z, zones/Z/records/NAME)")  # fmt: skip
+        raise BadTarget(
+            f"{route[:100]!r} is not a config route (pools/P, pools/P/backends/B, "
+            "monitors/M, load_balancers/L, zones/Z, zones/Z/records/NAME)"
+        )
     for name in target.names:
         if not name or len(name) > MAX_NAME or not name.isprintable():
             raise BadTarget(f"{name[:40]!r}: a name is 1 to {MAX_NAME} printable characters")

@@ -103,8 +103,9 @@ class ConfigWriter:
         known = self.reader.known()
         cache = self._parse_cache.copy() if self._parse_cache is not None else None
         try:  # a daemon thread: checking a big directory does not hold up a SIGTERM
-            prepared = await in_daemon_thread(prepare, self.directory, changes,
-                                              self._cancelled, known, cache)  # fmt: skip
+            prepared = await in_daemon_thread(
+                prepare, self.directory, changes, self._cancelled, known, cache
+            )
         except LoadCancelled:
             raise ChangeRefused(503, "the server is stopping: nothing changed") from None
         if before_write is not None:
@@ -120,9 +121,14 @@ class ConfigWriter:
         if not result.ok:
             await asyncio.to_thread(write_texts, self.directory, prepared.old_texts)
             await self._reload()
-            raise ChangeRefused(400, "the server could not load the change: nothing changed",
-                                result.errors)  # fmt: skip
+            raise ChangeRefused(
+                400, "the server could not load the change: nothing changed", result.errors
+            )
         routes = ", ".join(c.target.route for c in changes[:5])
-        log.info("config changed (%s%s): generation %d", routes,
-                 ", …" if len(changes) > 5 else "", result.generation)  # fmt: skip
+        log.info(
+            "config changed (%s%s): generation %d",
+            routes,
+            ", …" if len(changes) > 5 else "",
+            result.generation,
+        )
         return Applied(prepared, result.generation)

@@ -144,14 +144,21 @@ class NotifySender:
                 first_tries_done.set()
 
         await asyncio.gather(
-            *(self._send(zone, serial, message, host, port, first_try_ended)
-              for host, port in targets)
-        )  # fmt: skip
+            *(
+                self._send(zone, serial, message, host, port, first_try_ended)
+                for host, port in targets
+            )
+        )
 
     async def _send(
-        self, zone: str, serial: int, message: dns.message.Message, host: str, port: int,
+        self,
+        zone: str,
+        serial: int,
+        message: dns.message.Message,
+        host: str,
+        port: int,
         first_try_ended: Callable[[], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         timeout = FIRST_WAIT_S
         what = f"NOTIFY {zone} serial {serial} to {host} port {port}"
         for attempt in range(1, TRIES + 1):
@@ -170,13 +177,24 @@ class NotifySender:
                 silence.tries += 1
                 if attempt == TRIES:
                     self.failed += 1
-                    self._round_lost(zone, host, port, "no_answer", silence,
-                                     f"{what}: {reason} after {TRIES} tries: given up")  # fmt: skip
+                    self._round_lost(
+                        zone,
+                        host,
+                        port,
+                        "no_answer",
+                        silence,
+                        f"{what}: {reason} after {TRIES} tries: given up",
+                    )
                     return
                 if not silence.reported:
                     silence.reported = True
-                    log.warning("%s: %s within %.0f s; trying again (%d tries in all)",
-                                what, reason, timeout, TRIES)  # fmt: skip
+                    log.warning(
+                        "%s: %s within %.0f s; trying again (%d tries in all)",
+                        what,
+                        reason,
+                        timeout,
+                        TRIES,
+                    )
                 timeout *= 2
                 continue
             except dns.exception.DNSException as exc:  # a reply that does not check
@@ -193,8 +211,13 @@ class NotifySender:
             self._count(zone, host, port, rcode.lower())
             ended = self._silent.pop((host, port), None)
             if ended is not None and ended.reported:
-                log.warning("%s: %s, answered again after %d unanswered tries over %.0f s",
-                            what, rcode, ended.tries, self._clock.monotonic() - ended.since)  # fmt: skip
+                log.warning(
+                    "%s: %s, answered again after %d unanswered tries over %.0f s",
+                    what,
+                    rcode,
+                    ended.tries,
+                    self._clock.monotonic() - ended.since,
+                )
             elif reply.rcode() != dns.rcode.NOERROR:
                 FAILURE_LOG.log(self._clock.time(), logging.WARNING, "%s: %s", what, rcode)
             else:
@@ -204,9 +227,14 @@ class NotifySender:
     def _superseded(self, zone: str, what: str, host: str, port: int, silence: _Silence) -> None:
         silence.tries += 1
         silent_s = self._clock.monotonic() - silence.since
-        self._round_lost(zone, host, port, "superseded", silence,
-                         f"{what}: no answer for {silent_s:.1f} s, superseded by serial "
-                         f"{self._newer.get(zone)}")  # fmt: skip
+        self._round_lost(
+            zone,
+            host,
+            port,
+            "superseded",
+            silence,
+            f"{what}: no answer for {silent_s:.1f} s, superseded by serial {self._newer.get(zone)}",
+        )
 
     def _round_lost(
         self, zone: str, host: str, port: int, result: str, silence: _Silence, line: str
@@ -226,10 +254,11 @@ class NotifySender:
     def collect(self) -> Iterator[CounterMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
         family = CounterMetricFamily(
-            "dnsd_notify", "NOTIFY rounds per secondary by outcome: the reply's rcode "
+            "dnsd_notify",
+            "NOTIFY rounds per secondary by outcome: the reply's rcode "
             "(noerror, refused, ...), no_answer, superseded or bad_reply",
             labels=["zone", "secondary", "result"],
-        )  # fmt: skip
+        )
         for labels, count in sorted(self.outcomes.items()):
             family.add_metric(list(labels), count)
         yield family
