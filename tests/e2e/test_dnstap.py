@@ -1,11 +1,12 @@
-"""dnstap with real peers: `dnstap-read` (BIND) reads a `--dnstap-file` written while `dig`
-asked; `fstrm_capture` (fstrm-bin) is the socket reader, killed and started again (the
-writer connects again), and stopped (SIGSTOP) while queries flood in: the queue fills, the
-overflow is dropped and counted, and the answers do not slow down. The load-balanced
-answer's decision is read from the frames with the dnstap protobuf classes."""
+"""dnstap with real peers: `dnstap-read` (BIND) and `kdig -G` (Knot) read a `--dnstap-file`
+written while `dig` asked; `fstrm_capture` (fstrm-bin) is the socket reader, killed and
+started again (the writer connects again), and stopped (SIGSTOP) while queries flood in:
+the queue fills, the overflow is dropped and counted, and the answers do not slow down. The
+load-balanced answer's decision is read from the frames with the dnstap protobuf classes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +38,44 @@ def dnstap_read(path: Path) -> list[str]:
     return out.splitlines()
 
 
+def kdig_read(path: Path) -> list[dict[str, str]]:
+    """`kdig -G FILE +qr`: Knot's own dnstap decoder, every message printed as kdig prints
+    what it sends and receives. Per message: `id`, `flags`, `question`, `answer` (the
+    first answer record, or ""), `subnet` (the ECS option, or ""), and `direction`
+    ("From": a query received from the client, "To": a response sent to it), `client`,
+    `port`, `transport`, from its last line."""
+    cmd = ["kdig", "-G", str(path), "+qr"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True).stdout
+    found = []
+    for block in out.split(";; ->>HEADER<<-")[1:]:
+        ends = re.search(r";; (From|To) ([\d.:a-f]+)@(\d+)\((UDP|TCP)\)", block)
+        question = re.search(r";; QUESTION SECTION:\n;; (\S+)\s+IN\s+(\S+)", block)
+        answer = re.search(r";; ANSWER SECTION:\n(.+)", block)
+        subnet = re.search(r";; CLIENT-SUBNET: (\S+)", block)
+        assert ends and question, block
+        found.append(
+            {
+                "id": first(r"id: (\d+)", block),
+                "flags": first(r";; Flags: ([^;]*);", block).strip(),
+                "question": f"{question[1]} {question[2]}",
+                "answer": " ".join(answer[1].split()) if answer else "",
+                "subnet": subnet[1] if subnet else "",
+                "direction": ends[1],
+                "client": ends[2],
+                "port": ends[3],
+                "transport": ends[4],
+            }
+        )
+    return found
+
+
+def first(pattern: str, text: str) -> str:
+    """The first group of `pattern`'s first match in `text` (which must have one)."""
+    match = re.search(pattern, text)
+    assert match, f"no {pattern!r} in {text!r}"
+    return match.group(1)
+
+
 def messages(path: Path) -> list[dnstap_pb.Dnstap]:
     """The dnstap messages of a Frame Streams file (its control frames skipped)."""
     data, i, out = path.read_bytes(), 0, []
@@ -61,13 +100,15 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("udp_loop", ["thread", "asyncio"])
-def test_dnstap_file_read_by_dnstap_read(tmp_path: Path, udp_loop: str) -> None:
+def test_dnstap_file_read_by_dnstap_read_and_kdig(tmp_path: Path, udp_loop: str) -> None:
     tap = tmp_path / "queries.tap"
     with DnsdProcess(ZONES, "--dnstap-file", str(tap), "--dnstap-identity", "ns-test",
                      "--udp-loop", udp_loop) as dnsd:  # fmt: skip
         udp_port, tcp_port = free_port(), free_port()
-        dig(dnsd.port, "-b", f"127.0.0.1#{udp_port}", "www.example.test", f"+subnet={GERMANY}")
-        dig(dnsd.port, "-b", f"127.0.0.1#{tcp_port}", "+tcp", "mail.example.test", "AAAA")
+        asked = [
+            dig(dnsd.port, "-b", f"127.0.0.1#{udp_port}", "www.example.test", f"+subnet={GERMANY}"),
+            dig(dnsd.port, "-b", f"127.0.0.1#{tcp_port}", "+tcp", "mail.example.test", "AAAA"),
+        ]
         port = dnsd.port
     lines = dnstap_read(tap)  # the server stopped: the stream ended with STOP
     assert f" AQ 127.0.0.1:{udp_port} -> 127.0.0.1:{port} UDP " in lines[0], lines
@@ -77,6 +118,27 @@ def test_dnstap_file_read_by_dnstap_read(tmp_path: Path, udp_loop: str) -> None:
     assert lines[2].endswith("mail.example.test/IN/AAAA")
     assert f" AR 127.0.0.1:{tcp_port} <- 127.0.0.1:{port} TCP " in lines[3], lines
     assert len(lines) == 4
+
+    # The second decoder: Knot's kdig reads the same file, every query and response.
+    udp_id, tcp_id = (first(r"id: (\d+)", out) for out in asked)
+    read = kdig_read(tap)
+    assert [(m["direction"], m["id"], m["transport"], m["port"]) for m in read] == [
+        ("From", udp_id, "UDP", str(udp_port)),
+        ("To", udp_id, "UDP", str(udp_port)),
+        ("From", tcp_id, "TCP", str(tcp_port)),
+        ("To", tcp_id, "TCP", str(tcp_port)),
+    ], read
+    assert {m["client"] for m in read} == {"127.0.0.1"}
+    assert [m["question"] for m in read] == ["www.example.test. A"] * 2 + [
+        "mail.example.test. AAAA"
+    ] * 2
+    assert "qr" not in read[0]["flags"].split() and "qr" not in read[2]["flags"].split()
+    assert {"qr", "aa"} <= set(read[1]["flags"].split()) & set(read[3]["flags"].split())
+    assert read[0]["subnet"] == f"{GERMANY}/0" and read[1]["subnet"] == f"{GERMANY}/16"
+    assert read[1]["answer"].startswith("www.example.test. 30 IN A ")
+    assert read[1]["answer"].split()[-1] in asked[0]  # the address dig was sent
+    assert read[3]["answer"] == "mail.example.test. 3600 IN AAAA 2001:db8::25"
+    assert read[0]["answer"] == read[2]["answer"] == ""
 
     taps = messages(tap)
     assert {t.identity for t in taps} == {b"ns-test"}
