@@ -204,7 +204,7 @@ class UdpThread:
         if gate is not None and in_c:
             batch.proxy_from([(n.network_address.packed, n.prefixlen) for n in gate.networks])
         tap = hits.tap if self._tapped else None
-        if tap is None:
+        if tap is None or not tap.kinds():  # dnstap off, or only UPDATEs wanted
             self._serve_compiled(batch, hits, in_c, None, started)
             return
         # dnstap: the answers given in C are kept as frames in the batch, for the writer.

@@ -157,15 +157,22 @@ def test_dnstap_file_read_by_dnstap_read_and_kdig(tmp_path: Path, udp_loop: str)
 
 
 def test_dnstap_file_sample_and_messages(tmp_path: Path) -> None:
-    """`--dnstap-sample 2`: every second query; the server file's `messages` picks types."""
+    """`--dnstap-sample 2`: every second query; the server file's `messages` picks types.
+    Both serving paths: dig's cookie takes the Python path, without one the compiled loop
+    answers from the zone tables and keeps the frames itself."""
     tap = tmp_path / "q.tap"
     server_file = tmp_path / "server.yaml"
     server_file.write_text(f"dnstap:\n  file: {tap}\n  messages: [auth_response]\n  sample: 2\n")
     with DnsdProcess(ZONES, "--config", str(server_file)) as dnsd:
         for _ in range(6):
             dig(dnsd.port, "mail.example.test", "AAAA")
+        before = metric(dnsd.admin_port, COMPILED)
+        for _ in range(6):
+            dig(dnsd.port, "+nocookie", "mail.example.test", "MX")
+        assert metric(dnsd.admin_port, COMPILED) - before == 6
     lines = dnstap_read(tap)
-    assert len(lines) == 3 and all(" AR " in line for line in lines), lines
+    assert len(lines) == 6 and all(" AR " in line for line in lines), lines
+    assert sum(line.endswith("mail.example.test/IN/MX") for line in lines) == 3, lines
 
 
 COMPILED = 'dnsd_serving_loop_answers_total{loop="compiled"}'
