@@ -9,7 +9,7 @@ slows an answer. A full queue drops the new entry and counts it
 the queue keeps what it can hold. The compiled UDP loop keeps the frames of the answers it
 gives in a bounded buffer of its own (dnsd/_fastloop.c: the protobuf library's encoding in
 Python costs ten times what answering does), which the writer's thread takes (`add_source`,
-`_take_sources`); the parts of those frames that are not packets, addresses or times —
+`_drain`); the parts of those frames that are not packets, addresses or times —
 identity, version, a decision's `policy` — are encoded here, by the protobuf library
 (`frame_parts`, `policy_field`).
 
@@ -230,7 +230,8 @@ class DnstapWriter:
     def collect(self) -> Iterator[CounterMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
         dropped = CounterMetricFamily(
-            "dnsd_dnstap_dropped", "dnstap messages dropped: the writer's queue was full"
+            "dnsd_dnstap_dropped",
+            "dnstap messages dropped: the writer's queue or a compiled loop's buffer was full",
         )
         sources = self._sources
         dropped.add_metric(
