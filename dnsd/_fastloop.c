@@ -466,9 +466,11 @@ static PyObject *Batch_tap(Batch *self, PyObject *args) {
             self->tap_every = every, self->tap_kinds = kinds, self->tap_cap = capacity;
             out = Py_NewRef(Py_None);
         }
-        if (out == NULL) {
+        if (out == NULL) { /* none of it kept: dnstap stays off here */
             PyMem_Free(self->tap_buf);
-            self->tap_buf = NULL;
+            PyMem_Free(self->tap_head);
+            PyMem_Free(self->tap_tail);
+            self->tap_buf = self->tap_head = self->tap_tail = NULL;
         }
     }
     PyBuffer_Release(&head);
