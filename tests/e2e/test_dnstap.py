@@ -19,6 +19,7 @@ from pathlib import Path
 import dnstap_pb
 import pytest
 
+from dnsd.drill.ports import free_port_pair
 from tests.dnsclient import make_query
 from tests.processes import DnsdProcess
 
@@ -93,18 +94,14 @@ def messages(path: Path) -> list[dnstap_pb.Dnstap]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("udp_loop", ["thread", "asyncio"])
 def test_dnstap_file_read_by_dnstap_read_and_kdig(tmp_path: Path, udp_loop: str) -> None:
     tap = tmp_path / "queries.tap"
     with DnsdProcess(ZONES, "--dnstap-file", str(tap), "--dnstap-identity", "ns-test",
                      "--udp-loop", udp_loop) as dnsd:  # fmt: skip
-        udp_port, tcp_port = free_port(), free_port()
+        # dig's source ports, free for TCP too (a UDP-only check let a TCP port in use
+        # through, and dig then asked from another)
+        udp_port, tcp_port = free_port_pair(), free_port_pair()
         asked = [
             dig(dnsd.port, "-b", f"127.0.0.1#{udp_port}", "www.example.test", f"+subnet={GERMANY}"),
             dig(dnsd.port, "-b", f"127.0.0.1#{tcp_port}", "+tcp", "mail.example.test", "AAAA"),
