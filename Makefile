@@ -67,6 +67,8 @@ check: test
 bench:
 	$(PYTHON) bench/peers.py
 	$(PYTHON) bench/coldpath.py
+	$(PYTHON) bench/dnstap_rate.py
+	$(PYTHON) bench/proxy_protocol.py
 	$(PYTHON) bench/bigconfig.py
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py

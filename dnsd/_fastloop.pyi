@@ -12,6 +12,7 @@ def walk(table: bytes, address: bytes, rng: Any) -> Walked: ...
 
 class Batch:
     queued: int
+    tap_dropped: int
     def __init__(self, fd: int, ipv4: bool, size: int = 64) -> None: ...
     def receive(self) -> int: ...
     def datagram(self, i: int) -> bytes | None: ...
@@ -30,4 +31,16 @@ class Batch:
         limit: Callable[[bytes, Any, bytes], bytes | None] | None,
         clients: dict[Any, Any],
         zones: tuple[dict[bytes, tuple[bytes, list[bytes]]], dict[bytes, int], bytes] | None = None,
+        policies: list[bytes] | None = None,
     ) -> tuple[list[tuple[int, Walked]], int, int]: ...
+    def tap(
+        self,
+        head: bytes,
+        tail: bytes,
+        server: bytes,
+        server_port: int,
+        every: int,
+        kinds: int,
+        capacity: int,
+    ) -> None: ...
+    def take_taps(self) -> tuple[bytes, int]: ...

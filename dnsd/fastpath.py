@@ -245,6 +245,10 @@ class AnswerCache:
         # Told the decision of a load-balanced answer a table finished (dnstap; the other
         # paths tell the request's on_decision). None: nobody asks.
         self.note: Callable[[tuple[str, str, str]], None] | None = None
+        # dnstap in the compiled loop: per counter, the dnstap `policy` field an "lb"
+        # counter's answers carry (b"" for the others), made by `encode_policy` when set.
+        self.encode_policy: Callable[[tuple[str, str, str]], bytes] | None = None
+        self.policies: list[bytes] = []
         self.fallback_counts = _Counts(self, "fallback")
         # The snapshot's zone answer tables (dnsd.zone_tables) once built, and the compiled
         # loop's answers from them by count key (it writes them; a scrape reads them).
@@ -390,9 +394,11 @@ class AnswerCache:
         index = self._counter_ids.get((kind, key))
         if index is None:
             index = self._counter_ids[(kind, key)] = len(self._counter_keys)
+            encode = self.encode_policy if kind == "lb" else None
             with self._count_lock:
                 self._counter_keys.append((kind, key))
                 self.counters.append(0)
+                self.policies.append(encode(key) if encode is not None else b"")
         return index
 
     def _restart_counters(self) -> None:
@@ -408,6 +414,7 @@ class AnswerCache:
                         self._folded[kind][key] = self._folded[kind].get(key, 0) + n
                 self._counter_ids, self._counter_keys = {}, []
                 self.counters = array("q")
+                self.policies = []
             return replies
 
         if self._tally is not None:

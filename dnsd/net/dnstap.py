@@ -6,7 +6,12 @@ The serving loops only append a tuple to a bounded queue (`DnstapWriter.put`): e
 framing and writing happen in the writer's own thread, so a slow or absent reader never
 slows an answer. A full queue drops the new entry and counts it
 (`dnsd_dnstap_dropped_total`); a lost socket reader is connected again with back-off while
-the queue keeps what it can hold.
+the queue keeps what it can hold. The compiled UDP loop keeps the frames of the answers it
+gives in a bounded buffer of its own (dnsd/_fastloop.c: the protobuf library's encoding in
+Python costs ten times what answering does), which the writer's thread takes (`add_source`,
+`_drain`); the parts of those frames that are not packets, addresses or times —
+identity, version, a decision's `policy` — are encoded here, by the protobuf library
+(`frame_parts`, `policy_field`).
 
 The protobuf classes are the generated ones of the dnstap schema (PyPI dnstap-pb, the
 `dnstap` extra). Frame Streams is only a framing (a length before each frame, and five
@@ -39,6 +44,8 @@ MESSAGES = ("auth_query", "auth_response", "update_query", "update_response")
 CONTENT_TYPE = b"protobuf:dnstap.Dnstap"
 QUEUE_MAX = 10_000  # queries waiting for the writer; past it they are dropped and counted
 QUEUE_BYTES = 16 << 20  # and their messages' bytes (TCP ones reach 64 KiB): memory stays bounded
+SOURCE_BYTES = 4 << 20  # a compiled loop's buffer of frames (about 17,000 answers)
+SOURCE_POLL_S = 0.02  # how often the writer takes the compiled loops' frames
 VERSION = b"dnsd"
 # Frame Streams control frames (https://farsightsec.github.io/fstrm/)
 ACCEPT, START, STOP, READY, FINISH = 1, 2, 3, 4, 5
@@ -156,6 +163,12 @@ class DnstapWriter:
         self.written = 0  # dnstap messages written
         self.connects = 0  # successful connections to the socket reader
         self._out: Any = None  # the open file or socket
+        # The compiled loops' frame buffers (dnsd._fastloop.Batch: take_taps, tap_dropped),
+        # the drops of those gone, and frames taken from them not yet written: (frames,
+        # how many).
+        self._sources: list[Any] = []
+        self._sources_dropped = 0
+        self._taken: deque[tuple[bytes, int]] = deque()
         self._thread = threading.Thread(target=self._run, name="dnsd dnstap", daemon=True)
 
     # -- the serving loops' side: never blocks ---------------------------------------------
@@ -177,12 +190,53 @@ class DnstapWriter:
         if not self._wake.is_set():
             self._wake.set()
 
+    # -- the compiled loops' frames ---------------------------------------------------------
+    def frame_parts(self) -> tuple[bytes, bytes]:
+        """A Dnstap frame's fields before and after its `message`, as the protobuf library
+        encodes them (identity and version; type MESSAGE): the compiled loop puts its
+        Message between them."""
+        pb = _dnstap_pb()
+        identity, version = self.settings.identity.encode(), VERSION
+        head = pb.Dnstap(identity=identity, version=version).SerializePartialToString()
+        return head, pb.Dnstap(type=pb.Dnstap.MESSAGE).SerializePartialToString()
+
+    def kinds(self) -> int:
+        """Which messages of an answered query the compiled loop writes: 1 AUTH_QUERY,
+        2 AUTH_RESPONSE (it sends no UPDATEs: they go to the event loop)."""
+        wanted = self.settings.messages
+        return ("auth_query" in wanted) | ("auth_response" in wanted) << 1
+
+    def add_source(self, source: Any) -> None:
+        """A compiled loop's frame buffer, taken by the writer's thread until removed."""
+        with self._lock:
+            self._sources = [*self._sources, source]
+        self._wake.set()
+
+    def remove_source(self, source: Any) -> None:
+        """The loop is done with it: its last frames are taken, its drops kept."""
+        with self._lock:
+            self._sources = [s for s in self._sources if s is not source]
+            self._sources_dropped += source.tap_dropped
+            self._taken.append(source.take_taps())
+        self._wake.set()
+
+    def policy_field(self, decision: tuple[str, str, str]) -> bytes:
+        """A load-balanced answer's `Message.policy` (its tag and length first), encoded by
+        the protobuf library: what the compiled loop appends to its response message."""
+        message = _dnstap_pb().Message()
+        _set_policy(message, decision)
+        return message.SerializePartialToString()
+
     def collect(self) -> Iterator[CounterMetricFamily]:
         """Its Prometheus collector (Metrics.register)."""
         dropped = CounterMetricFamily(
-            "dnsd_dnstap_dropped", "dnstap messages dropped: the writer's queue was full"
+            "dnsd_dnstap_dropped",
+            "dnstap messages dropped: the writer's queue or a compiled loop's buffer was full",
         )
-        dropped.add_metric([], self.dropped)
+        sources = self._sources
+        dropped.add_metric(
+            [], self.dropped + self._sources_dropped + sum(s.tap_dropped for s in sources)
+        )
         yield dropped
 
     # -- the writer thread -------------------------------------------------------------------
@@ -214,7 +268,7 @@ class DnstapWriter:
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
             backoff = BACKOFF_MIN_S
-            self._wake.wait(0.5)
+            self._wake.wait(SOURCE_POLL_S if self._sources else 0.5)
             self._wake.clear()
             try:
                 self._drain()
@@ -228,7 +282,7 @@ class DnstapWriter:
                                 "dnstap: the reader at %s went away (%s): connecting again",
                                 self.settings.socket, exc)  # fmt: skip
                 continue
-            if self._stopping and not self._queue:
+            if self._stopping and not self._queue and not self._taken:
                 self._close(clean=True)
                 return
 
@@ -268,8 +322,20 @@ class DnstapWriter:
             out.close()
 
     def _drain(self) -> None:
-        """Write what is queued, 128 entries a write; an entry leaves the queue only once
-        written, so what a lost reader missed goes to the next one."""
+        """Write what is queued, 128 entries a write, and the compiled loops' frames; an
+        entry leaves the queue only once written, so what a lost reader missed goes to the
+        next one."""
+        taken = self._taken
+        for source in self._sources:
+            data, count = source.take_taps()
+            if data:
+                taken.append((data, count))
+        while taken:
+            data, count = taken[0]
+            if data:
+                self._write(data)
+            taken.popleft()
+            self.written += count
         queue = self._queue
         while queue:
             n = min(len(queue), 128)
@@ -327,15 +393,32 @@ class DnstapWriter:
                 m.response_message = reply or b""
                 m.response_time_sec, m.response_time_nsec = _split(rtime)
                 if lb is not None:
-                    name, pool, region = lb
-                    m.policy.type = "dnsd"
-                    m.policy.rule = f"{name} -> {pool}".encode()
-                    m.policy.match = pb.Policy.CLIENT_IP
-                    m.policy.value = (region or "").encode()
-                    m.policy.action = pb.Policy.LOCAL_DATA
+                    _set_policy(m, lb)
             payload = tap.SerializeToString()
             self.written += 1
             yield struct.pack("!I", len(payload)) + payload
+
+
+def _dnstap_pb() -> Any:
+    import dnstap_pb
+
+    return dnstap_pb
+
+
+def _set_policy(message: Any, decision: tuple[str, str, str]) -> None:
+    """A load-balanced answer's decision in `message.policy`: (lb, pool, client region)."""
+    name, pool, region = decision
+    pb = _dnstap_pb()
+    message.policy.type = "dnsd"
+    message.policy.rule = f"{name} -> {pool}".encode()
+    message.policy.match = pb.Policy.CLIENT_IP
+    message.policy.value = (region or "").encode()
+    message.policy.action = pb.Policy.LOCAL_DATA
+
+
+def server_address(host: str) -> bytes:
+    """The serving socket's address as dnstap's response_address (IPv4 when mapped)."""
+    return _packed(host, 4)
 
 
 def _packed(host: str, version: int) -> bytes:

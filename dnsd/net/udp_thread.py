@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dnsd.net import mmsg
+from dnsd.net.dnstap import SOURCE_BYTES, DnstapWriter, server_address
 from dnsd.net.proxy_protocol import ProxyGate
 from dnsd.net.rrl import NXNAME_BITMAP, ResponseRateLimiter, limited
 from dnsd.net.supervisor import ServingLoops, supervise
@@ -117,6 +118,7 @@ class CacheHits:
     tally: Any  # dnsd.tally.Tally: the compiled loop's answers are counted there
     prepare: Callable[[], None]  # per batch: the cache checks snapshot, health and clock
     record: Callable[[int, int, float], None]  # (answered, queries, seconds) → the histogram
+    tap: DnstapWriter | None = None  # dnstap: the compiled loop's frames go to its writer
 
 
 class UdpThread:
@@ -159,7 +161,7 @@ class UdpThread:
                 raise RuntimeError("--serving-loop compiled: dnsd._fastloop was not built")
             self.why = "dnsd._fastloop was not built at install (no C compiler)"
         elif self._hits is None:
-            self.why = "no answer cache, or --query-log-sample or dnstap sees every reply"
+            self.why = "no answer cache, or --query-log-sample sees every reply"
         else:
             self.why = "dnsd._fastloop"
             return "compiled"
@@ -194,21 +196,44 @@ class UdpThread:
         an error C meets is raised here (the supervisor logs it and restarts the loop)."""
         assert _fastloop is not None
         batch = _fastloop.Batch(self.sock.fileno(), self.sock.family == socket.AF_INET, 64)
-        faults, count_answers = self._faults, self.state.count
-        answer, rrl, cache, rng = self._answer, self._rrl, hits.cache, hits.rng
-        tables, outcome_of = cache.tables("udp"), cache.outcome_of
-        prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
-        cache.count_replies_into(hits.tally)
-
-        rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
-        clients: dict[Any, Client] = {}
-        backlog = self.backlog
+        hits.cache.count_replies_into(hits.tally)
         gate = self._proxy
         # PROXY v2: the compiled code reads the common headers of the listed peers itself
         # (up to 64 networks); the rest it hands over as PROXY_CHECK, for the gate to decide.
         in_c = gate is not None and len(gate.networks) <= _fastloop.MAX_PROXY_NETS
         if gate is not None and in_c:
             batch.proxy_from([(n.network_address.packed, n.prefixlen) for n in gate.networks])
+        tap = hits.tap if self._tapped else None
+        if tap is None or not tap.kinds():  # dnstap off, or only UPDATEs wanted
+            self._serve_compiled(batch, hits, in_c, None, started)
+            return
+        # dnstap: the answers given in C are kept as frames in the batch, for the writer.
+        host, port = self.sock.getsockname()[:2]
+        head, tail = tap.frame_parts()
+        every, kinds = tap.settings.sample, tap.kinds()
+        batch.tap(head, tail, server_address(host), port, every, kinds, SOURCE_BYTES)
+        tap.add_source(batch)
+        try:
+            self._serve_compiled(batch, hits, in_c, tap, started)
+        finally:
+            tap.remove_source(batch)
+
+    def _serve_compiled(
+        self,
+        batch: Any,
+        hits: CacheHits,
+        in_c: bool,
+        tap: DnstapWriter | None,
+        started: Callable[[], None],
+    ) -> None:
+        faults, count_answers = self._faults, self.state.count
+        answer, rrl, cache, rng = self._answer, self._rrl, hits.cache, hits.rng
+        tables, outcome_of = cache.tables("udp"), cache.outcome_of
+        prepare, record, perf_counter = hits.prepare, hits.record, time.perf_counter
+        rate_limit = self._outgoing if rrl is not None else None  # what _queue applies too
+        clients: dict[Any, Client] = {}
+        backlog = self.backlog
+        gate = self._proxy
         started()
         while (count := self._received(batch, wait=not backlog)) is not None:
             if count:
@@ -220,7 +245,13 @@ class UdpThread:
                 )
                 prepare()
                 misses, answered, fallbacks = batch.answer_hits(
-                    tables, rng, cache.counters, rate_limit, clients, cache.zone_tables()
+                    tables,
+                    rng,
+                    cache.counters,
+                    rate_limit,
+                    clients,
+                    cache.zone_tables(),
+                    cache.policies if tap is not None else None,
                 )
                 cache.hits += answered
                 cache.fallbacks += fallbacks

@@ -108,6 +108,7 @@ class Answering:
         observe = decided if tap is None else decided_and_noted
         if tap is not None and cache is not None:
             cache.note = note
+            cache.encode_policy = tap.policy_field  # for the compiled loop's frames
 
         def answer_batch(
             wires: list[bytes],
@@ -167,10 +168,11 @@ class Answering:
             return replies
 
         hits = None
-        if cache is not None and not sample and tap is None:  # these see every reply
+        if cache is not None and not sample:  # the query log sees every reply
             hits = CacheHits(
                 cache, rng, tally,
                 lambda: cache.prepare(holder.current, current_view(), wall_clock()), record,
+                tap,
             )  # fmt: skip
         return answer_batch, hits
 

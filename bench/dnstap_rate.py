@@ -1,0 +1,128 @@
+"""Cached answers with dnstap on against off, on one core.
+
+    python bench/dnstap_rate.py [--runs 3] [--seconds 5] [--harness T,C,Q]
+
+dnsd serves bench/peers.py's zone on core 0, dnsperf asks from core 1 (peers.py's
+query mix: the load-balanced name, a static name, NXDOMAINs — each answered from the
+answer cache or the zone tables after its first time), once plainly and once with
+`--dnstap-file` (every query and answer logged: sample 1). The two alternate, `--runs`
+rounds; printed: the median QPS of each, their ratio, the server's CPU time per answer
+(/proc/PID/stat: when both reach the harness's ceiling, its inverse ratio is the rate
+ratio at saturation), and how many dnstap messages the file holds against the answers
+(what the bounded buffers dropped is the difference). The harness's own ceiling is
+bench/responder.c's rate with the same settings. Loopback only; every run ends by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import struct
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import peers
+from peers import dnsperf, query_file, serve
+
+TAP = "queries.tap"
+
+
+def tapped(d: Path, port: int) -> list[str]:
+    """peers.dnsd with every query and answer written to a dnstap file."""
+    return [*peers.dnsd(d, port), "--dnstap-file", str(d / TAP)]
+
+
+def frames(path: Path) -> int:
+    """The dnstap messages in a Frame Streams file (control frames not counted)."""
+    data, i, count = path.read_bytes(), 0, 0
+    while i + 4 <= len(data):
+        (length,) = struct.unpack_from("!I", data, i)
+        if length == 0:  # a control frame: its own length follows
+            if i + 8 > len(data):
+                break
+            (length,) = struct.unpack_from("!I", data, i + 4)
+            i += 8 + length
+            continue
+        i += 4 + length
+        count += i <= len(data)
+    return count
+
+
+def written(tap: Path) -> float:
+    """The messages in the file once the writer thread has caught up (0: no file)."""
+    if not tap.exists():
+        return 0.0
+    time.sleep(1.0)
+    return float(frames(tap))
+
+
+def run(seconds: int) -> Callable[[int, Path], dict[str, float]]:
+    def measure(port: int, d: Path) -> dict[str, float]:
+        tap = d / TAP
+        before = written(tap)
+        result = dnsperf(port, query_file(d), seconds)
+        if tap.exists():
+            result["messages"] = written(tap) - before
+        return result
+
+    return measure
+
+
+def warm(port: int, d: Path) -> None:
+    dnsperf(port, query_file(d), 1)  # every name once: the cache holds them
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--harness", default="2,20,200", help="dnsperf THREADS,CLIENTS,INFLIGHT")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(0, {1})  # this script stays off the server's core
+    peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
+    variants = {"off": peers.dnsd, "on": tapped}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    for _ in range(args.runs):  # alternating: each variant once per round
+        for name, build in variants.items():
+            result = serve(f"dnsd dnstap {name}", build, run(args.seconds), warm)
+            if result is None:
+                sys.exit(f"dnsd with dnstap {name} did not start")
+            results[name].append(result)
+            print(
+                f"  dnstap {name}: {result['qps']:.0f} QPS, {result['cpu_us']:.2f} µs CPU "
+                f"per answer",
+                file=sys.stderr,
+            )
+    ceiling = serve("responder", peers.responder, run(args.seconds))
+    qps = {name: statistics.median(r["qps"] for r in rs) for name, rs in results.items()}
+    cpu = {name: statistics.median(r["cpu_us"] for r in rs) for name, rs in results.items()}
+    print(
+        f"\ndnstap on vs off, {peers.HARNESS}, dnsd on core 0, median of {args.runs}, load "
+        f"average {os.getloadavg()[0]:.2f}; harness ceiling (bench/responder.c) "
+        f"{ceiling['qps'] if ceiling else float('nan'):.0f} QPS"
+    )
+    for name, rs in results.items():
+        print(
+            f"dnstap {name:<3}: {qps[name]:>9.0f} QPS, {cpu[name]:.2f} µs CPU per answer; runs "
+            + " / ".join(f"{r['qps']:.0f}" for r in rs)
+        )
+    logged = [r["messages"] / 2 / (r["sent"] - r["lost"]) for r in results["on"] if "messages" in r]
+    if logged:
+        print(
+            f"dnstap on: {statistics.median(logged):.1%} of the answers in the file (median; "
+            "the rest dropped by the full queue and counted)"
+        )
+    print(
+        f"on ÷ off: {qps['on'] / qps['off']:.2f} (target ≥ 0.5); at saturation (CPU per "
+        f"answer, off ÷ on): {cpu['off'] / cpu['on']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
