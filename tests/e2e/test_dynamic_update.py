@@ -5,7 +5,9 @@ checks what is served. A refused UPDATE changes no file and no serial."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import select
 import shutil
 import signal
 import socket
@@ -562,3 +564,55 @@ def test_an_update_that_reaches_a_worker_is_applied_once_by_the_main_process(
         records = (config / "example.test.yaml").read_text()
         assert "_acme-challenge.udp: {ttl: 60, TXT: worker-token}" in records
         assert "_acme-challenge.tcp: {ttl: 60, TXT: worker-token}" in records
+
+
+def test_a_burst_of_a_thousand_signed_updates_is_answered_and_nothing_is_lost(
+    served: Served, tmp_path: Path
+) -> None:
+    """1,000 UPDATEs over UDP as fast as they can be sent (bench/update_burst.py measures
+    the cached answers meanwhile): every one answered NOERROR and signed, every value
+    served. What the kernel drops is sent again, as a client would (an add that is already
+    applied changes nothing)."""
+    config = tmp_path / "zones"
+    shutil.copytree(served.config, config)
+    count, names = 1000, 10
+    updates, wires = [], []
+    for i in range(count):
+        update = signed(served)
+        update.id = i
+        update.add(f"_acme-challenge.burst{i % names}.example.test.", 60, "TXT", f"v-{i}")
+        updates.append(update)
+        wires.append(update.to_wire())
+    replies: dict[int, bytes] = {}
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(20)]
+    with DnsdProcess(config, "--state-dir", str(tmp_path / "state"), "--rrl-rate", "0") as dnsd:
+        try:
+            for sock in socks:
+                sock.bind(("127.0.0.1", 0))
+                sock.setblocking(False)
+            for _ in range(3):  # the burst, then what got no answer, twice at most
+                waiting = [i for i in range(count) if i not in replies]
+                for i in waiting:
+                    socks[i % len(socks)].sendto(wires[i], ("127.0.0.1", dnsd.port))
+                deadline = time.monotonic() + 30
+                while len(replies) < count and time.monotonic() < deadline:
+                    for sock in select.select(socks, [], [], 0.5)[0]:
+                        with contextlib.suppress(BlockingIOError):
+                            reply = sock.recv(4096)
+                            replies[int.from_bytes(reply[:2])] = reply
+                if len(replies) == count:
+                    break
+        finally:
+            for sock in socks:
+                sock.close()
+        assert len(replies) == count, f"{count - len(replies)} UPDATEs not answered"
+        ring = signed(served).keyring
+        for i, reply in replies.items():
+            message = dns.message.from_wire(reply, keyring=ring, request_mac=updates[i].mac)
+            assert message.rcode() == dns.rcode.NOERROR and message.had_tsig, message
+        served_values = set()
+        for n in range(names):
+            query = dns.message.make_query(f"_acme-challenge.burst{n}.example.test.", "TXT")
+            response = dns.query.tcp(query, "127.0.0.1", port=dnsd.port, timeout=10)
+            served_values |= {r.to_text() for rrset in response.answer for r in rrset}
+        assert served_values == {f'"v-{i}"' for i in range(count)}
