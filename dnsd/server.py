@@ -417,8 +417,16 @@ class DnsServer:
     def _start_workers(self) -> None:
         serials = self.versions.serials if self.versions is not None else dict
         updates = self.updates.answer if self.updates is not None else None
-        self.pool = start_workers(self.options.workers, self.options.worker_argv, self.bound,
-                                  self.store, serials, self.metrics, self.loops, updates)  # fmt: skip
+        self.pool = start_workers(
+            self.options.workers,
+            self.options.worker_argv,
+            self.bound,
+            self.store,
+            serials,
+            self.metrics,
+            self.loops,
+            updates,
+        )
         pool = self.pool  # what a view and a reload set off from now on
         self.view_steps["workers"] = pool.publish
         self.reload_steps["workers"] = lambda generation, _filed: pool.reloaded(generation)

@@ -30,8 +30,16 @@ def start_workers(
     argv = [*worker_argv, *(a for x in listen for a in ("--listen", x))]
     counts = WorkerCounts(metrics, loops)
     passed_up = _passed_up(updates) if updates is not None else None
-    pool = WorkerPool(count, argv, store, report=counts.report, retire=counts.retired,
-                      serials=serials, restarted=counts.restarted, updates=passed_up)  # fmt: skip
+    pool = WorkerPool(
+        count,
+        argv,
+        store,
+        report=counts.report,
+        retire=counts.retired,
+        serials=serials,
+        restarted=counts.restarted,
+        updates=passed_up,
+    )
     pool.start()
     loops.external_down = pool.dead  # a dead worker: not ready
     return pool
