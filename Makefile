@@ -75,3 +75,4 @@ bench:
 	$(PYTHON) bench/health_churn.py
 	$(PYTHON) bench/dnssec_flood.py
 	$(PYTHON) bench/zonefile_load.py
+	$(PYTHON) bench/update_burst.py

@@ -54,6 +54,7 @@ from dnsd.serve.probing import start_probing
 from dnsd.serve.reloading import Reloader, ReloadStep
 from dnsd.serve.serials import Serials
 from dnsd.serve.steps import BackgroundLoops, Step, run_steps
+from dnsd.serve.update_relay import UpdateRelay
 from dnsd.serve.updates import UpdateService
 from dnsd.serve.worker_pool import start_workers
 from dnsd.serverfile_reload import ServerFile, ServerFileRead
@@ -238,19 +239,28 @@ class DnsServer:
             tcp_handler, loop_udp_answer, self._thread_answering, self.rrl, self.loops,
             options.udp_loop, options.serving_loop, options.reuse_port, proxy, self.tap is not None,
         )  # fmt: skip
-        # RFC 2136 UPDATEs: applied by the config writer, so in the main process only.
+        # RFC 2136 UPDATEs: applied by the config writer, so in the main process only; a
+        # worker passes the ones it receives up its pipe and answers with the reply.
         self.updates: UpdateService | None = None
+        self.update_relay: UpdateRelay | None = None
         if self._config_writer is not None:
             self.updates = UpdateService(self.holder, self._config_writer)
             tcp_handler.updates = self.updates.answer
             self.listeners.updates = self.updates.submit
             self.metrics.register(self.updates)
+        else:
+            self.update_relay = UpdateRelay()
+            tcp_handler.updates = self.update_relay.answer
+            self.listeners.updates = self.update_relay.submit
         if proxy is not None:
             self.metrics.register(proxy)
         self.admin = AdminListener(self, self.admin_tokens, self.audit, self.descriptors.admin,
                                    options.reuse_port)  # fmt: skip
         fd = options.follow_fd  # a worker's pipe to the main process
-        self.following = Following(fd, self.metrics, self.loops) if fd is not None else None
+        self.following = None
+        if fd is not None:
+            assert self.update_relay is not None
+            self.following = Following(fd, self.metrics, self.loops, self.update_relay)
         caches = self.caches if options.answer_cache else None
         metric_sources.register(self, self.serving_loop, tcp_handler, self.rrl, self.loops,
                                 self.bus, caches)  # fmt: skip
@@ -406,8 +416,17 @@ class DnsServer:
 
     def _start_workers(self) -> None:
         serials = self.versions.serials if self.versions is not None else dict
-        self.pool = start_workers(self.options.workers, self.options.worker_argv, self.bound,
-                                  self.store, serials, self.metrics, self.loops)  # fmt: skip
+        updates = self.updates.answer if self.updates is not None else None
+        self.pool = start_workers(
+            self.options.workers,
+            self.options.worker_argv,
+            self.bound,
+            self.store,
+            serials,
+            self.metrics,
+            self.loops,
+            updates,
+        )
         pool = self.pool  # what a view and a reload set off from now on
         self.view_steps["workers"] = pool.publish
         self.reload_steps["workers"] = lambda generation, _filed: pool.reloaded(generation)

@@ -13,6 +13,12 @@ adds to its own. A worker probes nothing, takes its views from the pair, binds o
 after the first one, reloads its config from the same directory when told, and stops when
 the pair closes (the main process is gone). A worker that dies is started again (at most
 once a second); what it had reported stays counted.
+
+RFC 2136 UPDATEs are applied by the config writer, which only the main process has: a
+worker sends each UPDATE it receives up its pair (`update`: an id, the wire, the client's
+address and transport) and the main process answers it there (`update-reply`: the id and
+the signed reply) once applied, as if the UPDATE had come to it. So an UPDATE is applied
+once, whichever process the kernel hands it to.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView, from_plain, to_plain
@@ -38,6 +44,12 @@ from dnsd.health.view import HealthView, from_plain, to_plain
 log = logging.getLogger("dnsd.workers")
 HEADER = struct.Struct("!I")
 RESTART_PAUSE_S = 1.0
+# The main process's UPDATE service (dnsd.serve.updates) for an UPDATE a worker passed up:
+# (the wire, the client's address, its transport) → the reply once applied.
+Updates = Callable[[bytes, str, Literal["udp", "tcp"]], Awaitable[bytes]]
+# An UPDATE a worker passes up: its id (the worker's), the wire, the client's address and
+# transport (plain values: only these cross the pair).
+UpdateUp = tuple[int, bytes, str, Literal["udp", "tcp"]]
 
 
 def _send(fd: int, message: tuple[str, Any]) -> None:
@@ -70,9 +82,14 @@ class _Worker:
     that takes its reports. One socket pair carries both directions."""
 
     def __init__(
-        self, index: int, argv: list[str], on_report: Callable[[int, Any], object]
+        self,
+        index: int,
+        argv: list[str],
+        on_report: Callable[[int, Any], object],
+        on_update: Callable[[_Worker, UpdateUp], object] = lambda _w, _u: None,
     ) -> None:
         self.index = index
+        self._on_update = on_update
         ours, theirs = socket.socketpair()
         self._socket = ours
         self.process = subprocess.Popen(
@@ -105,6 +122,8 @@ class _Worker:
                 kind, payload = message
                 if kind == "counts":
                     self._on_report(self.process.pid, payload)
+                elif kind == "update":
+                    self._on_update(self, payload)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._outbox.put(None)  # closing the connection tells the worker to stop
@@ -132,10 +151,15 @@ class WorkerPool:
         retire: Callable[[int], None],
         serials: Callable[[], dict[str, int]] = dict,
         restarted: Callable[[], None] = lambda: None,
+        updates: Updates | None = None,
     ) -> None:
         """`report(pid, counts)` is told each worker's latest serving counts; `retire(pid)`
         that a worker is gone (its last counts stay in the totals); `serials()` gives the
-        SOA serials the main process serves (dnsd.xfr.versions), sent when they change."""
+        SOA serials the main process serves (dnsd.xfr.versions), sent when they change;
+        `updates` applies and answers the UPDATEs the workers pass up."""
+        self.updates = updates
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._update_tasks: set[asyncio.Task[None]] = set()
         self.serials = serials
         self.restarted = restarted  # counted as dnsd_serving_loop_restarts_total{loop="worker"}
         self._sent_serials: dict[str, int] = {}
@@ -149,16 +173,36 @@ class WorkerPool:
         self._watch: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.workers = [self._start(i) for i in range(1, self.count)]
         self._watch = asyncio.get_running_loop().create_task(self._restart_dead())
         log.info("started %d worker process(es): %s", len(self.workers),
                  " ".join(str(w.process.pid) for w in self.workers))  # fmt: skip
 
     def _start(self, index: int) -> _Worker:
-        worker = _Worker(index, self.argv, self.report)
+        worker = _Worker(index, self.argv, self.report, self._update_from)
         worker.send("serials", self.serials())
         worker.send("view", to_plain(self.store.view))
         return worker
+
+    def _update_from(self, worker: _Worker, update: UpdateUp) -> None:
+        """From a worker's reader thread: the UPDATE is applied on the event loop, like
+        one this process received, and its reply goes back down the same pair."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._apply_update, worker, update)
+
+    def _apply_update(self, worker: _Worker, update: UpdateUp) -> None:
+        ident, wire, address, transport = update
+        updates = self.updates
+
+        async def run() -> None:
+            if updates is not None:  # else the worker gives up on it (dnsd.serve.update_relay)
+                worker.send("update-reply", (ident, await updates(wire, address, transport)))
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._update_tasks.add(task)
+        task.add_done_callback(self._update_tasks.discard)
 
     def publish(self, view: HealthView) -> None:
         plain = to_plain(view)
@@ -208,10 +252,16 @@ class WorkerPool:
 class Follower:
     """A worker's side: views and reload notices from the main process's pipe."""
 
-    def __init__(self, fd: int, on_reload: Callable[[int], object],
-                 on_gone: Callable[[], object],
-                 on_serials: Callable[[dict[str, int]], object] = lambda _s: None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fd: int,
+        on_reload: Callable[[int], object],
+        on_gone: Callable[[], object],
+        on_serials: Callable[[dict[str, int]], object] = lambda _s: None,
+        on_update_reply: Callable[[int, bytes], object] = lambda _i, _r: None,
+    ) -> None:
         self.fd = fd
+        self._on_update_reply = on_update_reply
         self.serials: dict[str, int] = {}  # the SOA serials the main process serves
         self._on_serials = on_serials
         self.view = HealthView()  # this worker's view source: the main process's latest
@@ -235,6 +285,8 @@ class Follower:
                 self._on_serials(payload)
             elif kind == "reload":
                 self._on_reload(payload)
+            elif kind == "update-reply":
+                self._on_update_reply(*payload)
         log.info("the main process is gone: stopping")
         self._on_gone()
 
@@ -242,6 +294,11 @@ class Follower:
         """Send this worker's serving counts to the main process (its /metrics adds them)."""
         with self._write_lock, contextlib.suppress(OSError):  # one whole frame at a time
             _send(self.fd, ("counts", counts))
+
+    def pass_update(self, update: UpdateUp) -> None:
+        """Send an UPDATE to the main process, which answers it with `update-reply`."""
+        with self._write_lock:  # one whole frame at a time
+            _send(self.fd, ("update", update))
 
     async def wait_first_view(self, timeout: float) -> bool:
         started = time.monotonic()

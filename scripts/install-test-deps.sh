@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian-based machine:
 # Debian packages (dig from dnsutils, the unbound resolver, chromium for the status page,
-# openssl, the Knot and NSD secondaries, promtool from prometheus) and the Python test extra.
+# openssl, the Knot and NSD secondaries, promtool from prometheus, pebble and lego for ACME)
+# and the Python test extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +30,8 @@ command -v gcc >/dev/null 2>&1 || debs+=(gcc)  # builds the compiled serving loo
 command -v fstrm_capture >/dev/null 2>&1 || debs+=(fstrm-bin)  # the dnstap socket reader
 command -v dnstap-read >/dev/null 2>&1 || debs+=(bind9-dnsutils)  # reads dnstap files
 command -v promtool >/dev/null 2>&1 || debs+=(prometheus)  # promtool checks docs/prometheus/ rules
+command -v pebble >/dev/null 2>&1 || debs+=(pebble)  # an ACME server validating DNS-01 against dnsd
+command -v lego >/dev/null 2>&1 || debs+=(lego)  # an ACME client publishing DNS-01 by UPDATE
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -1,5 +1,6 @@
 """A worker process (`--workers`): health views, serials and reloads come from the main
-process's pipe, and the worker's query counts go back to the main process's /metrics."""
+process's pipe, and the worker's query counts go back to the main process's /metrics; its
+UPDATEs go up the same pipe (dnsd.serve.update_relay)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from dnsd.admin.metrics import Metrics
 from dnsd.net.supervisor import ServingLoops
+from dnsd.serve.update_relay import UpdateRelay
 from dnsd.workers import Follower
 
 log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
@@ -16,8 +18,9 @@ REPORT_EVERY_S = 1.0
 
 
 class Following:
-    def __init__(self, fd: int, metrics: Metrics, loops: ServingLoops) -> None:
+    def __init__(self, fd: int, metrics: Metrics, loops: ServingLoops, relay: UpdateRelay) -> None:
         self.fd = fd
+        self.relay = relay
         self.metrics = metrics
         self.loops = loops
         self.follower: Follower | None = None
@@ -39,7 +42,9 @@ class Following:
             ),
             on_gone=lambda: loop.call_soon_threadsafe(stop.set),
             on_serials=lambda serials: loop.call_soon_threadsafe(serve_serials, serials),
+            on_update_reply=self.relay.replied,
         )
+        self.relay.attach(self.follower)
         self.follower.start()
         if not await self.follower.wait_first_view(first_view_wait_s):
             log.warning("no health view from the main process yet: serving anyway")

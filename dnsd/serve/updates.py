@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily
 from dnsd.config.model import UpdateGrant, Zone
 from dnsd.config.zone_section import NOT_UPDATABLE
 from dnsd.events import acting_as
+from dnsd.process_tools import start_switching_often, stop_switching_often
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.targets import Change, Target, etag
 from dnsd.provision.writer import ConfigWriter
@@ -52,7 +53,12 @@ REFUSAL_LOG = RateLimitedLog(log)
 MAX_UPDATE_BYTES: Final = 16_384  # one UPDATE on the wire
 MAX_UPDATE_RECORDS: Final = 500  # prerequisite and update records in one UPDATE
 MAX_PENDING: Final = 1024  # UPDATEs waiting their turn; more are REFUSED at once
-MAX_BATCH: Final = 256  # UPDATEs applied in one write (one check and reload)
+# UPDATEs applied in one write (one check and reload): all that may wait, so a burst costs
+# as few reloads as it can (each is Python work beside the serving loops).
+MAX_BATCH: Final = MAX_PENDING
+# The GIL's switch interval while UPDATEs wait (the usual is 5 ms): a serving loop that
+# receives a query waits for the GIL about one interval behind each busy thread.
+UPDATE_SWITCH_S: Final = 0.0002
 ANY, NONE = dns.rdataclass.ANY, dns.rdataclass.NONE
 
 Respond = Callable[[bytes], object]
@@ -214,10 +220,20 @@ class Entry:
     extra: dict[str, Any] = field(default_factory=dict)  # ttl, lb
     types: dict[int, list[tuple[str, dns.rdata.Rdata]]] = field(default_factory=dict)
     original_types: frozenset[int] = frozenset()
+    # The rdatas of `types[t]` as a set, kept beside it once asked for: an add looks a
+    # value up in it instead of comparing it with each value there (a burst of UPDATEs
+    # adding to one name was quadratic: each comparison renders both rdatas).
+    sets: dict[int, set[dns.rdata.Rdata]] = field(default_factory=dict)
 
     def copy(self) -> Entry:
         types = {t: list(v) for t, v in self.types.items()}
-        return Entry(self.original, dict(self.extra), types, self.original_types)
+        sets = {t: set(v) for t, v in self.sets.items()}  # no rehashing: the hashes are kept
+        return Entry(self.original, dict(self.extra), types, self.original_types, sets)
+
+    def rdatas(self, rtype: int) -> set[dns.rdata.Rdata]:
+        if rtype not in self.sets:
+            self.sets[rtype] = {r for _, r in self.types.get(rtype, ())}
+        return self.sets[rtype]
 
 
 def read_entry(value: Any, origin: str) -> Entry:
@@ -268,19 +284,26 @@ def apply_updates(
             if rtype != dns.rdatatype.CNAME and dns.rdatatype.CNAME in entry.types:
                 continue
             values = entry.types.setdefault(rtype, [])
+            present = entry.rdatas(rtype)
             for rdata in rrset:
                 if rtype == dns.rdatatype.CNAME and values:
                     values.clear()  # a CNAME replaces the one there
-                if all(rdata != old for _, old in values):
+                    present.clear()
+                if rdata not in present:
                     values.append((value_text(rdata), rdata))
+                    present.add(rdata)
         elif rrset.deleting == ANY:
             if rtype == dns.rdatatype.ANY:
                 entry.types.clear()
+                entry.sets.clear()
             else:
                 entry.types.pop(rtype, None)
+                entry.sets.pop(rtype, None)
         else:  # NONE: delete these records from the RRset
             values = entry.types.get(rtype, [])
-            kept = [(t, r) for t, r in values if all(r != gone for gone in rrset)]
+            gone = set(rrset)
+            kept = [(t, r) for t, r in values if r not in gone]
+            entry.sets.pop(rtype, None)
             if kept:
                 entry.types[rtype] = kept
             else:
@@ -337,18 +360,29 @@ class UpdateService:
             family.add_metric([zone, rcode], count)
         yield family
 
+    def _waiting(self, change: int) -> None:
+        """One more UPDATE waits (1) or one less (-1). While any wait, the interpreter hands
+        the GIL on more often: deciding, checking and loading a burst is seconds of Python
+        beside the serving loops, which would otherwise wait up to 5 ms for the GIL after
+        each receive (measured: cached answers' p99 at 16-55 ms during 1,000 UPDATEs)."""
+        self.pending += change
+        if change > 0 and self.pending == 1:
+            start_switching_often(UPDATE_SWITCH_S)
+        elif change < 0 and self.pending == 0:
+            stop_switching_often(UPDATE_SWITCH_S)
+
     def submit(self, wire: bytes, client: Client, respond: Respond) -> None:
         """From a UDP loop (on the event loop): answer when applied, by `respond`."""
         if self.pending >= MAX_PENDING:
             respond(_refused_header(wire))
             return
-        self.pending += 1  # counted before the task runs: a burst cannot pass the cap
+        self._waiting(1)  # counted before the task runs: a burst cannot pass the cap
 
         async def run() -> None:
             try:
                 reply = await self._answer(wire, client)
             finally:
-                self.pending -= 1
+                self._waiting(-1)
             try:
                 respond(reply)
             except OSError as exc:
@@ -362,11 +396,11 @@ class UpdateService:
         """From the TCP listener: the reply."""
         if self.pending >= MAX_PENDING:
             return _refused_header(wire)
-        self.pending += 1
+        self._waiting(1)
         try:
             return await self._answer(wire, client)
         finally:
-            self.pending -= 1
+            self._waiting(-1)
 
     async def _answer(self, wire: bytes, client: Client) -> bytes:
         now = time.time()
@@ -442,8 +476,9 @@ class UpdateService:
     async def _apply_batch(self, batch: list[Pending]) -> None:
         """Inside the writer's lock (no config API write comes between): each UPDATE
         decided in order on the zone as loaded plus the UPDATEs before it (each all or
-        nothing), the accepted ones written together. When the write does not load, each
-        UPDATE is tried on its own."""
+        nothing), the accepted ones written together. When the write does not load, the
+        batch is tried in halves, in order, until an UPDATE that does not load is alone: a
+        few more reloads for one bad UPDATE among a thousand, not a thousand."""
         outcome: list[Refusal | None] = []
 
         async def decide() -> list[Change]:
@@ -460,9 +495,10 @@ class UpdateService:
             with acting_as(", ".join(sorted({item.key for item in batch})), "update"):
                 await self._writer.apply_decided(decide)
         except ChangeRefused as exc:
-            if len(batch) > 1:
-                for item in batch:  # one of them does not load: each on its own
-                    await self._apply_batch([item])
+            if len(batch) > 1:  # one of them does not load: the first half, then the rest
+                half = len(batch) // 2
+                await self._apply_batch(batch[:half])
+                await self._apply_batch(batch[half:])
                 return
             detail = "; ".join(str(e) for e in exc.errors[:3]) or str(exc)
             refused = Refusal(dns.rcode.REFUSED, f"the change does not load: {detail}")

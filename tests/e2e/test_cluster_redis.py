@@ -6,7 +6,6 @@ nowhere."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import subprocess
 import sys
@@ -16,15 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from dnsd.cluster.config_channel import LOG_KEY, SEQ_KEY
 from tests.admin_client import http
 from tests.processes import DnsdProcess
 from tests.redis_servers import RedisServer, SentinelServer
+from tests.tls_certs import make_ca, make_server_cert
 
 TOKEN = "cluster-token"
 KEY = "cluster-redis-key-0123456789abcdef"
@@ -233,46 +229,6 @@ def test_config_sync_survives_redis_restarted_empty_and_ignores_unsealed_writes(
 
 
 # -- TLS --------------------------------------------------------------------------------------
-def make_ca(directory: Path, name: str) -> tuple[Path, Any, Any]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-        .sign(key, hashes.SHA256())
-    )  # fmt: skip
-    path = directory / f"{name}.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return path, cert, key
-
-
-def make_server_cert(directory: Path, ca_cert: Any, ca_key: Any) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    cert_path, key_path = directory / "server.pem", directory / "server.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                         serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))  # fmt: skip
-    return cert_path, key_path
-
-
 def test_tls_with_the_right_ca_works_and_a_wrong_ca_or_name_is_refused(
     tmp_path: Path, cleanup: list[Any]
 ) -> None:

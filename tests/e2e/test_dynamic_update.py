@@ -5,8 +5,11 @@ checks what is served. A refused UPDATE changes no file and no serial."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -17,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import dns.exception
+import dns.message
 import dns.name
 import dns.query
 import dns.rcode
@@ -28,6 +33,7 @@ from dnsd.drill.ports import free_port_pair
 from tests.admin_client import http
 from tests.processes import DnsdProcess, Redis
 from tests.secondaries import Knot
+from tests.waiting import until
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parent.parent.parent
@@ -78,17 +84,27 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def nsupdate(
-    port: int, commands: str, key: str | None = None, tcp: bool = False, zone: str = "example.test"
+    port: int,
+    commands: str,
+    key: str | None = None,
+    tcp: bool = False,
+    zone: str = "example.test",
+    source_port: int | None = None,  # UDP only: nsupdate fails to connect from one
 ) -> str:
-    script = f"server 127.0.0.1 {port}\nzone {zone}\n{commands}\nsend\n"
+    local = f"local 127.0.0.1 {source_port}\n" if source_port else ""
+    script = f"server 127.0.0.1 {port}\n{local}zone {zone}\n{commands}\nsend\n"
     argv = ["nsupdate", "-t", "5", *(["-v"] if tcp else []), *(["-y", key] if key else [])]
     done = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=30)
     return f"rc={done.returncode} {done.stdout} {done.stderr}"
 
 
-def knsupdate(port: int, commands: str, key: str) -> str:
-    script = f"server 127.0.0.1 {port}\nzone example.test.\n{commands}\nsend\nquit\n"
-    done = subprocess.run(["knsupdate", "-t", "5", "-y", key], input=script,
+def knsupdate(
+    port: int, commands: str, key: str, tcp: bool = False, source_port: int | None = None
+) -> str:
+    local = f"local 127.0.0.1 {source_port}\n" if source_port else ""
+    script = f"server 127.0.0.1 {port}\n{local}zone example.test.\n{commands}\nsend\nquit\n"
+    argv = ["knsupdate", "-t", "5", *(["-v"] if tcp else []), "-y", key]
+    done = subprocess.run(argv, input=script,
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     return f"rc={done.returncode} {done.stdout} {done.stderr}"
 
@@ -469,3 +485,134 @@ def test_an_update_in_a_signed_zone_is_signed_online(served: Served, tmp_path: P
         records = [line.split() for line in answer.splitlines() if line.startswith(name)]
         assert [r[3] for r in records] == ["TXT", "RRSIG"], answer
         assert records[1][4] == "TXT" and records[0][4] == '"signed-token"'
+
+
+def worker_owned(port: int, main: DnsdProcess, tcp: bool) -> int:
+    """A source port whose UPDATEs the kernel hands to a worker (SO_REUSEPORT picks the
+    process by the addresses and ports): the main process stopped, a query from it is
+    answered all the same."""
+    query = dns.message.make_query("ns1.example.test.", "A")
+    main.signal(signal.SIGSTOP)
+    try:
+        for _ in range(40):
+            family = socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM
+            with socket.socket(socket.AF_INET, family) as sock:
+                sock.bind(("127.0.0.1", 0))
+                source = int(sock.getsockname()[1])
+                try:
+                    if tcp:
+                        sock.connect(("127.0.0.1", port))
+                        sock.setblocking(False)  # as dnspython takes a socket
+                        reply = dns.query.tcp(query, "127.0.0.1", timeout=0.5, sock=sock)
+                        # no TIME_WAIT left behind: nsupdate connects from this port next
+                        sock.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                        )
+                    else:
+                        sock.setblocking(False)
+                        reply = dns.query.udp(query, "127.0.0.1", 0.3, port, sock=sock)
+                except (TimeoutError, dns.exception.Timeout):
+                    continue  # the main process's: it is stopped
+                if reply.answer:
+                    return source
+    finally:
+        main.signal(signal.SIGCONT)
+    raise AssertionError("no source port reached a worker")
+
+
+def test_an_update_that_reaches_a_worker_is_applied_once_by_the_main_process(
+    served: Served, tmp_path: Path
+) -> None:
+    config = tmp_path / "zones"
+    shutil.copytree(served.config, config)
+    args = ("--workers", "2", "--rrl-rate", "0", "--state-dir", str(tmp_path / "state"))
+    with DnsdProcess(config, *args) as dnsd:
+        dnsd.wait_for_log("started 1 worker process(es)")
+        until(lambda: sum("listening on" in line for line in dnsd.lines) == 2, 15, dnsd.output)
+        acme = f"hmac-sha256:acme:{served.secret}"
+        for tcp in (False, True):
+            source = worker_owned(dnsd.port, dnsd, tcp)
+            name = f"_acme-challenge.{'tcp' if tcp else 'udp'}.example.test."
+            add = f"update add {name} 60 TXT worker-token"
+            # BIND's client over UDP, Knot's over TCP; both check the reply's TSIG
+            if tcp:
+                out = knsupdate(dnsd.port, add, acme, tcp=True, source_port=source)
+            else:
+                out = nsupdate(dnsd.port, add, acme, source_port=source)
+            assert "rc=0" in out and "REFUSED" not in out, out
+            assert dig(dnsd.port, name, "TXT") == ['"worker-token"']
+        # a refusal comes back from the main process too, signed
+        source = worker_owned(dnsd.port, dnsd, False)
+        update = dns.update.UpdateMessage(
+            "example.test.", keyring=dns.tsig.Key("acme", served.secret, dns.tsig.HMAC_SHA256)
+        )
+        update.add("not-granted.example.test.", 60, "TXT", "x")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", source))
+            sock.setblocking(False)
+            response = dns.query.udp(update, "127.0.0.1", 5, dnsd.port, sock=sock)
+        assert response.rcode() == dns.rcode.REFUSED and response.had_tsig
+        code, body = http(dnsd.admin_port, "GET", "/api/v1/events?kind=config")
+        assert code == 200, body
+        made = [e for e in body["events"] if e["cause"] == "update"]
+        assert len(made) == 2, made  # one change each: applied once
+        text = metrics(dnsd.admin_port)
+        line = 'dnsd_updates_total{rcode="NOERROR",zone="example.test"} '
+        counted = [float(x.removeprefix(line)) for x in text.splitlines() if x.startswith(line)]
+        assert counted and counted[0] >= 2, counted  # nsupdate may resend one over UDP: no-op
+        assert 'dnsd_updates_total{rcode="REFUSED",zone="example.test"} 1.0' in text, text
+        records = (config / "example.test.yaml").read_text()
+        assert "_acme-challenge.udp: {ttl: 60, TXT: worker-token}" in records
+        assert "_acme-challenge.tcp: {ttl: 60, TXT: worker-token}" in records
+
+
+def test_a_burst_of_a_thousand_signed_updates_is_answered_and_nothing_is_lost(
+    served: Served, tmp_path: Path
+) -> None:
+    """1,000 UPDATEs over UDP as fast as they can be sent (bench/update_burst.py measures
+    the cached answers meanwhile): every one answered NOERROR and signed, every value
+    served. What the kernel drops is sent again, as a client would (an add that is already
+    applied changes nothing)."""
+    config = tmp_path / "zones"
+    shutil.copytree(served.config, config)
+    count, names = 1000, 10
+    updates, wires = [], []
+    for i in range(count):
+        update = signed(served)
+        update.id = i
+        update.add(f"_acme-challenge.burst{i % names}.example.test.", 60, "TXT", f"v-{i}")
+        updates.append(update)
+        wires.append(update.to_wire())
+    replies: dict[int, bytes] = {}
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(20)]
+    with DnsdProcess(config, "--state-dir", str(tmp_path / "state"), "--rrl-rate", "0") as dnsd:
+        try:
+            for sock in socks:
+                sock.bind(("127.0.0.1", 0))
+                sock.setblocking(False)
+            for _ in range(3):  # the burst, then what got no answer, twice at most
+                waiting = [i for i in range(count) if i not in replies]
+                for i in waiting:
+                    socks[i % len(socks)].sendto(wires[i], ("127.0.0.1", dnsd.port))
+                deadline = time.monotonic() + 30
+                while len(replies) < count and time.monotonic() < deadline:
+                    for sock in select.select(socks, [], [], 0.5)[0]:
+                        with contextlib.suppress(BlockingIOError):
+                            reply = sock.recv(4096)
+                            replies[int.from_bytes(reply[:2])] = reply
+                if len(replies) == count:
+                    break
+        finally:
+            for sock in socks:
+                sock.close()
+        assert len(replies) == count, f"{count - len(replies)} UPDATEs not answered"
+        ring = signed(served).keyring
+        for i, reply in replies.items():
+            message = dns.message.from_wire(reply, keyring=ring, request_mac=updates[i].mac)
+            assert message.rcode() == dns.rcode.NOERROR and message.had_tsig, message
+        served_values = set()
+        for n in range(names):
+            query = dns.message.make_query(f"_acme-challenge.burst{n}.example.test.", "TXT")
+            response = dns.query.tcp(query, "127.0.0.1", port=dnsd.port, timeout=10)
+            served_values |= {r.to_text() for rrset in response.answer for r in rrset}
+        assert served_values == {f'"v-{i}"' for i in range(count)}
