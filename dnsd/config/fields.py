@@ -100,6 +100,7 @@ LOAD_BALANCER: Fields = (
     Field("rtt_max_age", DURATION), Field("client_region", enum("client", "pop")),
     Field("max_outage", DURATION),
     Field("when_all_down", enum("fallback", "closed", "servfail", "all", "last_good")),
+    Field("ramp", {"type": "object", "properties": {"duration": DURATION, "steps": INTEGER}}),
 )  # fmt: skip
 
 _VALUES: dict[str, Any] = {"oneOf": [STRING, STRINGS]}

@@ -164,6 +164,14 @@ class FailoverPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Ramp:
+    """docs/steering.md, ramps: a move away from a healthy pool in `steps` equal shares."""
+
+    duration_s: float
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
 class Pool:
     name: str
     file: str
@@ -204,6 +212,7 @@ class LoadBalancer:
     max_outage_line: int = field(default=0, compare=False, repr=False)  # not in the class key
     # docs/steering.md, when all pools are down: nothing healthy, the fallback included
     when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
+    ramp: Ramp | None = None  # docs/steering.md, ramps: None moves at once
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

@@ -172,4 +172,5 @@ def next_view(
         pool_overrides=MappingProxyType(dict(pool_overrides)),
         trickle_overrides=MappingProxyType(dict(trickle_overrides)),
         last_good=last.last_good,  # kept: dnsd.serve.last_good adds to it
+        ramps=last.ramps,  # kept: dnsd.serve.ramps sets them
     )

@@ -1,0 +1,186 @@
+"""Ramps (docs/steering.md, ramps): when a ramp starts, kept in the health view.
+
+After each health view whose states changed, and after a reload (a new config publishes a
+view), every load balancer with `ramp:` is planned once per client region — a client
+placed in each region, as the status document places them — and the first choice of each
+(`select.first_choice`) is compared with the one before. A region whose first choice moved
+away from a pool that is still healthy by its probes (a failback after recovery, a pool
+drained by an override, a trickle of 1.0, a new order after a reload) starts a ramp there:
+`RampStart(now, from, to)` in the view's `ramps`, and a `ramp` event. A move away from an
+unhealthy pool starts none, and ends a ramp in progress there; a ramp whose pool left turns
+unhealthy, or whose region moves again, is dropped. Setting ramps publishes a view with
+both generations bumped, so every cached plan is built again with them; what share is in
+force at a time is `dnsd.steering.ramp`, a pure function of the start and the clock.
+
+Ramps in progress are not kept across a restart: a restarted server answers with its
+first choices at once (it has no answers of its own in resolvers' caches to ramp from).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from types import MappingProxyType
+
+from prometheus_client.core import GaugeMetricFamily
+
+from dnsd.events.journal import EventLog
+from dnsd.events.record import current_actor, current_cause, make
+from dnsd.geo.locate import Location
+from dnsd.geo.regions import REGIONS
+from dnsd.health.store import HealthStore
+from dnsd.health.view import HealthView, RampStart
+from dnsd.snapshot import Snapshot, SnapshotHolder
+from dnsd.steering import ClientInfo, SteeringInputs
+from dnsd.steering.ramp import in_force
+from dnsd.steering.records import A
+from dnsd.steering.select import able_checker, build_plan, first_choice, left_healthy
+
+PLACEHOLDER = ipaddress.ip_address("192.0.2.1")  # the location is set directly
+NO_RAMPS: Mapping[tuple[str, str], RampStart] = MappingProxyType({})
+Key = tuple[str, str]
+
+
+def first_choices(snap: Snapshot, view: HealthView, now: float) -> dict[Key, str | None]:
+    """Per (load balancer with a ramp, client region or ""): its first choice under `view`
+    with no ramp in force (where the answers are heading)."""
+    bare = replace(view, ramps=NO_RAMPS)
+    out: dict[Key, str | None] = {}
+    for lb in snap.config.load_balancers.values():
+        if lb.ramp is None:
+            continue
+        for region in (*REGIONS, None):
+            location = Location(region=region, source="pop_region")
+            client = ClientInfo(PLACEHOLDER, location=location, pop=snap.node.name)
+            inputs = SteeringInputs(snap, bare, client, random.Random(0), now)
+            out[(lb.name, region or "")] = first_choice(build_plan(inputs, lb, A))
+    return out
+
+
+def next_ramps(
+    snap: Snapshot,
+    view: HealthView,
+    before: Mapping[Key, str | None],
+    after: Mapping[Key, str | None],
+    now: float,
+) -> tuple[dict[Key, RampStart], list[Key]]:
+    """The ramps after a change (pure): those still in force, and one from each region's old
+    first choice to its new one where the old one is still healthy; and the keys started."""
+    lbs = snap.config.load_balancers
+    inputs = SteeringInputs(snap, view, ClientInfo(PLACEHOLDER), random.Random(0), now)
+    able = able_checker(inputs, 0)
+
+    def healthy(ref: str) -> bool:
+        return left_healthy(inputs, ref, able)
+
+    ramps: dict[Key, RampStart] = {}
+    for key, start in view.ramps.items():
+        lb = lbs.get(key[0])
+        if lb is None or lb.ramp is None or now >= start.start_s + lb.ramp.duration_s:
+            continue  # over (or no longer configured)
+        if after.get(key) == start.to_ref and healthy(start.from_ref):
+            ramps[key] = start
+    started = []
+    for key, to in after.items():
+        old = before.get(key)
+        if old is None or to is None or old == to:
+            continue
+        ramps.pop(key, None)  # moving again: a ramp in progress here ends
+        if old in lbs[key[0]].pool_refs() and healthy(old):
+            ramps[key] = RampStart(now, old, to)
+            started.append(key)
+    return ramps, started
+
+
+class RampWatch:
+    """The main process's view step that starts and ends ramps; also the collector of
+    `dnsd_lb_ramp_share{lb,region,pool}`."""
+
+    def __init__(
+        self,
+        holder: SnapshotHolder,
+        store: HealthStore,
+        events: EventLog,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.holder, self.store, self.events, self.clock = holder, store, events, clock
+        self._seen: tuple[int, int] | None = None  # (config id, states generation) looked at
+        self._firsts: dict[Key, str | None] = {}
+
+    def on_view(self, view: HealthView) -> None:
+        snap = self.holder.current
+        seen = (id(snap.config), view.states_generation)
+        if seen == self._seen:
+            return  # RTT only (dynamic's order moves with it: its plans expire anyway)
+        self._seen = seen
+        if (
+            not self._firsts
+            and not view.ramps
+            and not any(lb.ramp is not None for lb in snap.config.load_balancers.values())
+        ):
+            return  # the common case: nobody ramps
+        now = self.clock()
+        firsts = first_choices(snap, view, now)
+        ramps, started = next_ramps(snap, view, self._firsts, firsts, now)
+        self._firsts = firsts
+        if ramps == dict(view.ramps):
+            return
+        current = self.store.view  # the view just published (or a newer one)
+        self.store.view = replace(
+            current,
+            ramps=MappingProxyType(ramps),
+            generation=current.generation + 1,
+            states_generation=current.states_generation + 1,
+        )
+        self._seen = (id(snap.config), self.store.view.states_generation)
+        self._tell(snap, ramps, started, now)
+
+    def _tell(
+        self, snap: Snapshot, ramps: Mapping[Key, RampStart], started: list[Key], now: float
+    ) -> None:
+        """One `ramp` event per load balancer and move, listing its regions."""
+        moves: dict[tuple[str, str, str], list[str]] = {}
+        for key in started:
+            start = ramps[key]
+            moves.setdefault((key[0], start.from_ref, start.to_ref), []).append(key[1] or "unknown")
+        for (name, old, new), regions in moves.items():
+            ramp = snap.config.load_balancers[name].ramp
+            assert ramp is not None  # started only for load balancers with one
+            self.events.add(
+                make(
+                    now,
+                    "ramp",
+                    current_cause("health"),
+                    current_actor(),
+                    lb=name,
+                    pool=new,
+                    regions=tuple(regions),
+                    from_pool=old,
+                    to_pool=new,
+                    steps=ramp.steps,
+                    duration_s=ramp.duration_s,
+                    schedule=[
+                        [round(now + (k - 1) * ramp.duration_s / ramp.steps, 3), k / ramp.steps]
+                        for k in range(1, ramp.steps + 1)
+                    ],
+                )
+            )
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        share = GaugeMetricFamily(
+            "dnsd_lb_ramp_share",
+            "Share of a client region's answers each pool of a ramp in force gets "
+            "(the pool moved to, and the pool left)",
+            labels=["lb", "region", "pool"],
+        )
+        snap, view, now = self.holder.current, self.store.view, self.clock()
+        if view.ramps:
+            for lb in snap.config.load_balancers.values():
+                for ramp in in_force(lb, view.ramps, now):
+                    region = ramp["region"] or "unknown"
+                    share.add_metric([lb.name, region, ramp["to"]], ramp["share"])
+                    share.add_metric([lb.name, region, ramp["from"]], 1.0 - ramp["share"])
+        yield share

@@ -1,0 +1,185 @@
+"""Ramps (docs/steering.md, ramps): the key validated, the share in force at each time (a
+seeded table), the decision drawing that share between the new first choice and the
+healthy pool left, and when a change starts, keeps or ends a ramp."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+
+from dnsd.config.loader import check_directory
+from dnsd.config.model import Ramp
+from dnsd.health.view import RampStart, view_of
+from dnsd.serve.ramps import first_choices, next_ramps
+from dnsd.steering import SteeringInputs, steer
+from dnsd.steering.ramp import in_force, share_at, step_at, step_ends
+from dnsd.steering.select import build_plan
+from tests.builders import lb
+from tests.unit.test_config_check import HEADER, write
+from tests.unit.test_steering import ADDRESS, CLIENT, NOW, POOLS, snapshot
+
+RAMP = Ramp(duration_s=10.0, steps=5)
+Z999 = 3.2905  # two-sided 99.9 %
+
+
+def within(hits: int, n: int, p: float) -> bool:
+    """`hits` of `n` is inside the binomial 99.9 % interval around `p`."""
+    half = Z999 * math.sqrt(p * (1 - p) / n)
+    return p - half <= hits / n <= p + half
+
+
+# (seconds since the start, step in force, share to the new choice, when it changes next)
+SHARE_TABLE = [
+    (-0.5, None, 1.0, math.inf),  # not started (a clock behind): no ramp
+    (0.0, 1, 0.2, 2.0),
+    (1.999, 1, 0.2, 2.0),
+    (2.0, 2, 0.4, 4.0),
+    (5.0, 3, 0.6, 6.0),
+    (7.999, 4, 0.8, 8.0),
+    (8.0, None, 1.0, math.inf),  # the last step is the whole move: over
+    (60.0, None, 1.0, math.inf),
+]
+
+
+@pytest.mark.parametrize(("after", "step", "share", "ends"), SHARE_TABLE)
+def test_share_in_force(after, step, share, ends) -> None:
+    start = 1000.0
+    assert step_at(RAMP, start, start + after) == step
+    assert share_at(RAMP, start, start + after) == pytest.approx(share)
+    assert step_ends(RAMP, start, start + after) == pytest.approx(ends + start)
+
+
+def ramped(start_s: float, from_ref: str, to_ref: str, down=(), pools=None, trickle=None):
+    states = {(p, f"{p}-1"): p not in down for p in ADDRESS}
+    view = view_of(states, pools=pools, trickle=trickle)
+    ramps = {("w", ""): RampStart(start_s, from_ref, to_ref)}
+    return replace(view, ramps=MappingProxyType(ramps))
+
+
+def balancer(**kw):
+    return replace(lb("w", ["p1", "p2"], **kw), ramp=RAMP)
+
+
+def shares(view, n: int = 4000, seed: int = 7, lbs=None) -> dict[str, int]:
+    lbs = lbs or [balancer()]
+    snap = snapshot(POOLS, lbs)
+    rng, counts = random.Random(seed), dict[str, int]()
+    for _ in range(n):
+        inputs = SteeringInputs(snap, view, CLIENT, rng, NOW)
+        pool = steer(inputs, snap.config.load_balancers["w"], 1).innermost().pool
+        counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize(("after", "share"), [(0.5, 0.2), (3.0, 0.4), (4.0, 0.6), (7.5, 0.8)])
+def test_failback_shares_are_the_step_in_force(after, share) -> None:
+    counts = shares(ramped(NOW - after, "p2", "p1"))
+    assert set(counts) == {"p1", "p2"}
+    assert within(counts["p1"], 4000, share), counts
+
+
+def test_after_the_last_step_everything_moved() -> None:
+    assert shares(ramped(NOW - 8.0, "p2", "p1"), n=500) == {"p1": 500}
+
+
+def test_leaving_an_unhealthy_pool_is_never_ramped() -> None:
+    assert shares(ramped(NOW - 1, "p2", "p1", down={"p2"}), n=500) == {"p1": 500}
+
+
+def test_a_ramp_to_another_pool_than_the_first_choice_is_not_in_force() -> None:
+    assert shares(ramped(NOW - 1, "p1", "p2"), n=500) == {"p1": 500}
+
+
+def test_a_drained_pool_is_left_in_steps() -> None:
+    """A pool override `down` on a healthy pool: its share falls step by step."""
+    counts = shares(ramped(NOW - 4.5, "p1", "p2", pools={"p1": "down"}))
+    assert within(counts["p2"], 4000, 0.6), counts
+
+
+def test_a_manual_failover_by_trickle_is_ramped() -> None:
+    counts = shares(ramped(NOW - 1, "p1", "p2", trickle={"w": 1.0}), lbs=[balancer(trickle=0.0)])
+    assert within(counts["p2"], 4000, 0.2), counts
+
+
+def test_explain_names_the_step_and_the_plan_ends_with_it() -> None:
+    snap = snapshot(POOLS, [balancer()])
+    view = ramped(NOW - 3.0, "p2", "p1")
+    inputs = SteeringInputs(snap, view, CLIENT, random.Random(3), NOW)
+    decision = steer(inputs, snap.config.load_balancers["w"], 1)
+    trail = " ".join(decision.trail())
+    assert "ramp from p2 to p1: step 2 of 5, 40% to p1" in trail
+    ramp = decision.to_json()["ramp"]
+    assert (ramp["from"], ramp["to"], ramp["step"], ramp["share"]) == ("p2", "p1", 2, 0.4)
+    plan = build_plan(inputs, snap.config.load_balancers["w"], 1)
+    assert plan.until == pytest.approx(NOW - 3.0 + 4.0)  # step 2 ends 4 s after the start
+    assert [r["share"] for r in in_force(snap.config.load_balancers["w"], view.ramps, NOW)] == [0.4]
+
+
+def test_a_recovery_starts_a_ramp_from_the_healthy_pool_left() -> None:
+    snap = snapshot(POOLS, [balancer()])
+    down = view_of({(p, f"{p}-1"): p != "p1" for p in ADDRESS})
+    up = view_of({(p, f"{p}-1"): True for p in ADDRESS})
+    before, after = first_choices(snap, down, NOW), first_choices(snap, up, NOW)
+    assert before[("w", "")] == "p2" and after[("w", "")] == "p1"
+    ramps, started = next_ramps(snap, up, before, after, NOW)
+    assert ramps[("w", "")] == RampStart(NOW, "p2", "p1") and ("w", "") in started
+    # the first failure is a move away from an unhealthy pool: no ramp
+    ramps, started = next_ramps(snap, down, after, before, NOW)
+    assert ramps == {} and started == []
+
+
+def test_a_ramp_ends_when_its_pool_left_fails_or_its_time_is_over() -> None:
+    snap = snapshot(POOLS, [balancer()])
+    firsts = {("w", ""): "p1"}
+    failed = ramped(NOW - 1, "p2", "p1", down={"p2"})
+    assert next_ramps(snap, failed, firsts, firsts, NOW)[0] == {}
+    over = ramped(NOW - 10, "p2", "p1")
+    assert next_ramps(snap, over, firsts, firsts, NOW)[0] == {}
+    going = ramped(NOW - 1, "p2", "p1")
+    assert next_ramps(snap, going, firsts, firsts, NOW)[0] == dict(going.ramps)
+
+
+LB = """\
+  w: {lb: web}
+pools:
+  a: {backends: [{name: a1, address: 192.0.2.10}]}
+  b: {backends: [{name: b1, address: 192.0.2.11}]}
+load_balancers:
+"""
+
+
+@pytest.mark.parametrize(
+    ("ramp", "expected", "warning"),
+    [
+        ("{duration: 10m, steps: 5}", None, False),
+        (
+            "{duration: 10s, steps: 5}",
+            "each of the 5 steps lasts 2 s, shorter than the ttl 30 s",
+            True,
+        ),
+        ("{duration: 10m, steps: 1}", "one step is the whole move: no ramp", True),
+        ("{duration: 10m, steps: 0}", "ramp.steps: must be between 1 and 100, got 0", False),
+        ("{duration: soon, steps: 5}", "ramp.duration: expected a duration", False),
+        ("{duration: 10m}", 'load_balancers.web.ramp: missing required key "steps"', False),
+        (
+            "{duration: 10m, steps: 5, stpes: 2}",
+            'ramp.stpes: unknown key (did you mean "steps"?)',
+            False,
+        ),
+        ("10m", "load_balancers.web.ramp: expected a mapping, got a string", False),
+    ],
+)
+def test_the_ramp_key_is_checked(tmp_path, ramp, expected, warning) -> None:
+    text = HEADER + LB + f"  web: {{ttl: 30, default_pools: [a, b], ramp: {ramp}}}\n"
+    reasons = check_directory(write(tmp_path, z=text))
+    if expected is None:
+        assert reasons == []
+        return
+    found = [r for r in reasons if expected in str(r)]
+    assert found, [str(r) for r in reasons]
+    assert found[0].warning is warning
+    assert str(found[0]).startswith("z.yaml:") or str(found[0]).split(":")[0].endswith("z.yaml")
