@@ -51,6 +51,7 @@ from dnsd.serve.listeners import DnsListeners
 from dnsd.serve.loop_watch import watch_loops
 from dnsd.serve.override_expiry import expire_overrides
 from dnsd.serve.probing import start_probing
+from dnsd.serve.ramps import RampWatch
 from dnsd.serve.reloading import Reloader, ReloadStep
 from dnsd.serve.serials import Serials
 from dnsd.serve.steps import BackgroundLoops, Step, run_steps
@@ -173,7 +174,12 @@ class DnsServer:
         # pools; then the serials, where a zone whose transferred answers changed gets a
         # new one and a new snapshot; then the worker processes (`--workers`), which must
         # receive the snapshot with those serials (set once the pool has started).
+        # Ramps first (docs/steering.md, ramps): the view the later steps see carries them.
+        self.ramps = RampWatch(self.holder, self.store, self.events)
+        if main:
+            self.metrics.register(self.ramps)
         self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
+            "ramps": self.ramps.on_view if main else None,
             "last good": self.last_good.on_view if main else None,
             "moves": self.failover.on_view if main else None,
             "serials": None,
@@ -310,8 +316,8 @@ class DnsServer:
 
     def _on_view(self, view: HealthView) -> None:
         for step in self.view_steps.values():
-            if step is not None:
-                step(view)
+            if step is not None:  # the latest view: a step (ramps) may have set a newer one
+                step(self.store.view if self.store.view.generation > view.generation else view)
 
     def _apply_server_file(self, _generation: int, filed: ServerFileRead | None) -> None:
         if filed is not None:
