@@ -109,7 +109,7 @@ class Static:
 class Balanced:
     lb: LoadBalancer
     qtype: int  # the steered type (A for ANY)
-    timed: bool = False  # steers by RTT somewhere (dynamic): plans expire with RTT data
+    timed: bool = False  # steers by RTT (dynamic) or load (waterfall): plans expire with views
     coordinates: bool = False  # steers by distance somewhere (proximity)
 
 
@@ -484,9 +484,11 @@ class AnswerCache:
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
             policies = _policies(snap, found.lb)
-            entry = Balanced(
-                found.lb, steered_type(parsed.qtype), "dynamic" in policies, "proximity" in policies
+            # RTT-steered, or a capacity waterfall: plans expire with each new health view
+            timed = "dynamic" in policies or any(
+                lb.overflow == "waterfall" for lb in _tree(snap, found.lb)
             )
+            entry = Balanced(found.lb, steered_type(parsed.qtype), timed, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
         if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie

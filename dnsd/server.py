@@ -50,6 +50,7 @@ from dnsd.serve.last_good import LastGood
 from dnsd.serve.listeners import DnsListeners
 from dnsd.serve.loop_watch import watch_loops
 from dnsd.serve.override_expiry import expire_overrides
+from dnsd.serve.pool_load import PoolLoad
 from dnsd.serve.probing import start_probing
 from dnsd.serve.ramps import RampWatch
 from dnsd.serve.reloading import Reloader, ReloadStep
@@ -178,6 +179,12 @@ class DnsServer:
         self.ramps = RampWatch(self.holder, self.store, self.events)
         if main:
             self.metrics.register(self.ramps)
+        # Capacity waterfall (docs/steering.md): answers per pool, the share full pools take.
+        self.pool_load = PoolLoad(
+            self.holder, self.store, lambda: self.metrics.decision_totals()[0]
+        )
+        if main:
+            self.metrics.register(self.pool_load)
         self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
             "ramps": self.ramps.on_view if main else None,
             "last good": self.last_good.on_view if main else None,
@@ -278,6 +285,7 @@ class DnsServer:
             "workers": self._start_workers if options.workers > 1 and main else None,
             "loop watch": loops.starting(self._watch_loops),
             "override expiry": loops.starting(expire_overrides, self.store) if main else None,
+            "pool load": loops.starting(self.pool_load.run) if main else None,
         }
         # Stopped in this order: systemd hears STOPPING=1 first; a worker sends its last
         # counts; the workers stop before what they report to; the last serials and events

@@ -21,8 +21,7 @@ from dnsd.geo.age import geoip_status
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import SourceHealth
-from dnsd.steering import ClientInfo, SteeringInputs, steer
-from dnsd.steering.ramp import ramp_status
+from dnsd.steering import ClientInfo, SteeringInputs, ramp, steer, waterfall
 from dnsd.xfr.lb_answers import lb_index
 
 T = TypeVar("T")
@@ -142,6 +141,7 @@ def status_document(
                 },
                 "region": pool.region,
                 "minimum_origins": pool.minimum_origins,
+                "load": waterfall.load_status(pool, view),  # capacity waterfall: how full it is
                 "backends": backends,
             }
         )
@@ -160,7 +160,7 @@ def status_document(
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
                 "when_all_down": lb.when_all_down,
-                "ramp": ramp_status(lb, view.ramps, now),
+                "ramp": ramp.ramp_status(lb, view.ramps, now),
                 "active": active,
                 # per region answered with nothing healthy: the when_all_down rule answering
                 "all_down": {

@@ -395,6 +395,7 @@ def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Po
         zonal_affinity=affinity,
         failover_policy=policy,
         backends=tuple(backends),
+        capacity=ck.get_float(d, "capacity", path, default=None, lo=0.001),
     )
 
 
@@ -574,6 +575,7 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         max_outage_line=d.line_of("max_outage"),
         when_all_down=ck.get_enum(d, "when_all_down", path, WHEN_ALL_DOWN, default="fallback"),
         ramp=read_ramp(ck, d, path, ttl),
+        overflow=ck.get_enum(d, "overflow", path, ("waterfall",), default=None),
     )
 
 

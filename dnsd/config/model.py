@@ -185,6 +185,8 @@ class Pool:
     zonal_affinity: ZonalAffinity
     failover_policy: FailoverPolicy
     backends: tuple[Backend, ...]
+    # docs/steering.md, capacity waterfall: answers per second it should get at most
+    capacity: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,8 @@ class LoadBalancer:
     # docs/steering.md, when all pools are down: nothing healthy, the fallback included
     when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
     ramp: Ramp | None = None  # docs/steering.md, ramps: None moves at once
+    # docs/steering.md, capacity waterfall: fill a region's pools in order up to capacity
+    overflow: Literal["waterfall"] | None = None
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

@@ -84,6 +84,11 @@ class HealthView:
     # docs/steering.md, ramps: per (load balancer, client region or "") the move in progress,
     # set by dnsd.serve.ramps (which bumps both generations: plans depend on it)
     ramps: Mapping[tuple[str, str], RampStart] = field(default_factory=lambda: MappingProxyType({}))
+    # docs/steering.md, capacity waterfall: per pool with a capacity, the share of the answers
+    # offered to it that it takes (the rest spills on), and its answers per second over the
+    # last 10 s; set by dnsd.serve.pool_load, which bumps `generation` only (like RTTs)
+    pool_admit: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    pool_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def backend(self, pool: Pool, backend: Backend) -> BackendHealth:
         return self.backends.get((pool.name, backend.name), UNMONITORED)
@@ -161,6 +166,8 @@ def to_plain(view: HealthView) -> dict[str, Any]:
         "trickle_overrides": dict(view.trickle_overrides),
         "last_good": dict(view.last_good),
         "ramps": {key: (r.start_s, r.from_ref, r.to_ref) for key, r in view.ramps.items()},
+        "pool_admit": dict(view.pool_admit),
+        "pool_load": dict(view.pool_load),
     }
 
 
@@ -184,4 +191,6 @@ def from_plain(plain: dict[str, Any]) -> HealthView:
         ramps=MappingProxyType(
             {tuple(key): RampStart(*value) for key, value in plain.get("ramps", {}).items()}
         ),
+        pool_admit=MappingProxyType(dict(plain.get("pool_admit", {}))),
+        pool_load=MappingProxyType(dict(plain.get("pool_load", {}))),
     )

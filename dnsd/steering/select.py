@@ -30,7 +30,7 @@ from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.geo.locate import NOWHERE, Location
 from dnsd.health.view import LastGoodAnswer, RampStart
-from dnsd.steering import dynamic, failover, geo, proximity, weighted
+from dnsd.steering import dynamic, failover, geo, proximity, waterfall, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
@@ -81,6 +81,8 @@ class LbPlan:
     ramp: RampStart | None = None
     ramp_step: int = 0
     until: float = math.inf  # wall clock: the plan (with its nested ones) holds until then
+    # docs/steering.md, capacity waterfall: per pool in the order, the share it takes
+    admits: dict[str, float] = field(default_factory=dict)
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -127,6 +129,8 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     if plan.all_down is not None:
         return plan  # no pool answers: nothing to plan below
     _ramp(plan, inp, able, by_pop)
+    if lb.overflow == "waterfall" and ordering.weights is None:
+        plan.admits = {ref: inp.health.pool_admit.get(ref, 1.0) for ref in ordering.refs}
     refs = ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]
     for ref in [*refs, plan.ramp.from_ref] if plan.ramp is not None else refs:
         if ref.startswith(LB_PREFIX):
@@ -292,9 +296,11 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
         scale, thresholds, items = weighted_draw(plan.ordering.weights)
         nodes = {i: branch(refs[i]) for i in set(items)}
         return Draw(scale, thresholds, tuple(nodes[i] for i in items), "pool", plan)
-    if plan.backup is not None and plan.trickle_ratio > 0:  # backup if draw < ratio
+    if len(refs) > 1 and any(a < 1.0 for a in plan.admits.values()):
+        now: Node = waterfall.chain(refs, plan.admits, branch, plan)
+    elif plan.backup is not None and plan.trickle_ratio > 0:  # backup if draw < ratio
         branches = (branch(plan.backup), branch(refs[0]))
-        now: Node = Draw(1.0, (plan.trickle_ratio,), branches, "trickle", plan)
+        now = Draw(1.0, (plan.trickle_ratio,), branches, "trickle", plan)
     else:
         now = branch(refs[0])
     if plan.ramp is not None:  # the share moved so far if draw < share, else the pool left
@@ -341,6 +347,8 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         )
     elif left:
         pass  # the ramp's reason says it
+    elif spills := waterfall.spilled(path, plan, plan.admits, refs):
+        decision.reasons.extend([*spills, f"chosen {chosen}"])
     elif "trickle" in drawn:
         draw = decision.trickle_draw = drawn["trickle"]
         decision.reasons.append(
@@ -424,6 +432,8 @@ def _not_chosen(plan: LbPlan, chosen: str, drawn: Mapping[Any, Any]) -> dict[str
             why[c.pool] = "the fallback: it answers only when no default pool is healthy"
         elif c.pool not in refs:
             why[c.pool] = f"not in this client's order ({plan.ordering.reason})"
+        elif plan.admits.get(c.pool, 1.0) < 1.0 and chosen in refs[refs.index(c.pool) :]:
+            why[c.pool] = f"full: takes {plan.admits[c.pool]:.0%} of what reaches it, spilled"
         elif "trickle" in drawn and c.pool in (plan.backup, refs[0]):
             draw, ratio = drawn["trickle"], plan.trickle_ratio
             why[c.pool] = (
