@@ -176,13 +176,13 @@ class DnsServer:
         # new one and a new snapshot; then the worker processes (`--workers`), which must
         # receive the snapshot with those serials (set once the pool has started).
         # Ramps first (docs/steering.md, ramps): the view the later steps see carries them.
-        self.ramps = RampWatch(self.holder, self.store, self.events)
+        state_dir = options.state_dir if main else None
+        self.ramps = RampWatch(self.holder, self.store, self.events, state_dir=state_dir)
         if main:
             self.metrics.register(self.ramps)
+            self.ramps.load()  # a ramp in progress before a restart goes on
         # Capacity waterfall (docs/steering.md): answers per pool, the share full pools take.
-        self.pool_load = PoolLoad(
-            self.holder, self.store, lambda: self.metrics.decision_totals()[0]
-        )
+        self.pool_load = PoolLoad(self.holder, self.store, self._lb_answers, self._to_workers)
         if main:
             self.metrics.register(self.pool_load)
         self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
@@ -326,6 +326,16 @@ class DnsServer:
         for step in self.view_steps.values():
             if step is not None:  # the latest view: a step (ramps) may have set a newer one
                 step(self.store.view if self.store.view.generation > view.generation else view)
+
+    def _lb_answers(self) -> dict[tuple[str, str, str], int]:
+        """Answers so far per (load balancer, pool, region), every process's."""
+        return self.metrics.decision_totals()[0]
+
+    def _to_workers(self, view: HealthView) -> None:
+        """A view set outside a publication (the capacity waterfall's shares) to the workers."""
+        step = self.view_steps.get("workers")
+        if step is not None:
+            step(view)
 
     def _apply_server_file(self, _generation: int, filed: ServerFileRead | None) -> None:
         if filed is not None:

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from prometheus_client.core import GaugeMetricFamily
 
 from dnsd.health.store import HealthStore
+from dnsd.health.view import HealthView
 from dnsd.snapshot import SnapshotHolder
 
 WINDOW_S = 10.0
@@ -61,9 +62,11 @@ class PoolLoad:
         holder: SnapshotHolder,
         store: HealthStore,
         counts: Callable[[], Counts],
+        on_publish: Callable[[HealthView], None] = lambda _view: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.holder, self.store, self.counts, self.clock = holder, store, counts, clock
+        self.on_publish = on_publish  # worker processes get the shares too
         # (when, answers per pool so far, the shares in force in the second before)
         self._samples: deque[tuple[float, dict[str, int], Mapping[str, float]]] = deque()
 
@@ -106,6 +109,7 @@ class PoolLoad:
             pool_load=MappingProxyType(load),
             generation=view.generation + 1,
         )
+        self.on_publish(self.store.view)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         ratio = GaugeMetricFamily(

@@ -12,8 +12,8 @@ unhealthy, or whose region moves again, is dropped. Setting ramps publishes a vi
 both generations bumped, so every cached plan is built again with them; what share is in
 force at a time is `dnsd.steering.ramp`, a pure function of the start and the clock.
 
-Ramps in progress are not kept across a restart: a restarted server answers with its
-first choices at once (it has no answers of its own in resolvers' caches to ramp from).
+Ramps in progress are kept in STATE_DIR/ramps.json (`ramp_file`) and read back at start,
+so a restart in the middle of a ramp goes on with it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 
 from prometheus_client.core import GaugeMetricFamily
@@ -33,6 +34,7 @@ from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView, RampStart
+from dnsd.serve import ramp_file
 from dnsd.snapshot import Snapshot, SnapshotHolder
 from dnsd.steering import ClientInfo, SteeringInputs
 from dnsd.steering.ramp import in_force
@@ -105,10 +107,22 @@ class RampWatch:
         store: HealthStore,
         events: EventLog,
         clock: Callable[[], float] = time.time,
+        state_dir: Path | None = None,
     ) -> None:
         self.holder, self.store, self.events, self.clock = holder, store, events, clock
         self._seen: tuple[int, int] | None = None  # (config id, states generation) looked at
         self._firsts: dict[Key, str | None] = {}
+        self.writer = ramp_file.Writer(state_dir / ramp_file.FILE) if state_dir else None
+
+    def load(self) -> int:
+        """The ramps in progress before a restart into the store's view (before anything
+        answers); how many. The first view keeps those still in force."""
+        if self.writer is None:
+            return 0
+        ramps = ramp_file.read(self.writer.path)
+        if ramps:
+            self.store.view = replace(self.store.view, ramps=MappingProxyType(ramps))
+        return len(ramps)
 
     def on_view(self, view: HealthView) -> None:
         snap = self.holder.current
@@ -136,6 +150,8 @@ class RampWatch:
             states_generation=current.states_generation + 1,
         )
         self._seen = (id(snap.config), self.store.view.states_generation)
+        if self.writer is not None:
+            self.writer.later(ramp_file.to_json(ramps))
         self._tell(snap, ramps, started, now)
 
     def _tell(

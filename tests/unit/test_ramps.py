@@ -13,8 +13,11 @@ import pytest
 
 from dnsd.config.loader import check_directory
 from dnsd.config.model import Ramp
+from dnsd.events import EventLog
+from dnsd.health.store import HealthStore
 from dnsd.health.view import RampStart, view_of
-from dnsd.serve.ramps import first_choices, next_ramps
+from dnsd.serve.ramps import RampWatch, first_choices, next_ramps
+from dnsd.snapshot import SnapshotHolder
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.ramp import in_force, share_at, step_at, step_ends
 from dnsd.steering.select import build_plan
@@ -183,3 +186,29 @@ def test_the_ramp_key_is_checked(tmp_path, ramp, expected, warning) -> None:
     assert found, [str(r) for r in reasons]
     assert found[0].warning is warning
     assert str(found[0]).startswith("z.yaml:") or str(found[0]).split(":")[0].endswith("z.yaml")
+
+
+def test_a_ramp_is_started_by_a_recovery_kept_in_the_state_dir_and_resumed(tmp_path) -> None:
+    snap = snapshot(POOLS, [balancer()])
+    clock = [NOW]
+    store, events = HealthStore(), EventLog()
+    watch = RampWatch(SnapshotHolder(snap), store, events, lambda: clock[0], tmp_path)
+    for generation, p1_up in ((1, False), (2, True)):
+        states = {(p, f"{p}-1"): p != "p1" or p1_up for p in ADDRESS}
+        store.view = view_of(states, generation=generation)
+        watch.on_view(store.view)
+    assert store.view.ramps[("w", "")] == RampStart(NOW, "p2", "p1")
+    assert len(store.view.ramps) == 14  # every region moved: 13 and the clients of none
+    assert store.view.states_generation == 3  # a new states generation: caches rebuild plans
+    [event] = [e for e in events if e.kind == "ramp"]
+    assert (event.lb, event.details["from_pool"], event.details["to_pool"]) == ("w", "p2", "p1")
+    watch.writer.flush()
+    fresh = HealthStore()
+    assert RampWatch(SnapshotHolder(snap), fresh, EventLog(), state_dir=tmp_path).load() == len(
+        store.view.ramps
+    )
+    assert fresh.view.ramps == store.view.ramps
+    (tmp_path / "ramps.json").write_text('{"version": 2}')
+    assert (
+        RampWatch(SnapshotHolder(snap), HealthStore(), EventLog(), state_dir=tmp_path).load() == 0
+    )
