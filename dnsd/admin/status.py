@@ -160,7 +160,7 @@ def status_document(
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
                 "when_all_down": lb.when_all_down,
-                "ramp": ramp.ramp_status(lb, view.ramps, now),
+                "ramp": ramp.ramp_status(lb, view, now),
                 "active": active,
                 # per region answered with nothing healthy: the when_all_down rule answering
                 "all_down": {

@@ -58,6 +58,16 @@ class RampStart:
     to_ref: str
 
 
+@dataclass(frozen=True, slots=True)
+class TrickleRamp:
+    """docs/steering.md, ramps: a load balancer's trickle ratio moving from `ratio_from` to
+    `ratio_to` (an override, a reload) since `start_s`, in the ramp's steps."""
+
+    start_s: float
+    ratio_from: float
+    ratio_to: float
+
+
 LastGoodAnswer = tuple[tuple[str, ...], str | None]  # (addresses, CNAME target)
 
 
@@ -84,6 +94,7 @@ class HealthView:
     # docs/steering.md, ramps: per (load balancer, client region or "") the move in progress,
     # set by dnsd.serve.ramps (which bumps both generations: plans depend on it)
     ramps: Mapping[tuple[str, str], RampStart] = field(default_factory=lambda: MappingProxyType({}))
+    trickle_ramps: Mapping[str, TrickleRamp] = field(default_factory=lambda: MappingProxyType({}))
     # docs/steering.md, capacity waterfall: per pool with a capacity, the share of the answers
     # offered to it that it takes (the rest spills on), and its answers per second over the
     # last 10 s; set by dnsd.serve.pool_load, which bumps `generation` only (like RTTs)
@@ -166,6 +177,9 @@ def to_plain(view: HealthView) -> dict[str, Any]:
         "trickle_overrides": dict(view.trickle_overrides),
         "last_good": dict(view.last_good),
         "ramps": {key: (r.start_s, r.from_ref, r.to_ref) for key, r in view.ramps.items()},
+        "trickle_ramps": {
+            lb: (r.start_s, r.ratio_from, r.ratio_to) for lb, r in view.trickle_ramps.items()
+        },
         "pool_admit": dict(view.pool_admit),
         "pool_load": dict(view.pool_load),
     }
@@ -190,6 +204,9 @@ def from_plain(plain: dict[str, Any]) -> HealthView:
         last_good=MappingProxyType(dict(plain.get("last_good", {}))),
         ramps=MappingProxyType(
             {tuple(key): RampStart(*value) for key, value in plain.get("ramps", {}).items()}
+        ),
+        trickle_ramps=MappingProxyType(
+            {lb: TrickleRamp(*value) for lb, value in plain.get("trickle_ramps", {}).items()}
         ),
         pool_admit=MappingProxyType(dict(plain.get("pool_admit", {}))),
         pool_load=MappingProxyType(dict(plain.get("pool_load", {}))),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from dnsd.atomic_files import write_file
-from dnsd.health.view import RampStart
+from dnsd.health.view import RampStart, TrickleRamp
 
 log = logging.getLogger("dnsd.ramps")
 FILE: Final = "ramps.json"
@@ -24,12 +24,17 @@ MAX_NAME: Final = 255
 Key = tuple[str, str]
 
 
-def to_json(ramps: Mapping[Key, RampStart]) -> str:
+def to_json(ramps: Mapping[Key, RampStart], trickles: Mapping[str, TrickleRamp]) -> str:
     rows = [
         {"lb": lb, "region": region, "since": r.start_s, "from": r.from_ref, "to": r.to_ref}
         for (lb, region), r in sorted(ramps.items())
     ]
-    return json.dumps({"version": 1, "ramps": rows}, separators=(",", ":")) + "\n"
+    ratios = [
+        {"lb": lb, "since": r.start_s, "from": r.ratio_from, "to": r.ratio_to}
+        for lb, r in sorted(trickles.items())
+    ]
+    data = {"version": 1, "ramps": rows, "trickles": ratios}
+    return json.dumps(data, separators=(",", ":")) + "\n"
 
 
 def from_json(text: str) -> dict[Key, RampStart]:
@@ -55,17 +60,37 @@ def from_json(text: str) -> dict[Key, RampStart]:
     return out
 
 
-def read(path: Path) -> dict[Key, RampStart]:
+def trickles_from_json(text: str) -> dict[str, TrickleRamp]:
+    """The trickle ratio's ramps of a file written by `to_json`; ValueError for others."""
+    rows = json.loads(text).get("trickles", [])
+    if not isinstance(rows, list) or len(rows) > MAX_ENTRIES:
+        raise ValueError(f"trickles: a list of at most {MAX_ENTRIES} entries expected")
+    out: dict[str, TrickleRamp] = {}
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("lb"), str):
+            raise ValueError(f"bad trickle ramp {row!r:.200}")
+        values = [row.get(k) for k in ("since", "from", "to")]
+        numbers = [float(v) for v in values if isinstance(v, int | float)]
+        if len(row["lb"]) > MAX_NAME or len(numbers) != 3 or not all(map(math.isfinite, numbers)):
+            raise ValueError(f"bad trickle ramp {row!r:.200}")
+        since, low, high = numbers
+        lb = row["lb"]
+        out[lb] = TrickleRamp(since, low, high)
+    return out
+
+
+def read(path: Path) -> tuple[dict[Key, RampStart], dict[str, TrickleRamp]]:
     """The file's ramps (none when it is absent or unreadable, which is logged)."""
     if not path.exists():
-        return {}
+        return {}, {}
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        return from_json(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        return from_json(text), trickles_from_json(text)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         log.warning("%s: ignored (%s): no ramp in progress is resumed", path, exc)
-        return {}
+        return {}, {}
 
 
 class Writer:

@@ -33,11 +33,11 @@ from dnsd.events.record import current_actor, current_cause, make
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import HealthStore
-from dnsd.health.view import HealthView, RampStart
+from dnsd.health.view import HealthView, RampStart, TrickleRamp
 from dnsd.serve import ramp_file
 from dnsd.snapshot import Snapshot, SnapshotHolder
 from dnsd.steering import ClientInfo, SteeringInputs
-from dnsd.steering.ramp import in_force
+from dnsd.steering.ramp import in_force, trickle_at
 from dnsd.steering.records import A
 from dnsd.steering.select import able_checker, build_plan, first_choice, left_healthy
 
@@ -97,6 +97,37 @@ def next_ramps(
     return ramps, started
 
 
+def next_trickle_ramps(
+    snap: Snapshot,
+    view: HealthView,
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    now: float,
+) -> tuple[dict[str, TrickleRamp], list[str]]:
+    """The trickle ratio's ramps after a change (pure): those still moving to the ratio in
+    force, and one per load balancer whose ratio changed below 1.0, from the ratio in force
+    until now (a ratio of 1.0 moves the first choice: a ramp of its own); and those started."""
+    lbs = snap.config.load_balancers
+    out: dict[str, TrickleRamp] = {}
+    for name, moving in view.trickle_ramps.items():
+        lb = lbs.get(name)
+        if lb is None or lb.ramp is None or now >= moving.start_s + lb.ramp.duration_s:
+            continue  # over (or no longer configured)
+        if after.get(name) == moving.ratio_to:
+            out[name] = moving
+    started = []
+    for name, ratio in after.items():
+        old = before.get(name)
+        if old is None or old == ratio:
+            continue
+        out.pop(name, None)
+        was, _, _ = trickle_at(lbs[name], view.trickle_ramps.get(name), old, now)
+        if was < 1.0 and ratio < 1.0:
+            out[name] = TrickleRamp(now, was, ratio)
+            started.append(name)
+    return out, started
+
+
 class RampWatch:
     """The main process's view step that starts and ends ramps; also the collector of
     `dnsd_lb_ramp_share{lb,region,pool}`."""
@@ -112,6 +143,7 @@ class RampWatch:
         self.holder, self.store, self.events, self.clock = holder, store, events, clock
         self._seen: tuple[int, int] | None = None  # (config id, states generation) looked at
         self._firsts: dict[Key, str | None] = {}
+        self._trickles: dict[str, float] = {}  # the trickle ratio of each LB with a ramp
         self.writer = ramp_file.Writer(state_dir / ramp_file.FILE) if state_dir else None
 
     def load(self) -> int:
@@ -119,10 +151,14 @@ class RampWatch:
         answers); how many. The first view keeps those still in force."""
         if self.writer is None:
             return 0
-        ramps = ramp_file.read(self.writer.path)
-        if ramps:
-            self.store.view = replace(self.store.view, ramps=MappingProxyType(ramps))
-        return len(ramps)
+        ramps, trickles = ramp_file.read(self.writer.path)
+        if ramps or trickles:
+            self.store.view = replace(
+                self.store.view,
+                ramps=MappingProxyType(ramps),
+                trickle_ramps=MappingProxyType(trickles),
+            )
+        return len(ramps) + len(trickles)
 
     def on_view(self, view: HealthView) -> None:
         snap = self.holder.current
@@ -133,26 +169,50 @@ class RampWatch:
         if (
             not self._firsts
             and not view.ramps
+            and not view.trickle_ramps
             and not any(lb.ramp is not None for lb in snap.config.load_balancers.values())
         ):
             return  # the common case: nobody ramps
         now = self.clock()
         firsts = first_choices(snap, view, now)
         ramps, started = next_ramps(snap, view, self._firsts, firsts, now)
-        self._firsts = firsts
-        if ramps == dict(view.ramps):
+        trickles = {
+            lb.name: view.trickle_ratio(lb.name, lb.trickle_ratio)
+            for lb in snap.config.load_balancers.values()
+            if lb.ramp is not None
+        }
+        moving, moved = next_trickle_ramps(snap, view, self._trickles, trickles, now)
+        self._firsts, self._trickles = firsts, trickles
+        if ramps == dict(view.ramps) and moving == dict(view.trickle_ramps):
             return
         current = self.store.view  # the view just published (or a newer one)
         self.store.view = replace(
             current,
             ramps=MappingProxyType(ramps),
+            trickle_ramps=MappingProxyType(moving),
             generation=current.generation + 1,
             states_generation=current.states_generation + 1,
         )
         self._seen = (id(snap.config), self.store.view.states_generation)
         if self.writer is not None:
-            self.writer.later(ramp_file.to_json(ramps))
+            self.writer.later(ramp_file.to_json(ramps, moving))
         self._tell(snap, ramps, started, now)
+        for name in moved:
+            lb_ramp = snap.config.load_balancers[name].ramp
+            assert lb_ramp is not None  # started only for load balancers with one
+            self.events.add(
+                make(
+                    now,
+                    "ramp",
+                    current_cause("override"),
+                    current_actor(),
+                    lb=name,
+                    trickle_from=moving[name].ratio_from,
+                    trickle_to=moving[name].ratio_to,
+                    steps=lb_ramp.steps,
+                    duration_s=lb_ramp.duration_s,
+                )
+            )
 
     def _tell(
         self, snap: Snapshot, ramps: Mapping[Key, RampStart], started: list[Key], now: float

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dnsd.config.model import LoadBalancer, Ramp
-from dnsd.health.view import RampStart
+from dnsd.health.view import HealthView, RampStart, TrickleRamp
 
 
 def step_at(ramp: Ramp, start_s: float, now: float) -> int | None:
@@ -69,14 +69,48 @@ def in_force(
     return out
 
 
-def ramp_status(
-    lb: LoadBalancer, ramps: Mapping[tuple[str, str], RampStart], now: float
-) -> dict[str, Any] | None:
+def ramp_status(lb: LoadBalancer, view: HealthView, now: float) -> dict[str, Any] | None:
     """The status document's `ramp` of a load balancer: its ramp and the shares in force."""
     if lb.ramp is None:
         return None
     return {
         "duration_s": lb.ramp.duration_s,
         "steps": lb.ramp.steps,
-        "in_force": in_force(lb, ramps, now),
+        "in_force": in_force(lb, view.ramps, now),
+        "trickle": trickle_status(
+            lb, view.trickle_ramps.get(lb.name), view.trickle_ratio(lb.name, lb.trickle_ratio), now
+        ),
     }
+
+
+def trickle_status(
+    lb: LoadBalancer, ramp: TrickleRamp | None, current: float, now: float
+) -> dict[str, Any] | None:
+    """The trickle ratio's ramp in force: from, to, the ratio now, step, steps."""
+    ratio, step, until = trickle_at(lb, ramp, current, now)
+    if ramp is None or step is None or lb.ramp is None:
+        return None
+    return {
+        "from": ramp.ratio_from,
+        "to": ramp.ratio_to,
+        "ratio": ratio,
+        "step": step,
+        "steps": lb.ramp.steps,
+        "since": ramp.start_s,
+        "next_step_at": until,
+    }
+
+
+def trickle_at(
+    lb: LoadBalancer, ramp: TrickleRamp | None, current: float, now: float
+) -> tuple[float, int | None, float]:
+    """(the trickle ratio in force, the step or None, until when it holds): a ramp of the
+    ratio is in force while the configured or overridden ratio is still the one it moves
+    to; during step k the ratio is k / steps of the way."""
+    if lb.ramp is None or ramp is None or ramp.ratio_to != current:
+        return current, None, math.inf
+    step = step_at(lb.ramp, ramp.start_s, now)
+    if step is None:
+        return current, None, math.inf
+    ratio = ramp.ratio_from + (ramp.ratio_to - ramp.ratio_from) * step / lb.ramp.steps
+    return ratio, step, step_ends(lb.ramp, ramp.start_s, now)

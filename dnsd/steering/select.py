@@ -35,7 +35,7 @@ from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
 from dnsd.steering.pick import Answer, answer_node, candidates_for
-from dnsd.steering.ramp import step_at, step_ends
+from dnsd.steering.ramp import step_at, step_ends, trickle_at
 from dnsd.steering.records import AAAA, A
 from dnsd.steering.skips import unable_reason
 
@@ -81,6 +81,7 @@ class LbPlan:
     ramp: RampStart | None = None
     ramp_step: int = 0
     until: float = math.inf  # wall clock: the plan (with its nested ones) holds until then
+    trickle_step: int | None = None  # the trickle ratio's ramp: its step in force
     # docs/steering.md, capacity waterfall: per pool in the order, the share it takes
     admits: dict[str, float] = field(default_factory=dict)
 
@@ -129,6 +130,12 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     if plan.all_down is not None:
         return plan  # no pool answers: nothing to plan below
     _ramp(plan, inp, able, by_pop)
+    if lb.ramp is not None and lb.name in inp.health.trickle_ramps:  # the ratio moves in steps
+        moving = inp.health.trickle_ramps[lb.name]
+        plan.trickle_ratio, plan.trickle_step, until = trickle_at(
+            lb, moving, plan.trickle_ratio, inp.now
+        )
+        plan.until = min(plan.until, until)
     if lb.overflow == "waterfall" and ordering.weights is None:
         plan.admits = {ref: inp.health.pool_admit.get(ref, 1.0) for ref in ordering.refs}
     refs = ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]
@@ -350,6 +357,9 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     elif spills := waterfall.spilled(path, plan, plan.admits, refs):
         decision.reasons.extend([*spills, f"chosen {chosen}"])
     elif "trickle" in drawn:
+        if plan.trickle_step is not None and plan.lb.ramp is not None:
+            moving = f"{plan.trickle_step} of {plan.lb.ramp.steps}"
+            decision.reasons.append(f"ramp of the trickle ratio: step {moving} in force")
         draw = decision.trickle_draw = drawn["trickle"]
         decision.reasons.append(
             f"trickle {plan.trickle_ratio} (primary {refs[0]}, backup {plan.backup}): "

@@ -15,11 +15,11 @@ from dnsd.config.loader import check_directory
 from dnsd.config.model import Ramp
 from dnsd.events import EventLog
 from dnsd.health.store import HealthStore
-from dnsd.health.view import RampStart, view_of
-from dnsd.serve.ramps import RampWatch, first_choices, next_ramps
+from dnsd.health.view import RampStart, TrickleRamp, view_of
+from dnsd.serve.ramps import RampWatch, first_choices, next_ramps, next_trickle_ramps
 from dnsd.snapshot import SnapshotHolder
 from dnsd.steering import SteeringInputs, steer
-from dnsd.steering.ramp import in_force, share_at, step_at, step_ends
+from dnsd.steering.ramp import in_force, ramp_status, share_at, step_at, step_ends
 from dnsd.steering.select import build_plan
 from tests.builders import lb
 from tests.unit.test_config_check import HEADER, write
@@ -212,3 +212,40 @@ def test_a_ramp_is_started_by_a_recovery_kept_in_the_state_dir_and_resumed(tmp_p
     assert (
         RampWatch(SnapshotHolder(snap), HealthStore(), EventLog(), state_dir=tmp_path).load() == 0
     )
+
+
+def test_a_trickle_override_moves_its_ratio_in_steps() -> None:
+    """A trickle ratio changed by an override (0 → 0.5) with the primary healthy: the ratio
+    in force goes 0.1, 0.2, … of the answers to the backup, one step at a time."""
+    snap = snapshot(POOLS, [balancer()])
+    view = replace(
+        view_of({(p, f"{p}-1"): True for p in ADDRESS}, trickle={"w": 0.5}),
+        trickle_ramps=MappingProxyType({"w": TrickleRamp(NOW - 2.5, 0.0, 0.5)}),
+    )
+    counts = shares(view)
+    assert within(counts["p2"], 4000, 0.2), counts  # step 2 of 5: 0.0 + 0.5 × 2/5
+    inputs = SteeringInputs(snap, view, CLIENT, random.Random(3), NOW)
+    assert "ramp of the trickle ratio: step 2 of 5" in " ".join(
+        steer(inputs, snap.config.load_balancers["w"], 1).trail()
+    )
+    assert build_plan(inputs, snap.config.load_balancers["w"], 1).until == NOW - 2.5 + 4.0
+    status = ramp_status(snap.config.load_balancers["w"], view, NOW)
+    assert status is not None and status["trickle"]["ratio"] == pytest.approx(0.2)
+    # the override changed again: the ramp to 0.5 is no longer in force
+    assert shares(replace(view, trickle_overrides=MappingProxyType({"w": 0.0})), n=300) == {
+        "p1": 300
+    }
+
+
+def test_a_trickle_change_starts_a_ramp_from_the_ratio_in_force() -> None:
+    snap = snapshot(POOLS, [balancer()])
+    view = replace(
+        view_of({}, trickle={"w": 0.8}),
+        trickle_ramps=MappingProxyType({"w": TrickleRamp(NOW - 1, 0.0, 0.5)}),
+    )
+    moving, started = next_trickle_ramps(snap, view, {"w": 0.5}, {"w": 0.8}, NOW)
+    assert moving == {"w": TrickleRamp(NOW, 0.1, 0.8)} and started == ["w"]  # 0.1: step 1
+    moving, started = next_trickle_ramps(snap, view, {"w": 0.5}, {"w": 1.0}, NOW)
+    assert moving == {} and started == []  # 1.0 moves the first choice: a ramp of its own
+    kept, _ = next_trickle_ramps(snap, view, {"w": 0.5}, {"w": 0.5}, NOW)
+    assert kept == dict(view.trickle_ramps)
