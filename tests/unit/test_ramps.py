@@ -249,3 +249,21 @@ def test_a_trickle_change_starts_a_ramp_from_the_ratio_in_force() -> None:
     assert moving == {} and started == []  # 1.0 moves the first choice: a ramp of its own
     kept, _ = next_trickle_ramps(snap, view, {"w": 0.5}, {"w": 0.5}, NOW)
     assert kept == dict(view.trickle_ramps)
+
+
+@pytest.mark.parametrize(
+    ("why", "after"),
+    [
+        ("a drain: an override takes the healthy p1 out", {"pools": {"p1": "down"}}),
+        ("a manual failover: a trickle of 1.0", {"trickle": {"w": 1.0}}),
+    ],
+)
+def test_planned_moves_away_from_a_healthy_pool_start_ramps(why, after) -> None:
+    snap = snapshot(POOLS, [balancer(trickle=0.0)])
+    healthy = {(p, f"{p}-1"): True for p in ADDRESS}
+    before = first_choices(snap, view_of(healthy), NOW)
+    moved = view_of(healthy, **after)
+    ramps, started = next_ramps(snap, moved, before, first_choices(snap, moved, NOW), NOW)
+    assert ramps[("w", "")] == RampStart(NOW, "p1", "p2") and ("w", "") in started, why
+    counts = shares(replace(moved, ramps=MappingProxyType(ramps)), n=2000)
+    assert within(counts["p2"], 2000, 0.2), (why, counts)  # step 1 of 5
