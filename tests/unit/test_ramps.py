@@ -267,3 +267,16 @@ def test_planned_moves_away_from_a_healthy_pool_start_ramps(why, after) -> None:
     assert ramps[("w", "")] == RampStart(NOW, "p1", "p2") and ("w", "") in started, why
     counts = shares(replace(moved, ramps=MappingProxyType(ramps)), n=2000)
     assert within(counts["p2"], 2000, 0.2), (why, counts)  # step 1 of 5
+
+
+def test_a_reload_with_a_new_first_choice_starts_a_ramp() -> None:
+    holder = SnapshotHolder(snapshot(POOLS, [balancer()]))
+    store, events = HealthStore(), EventLog()
+    watch = RampWatch(holder, store, events, lambda: NOW)
+    store.view = view_of({(p, f"{p}-1"): True for p in ADDRESS})
+    watch.on_view(store.view)
+    assert not store.view.ramps
+    holder.swap(snapshot(POOLS, [replace(balancer(), default_pools=("p2", "p1"))]))
+    watch.on_view(store.view)  # a reload publishes a view: the same states, a new config
+    assert store.view.ramps[("w", "")] == RampStart(NOW, "p1", "p2")
+    assert [e.details["to_pool"] for e in events if e.kind == "ramp"] == ["p2"]
