@@ -76,8 +76,13 @@ class PoolLoad:
             await asyncio.sleep(TICK_S)
 
     def tick(self) -> None:
-        view, pools = self.store.view, self.holder.current.config.pools
-        capacities = {n: p.capacity for n, p in pools.items() if p.capacity is not None}
+        view, config = self.store.view, self.holder.current.config
+        waterfalls = any(lb.overflow == "waterfall" for lb in config.load_balancers.values())
+        capacities = {
+            name: pool.capacity
+            for name, pool in config.pools.items()
+            if pool.capacity is not None and waterfalls  # measured only where something spills
+        }
         if not capacities:
             self._samples.clear()
             if view.pool_admit or view.pool_load:

@@ -12,9 +12,12 @@ from types import MappingProxyType
 import pytest
 
 from dnsd.config.loader import check_directory
+from dnsd.health.store import HealthStore
 from dnsd.health.view import view_of
-from dnsd.serve.pool_load import per_pool, shares
+from dnsd.serve.pool_load import PoolLoad, per_pool, shares
+from dnsd.snapshot import SnapshotHolder
 from dnsd.steering import SteeringInputs, steer
+from dnsd.steering.waterfall import load_status
 from tests.builders import lb
 from tests.unit.test_config_check import HEADER, write
 from tests.unit.test_steering import ADDRESS, CLIENT, NOW, POOLS, snapshot
@@ -117,3 +120,28 @@ def test_the_keys_are_checked(tmp_path, change, expected) -> None:
         assert reasons == []
     else:
         assert any(expected in r for r in reasons), reasons
+
+
+def test_the_meter_settles_a_steady_load_and_publishes_generations_only() -> None:
+    """300 answers/s offered to a pool of capacity 100: the share it takes settles at a
+    third, its load at 100/s, the view's states generation never moves."""
+    first = replace(POOLS[0], capacity=100.0)
+    balancer = replace(lb("w", ["p1", "p2"]), overflow="waterfall")
+    holder = SnapshotHolder(snapshot([first, *POOLS[1:]], [balancer]))
+    store, clock, total = HealthStore(), [0.0], {"p1": 0.0}
+
+    def counts() -> dict[tuple[str, str, str], int]:
+        return {("w", "p1", "-"): int(total["p1"])}
+
+    meter = PoolLoad(holder, store, counts, clock=lambda: clock[0])
+    states = store.view.states_generation
+    for _ in range(15):
+        meter.tick()
+        clock[0] += 1.0
+        total["p1"] += 300 * store.view.pool_admit.get("p1", 1.0)  # what reached p1 took
+    assert store.view.pool_admit["p1"] == pytest.approx(1 / 3, rel=0.02)
+    assert store.view.pool_load["p1"] == pytest.approx(100, rel=0.05)
+    assert store.view.states_generation == states
+    [family] = meter.collect()
+    assert [s.value for s in family.samples] == [pytest.approx(1.0, rel=0.05)]
+    assert load_status(first, store.view)["ratio"] == pytest.approx(1.0, rel=0.05)
