@@ -46,13 +46,16 @@ NO_RAMPS: Mapping[tuple[str, str], RampStart] = MappingProxyType({})
 Key = tuple[str, str]
 
 
-def first_choices(snap: Snapshot, view: HealthView, now: float) -> dict[Key, str | None]:
+def first_choices(
+    snap: Snapshot, view: HealthView, now: float, dynamic_only: bool = False
+) -> dict[Key, str | None]:
     """Per (load balancer with a ramp, client region or ""): its first choice under `view`
-    with no ramp in force (where the answers are heading)."""
+    with no ramp in force (where the answers are heading); of `dynamic` ones only, with
+    `dynamic_only`."""
     bare = replace(view, ramps=NO_RAMPS)
     out: dict[Key, str | None] = {}
     for lb in snap.config.load_balancers.values():
-        if lb.ramp is None:
+        if lb.ramp is None or (dynamic_only and lb.steering != "dynamic"):
             continue
         for region in (*REGIONS, None):
             location = Location(region=region, source="pop_region")
@@ -164,7 +167,11 @@ class RampWatch:
         snap = self.holder.current
         seen = (id(snap.config), view.states_generation)
         if seen == self._seen:
-            return  # RTT only (dynamic's order moves with it: its plans expire anyway)
+            # RTT only: a `dynamic` order that moves with RTTs starts no ramp, but the next
+            # change must compare with where answers head now, not before the RTTs moved
+            if self._firsts:
+                self._firsts.update(first_choices(snap, view, self.clock(), dynamic_only=True))
+            return
         self._seen = seen
         if (
             not self._firsts

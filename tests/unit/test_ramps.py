@@ -23,7 +23,7 @@ from dnsd.steering.ramp import in_force, ramp_status, share_at, step_at, step_en
 from dnsd.steering.select import build_plan
 from tests.builders import lb
 from tests.unit.test_config_check import HEADER, write
-from tests.unit.test_steering import ADDRESS, CLIENT, NOW, POOLS, snapshot
+from tests.unit.test_steering import ADDRESS, CLIENT, DYN, NOW, POOLS, rtt_view, snapshot
 
 RAMP = Ramp(duration_s=10.0, steps=5)
 Z999 = 3.2905  # two-sided 99.9 %
@@ -280,3 +280,22 @@ def test_a_reload_with_a_new_first_choice_starts_a_ramp() -> None:
     watch.on_view(store.view)  # a reload publishes a view: the same states, a new config
     assert store.view.ramps[("w", "")] == RampStart(NOW, "p1", "p2")
     assert [e.details["to_pool"] for e in events if e.kind == "ramp"] == ["p2"]
+
+
+def test_a_dynamic_order_moved_by_rtts_alone_starts_no_ramp_later() -> None:
+    holder = SnapshotHolder(snapshot(POOLS, [replace(DYN, ramp=RAMP)]))
+    store = HealthStore()
+    watch = RampWatch(holder, store, EventLog(), lambda: NOW)
+    views = [  # (p1's RTT, p3 down, generation, states generation)
+        (20.0, (), 1, 1),
+        (90.0, (), 2, 1),  # new RTTs only: p2 is faster now
+        (90.0, ("p3",), 3, 2),  # then a change of states that moves nothing
+    ]
+    for p1_ms, down, generation, states in views:
+        rtts = {"p1": p1_ms, "p2": 50.0, "p3": 150.0}
+        view = rtt_view(rtts, region="WEU", down=down)
+        store.view = replace(view, generation=generation, states_generation=states)
+        watch.on_view(store.view)
+        first = first_choices(holder.current, store.view, NOW)[("w", "WEU")]
+        assert first == ("p1" if p1_ms < 50 else "p2")
+    assert ("w", "WEU") not in store.view.ramps
