@@ -25,7 +25,8 @@ one in C — and every decision was made here when it was built; what a walk can
 Caches are invalidated by generation — a new snapshot (config, served SOA serials), and health *states* (verdicts, overrides,
 trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
 nested) also expire on every new RTT publication and when the first RTT sample they could
-have used ages out (rtt_max_age); the others live until the states change. A plan is
+have used ages out (rtt_max_age); a plan with a ramp in force expires when its step ends
+(docs/steering.md, ramps); the others live until the states change. A plan is
 cached per client location bucket: only the location fields steering reads (coordinates
 only for proximity).
 """
@@ -86,6 +87,9 @@ ECS_MAX = 4 + 4 + 16  # option header + family/prefixes + an IPv6 address
 COOKIE_REPLY = 4 + 8 + 16  # option header + client cookie + the server cookie we make
 
 
+INF = float("inf")
+
+
 @dataclass(frozen=True, slots=True)
 class Parsed:
     qname: bytes  # as sent
@@ -105,7 +109,7 @@ class Static:
 class Balanced:
     lb: LoadBalancer
     qtype: int  # the steered type (A for ANY)
-    timed: bool = False  # steers by RTT somewhere (dynamic): plans expire with RTT data
+    timed: bool = False  # steers by RTT (dynamic) or load (waterfall): plans expire with views
     coordinates: bool = False  # steers by distance somewhere (proximity)
 
 
@@ -487,9 +491,11 @@ class AnswerCache:
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
             policies = _policies(snap, found.lb)
-            entry = Balanced(
-                found.lb, steered_type(parsed.qtype), "dynamic" in policies, "proximity" in policies
+            # RTT-steered, or a capacity waterfall: plans expire with each new health view
+            timed = "dynamic" in policies or any(
+                lb.overflow == "waterfall" for lb in _tree(snap, found.lb)
             )
+            entry = Balanced(found.lb, steered_type(parsed.qtype), timed, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
         if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie
@@ -538,9 +544,10 @@ class AnswerCache:
             snap, health, now = query.snap, query.health, query.now
             inputs = SteeringInputs(snap, health, info, query.rng, now)
             held = self._plans[memo.bucket] = _PlanEntry(build_plan(inputs, entry.lb, entry.qtype))
-            if entry.timed:
+            if entry.timed or held.plan.until != INF:  # RTT-steered, or a ramp's step ends
                 self._timed_plans.append((memo.bucket, held))
-                self._next_expiry = min(self._next_expiry, _rtt_expiry(snap, health, entry.lb, now))
+                until = _rtt_expiry(snap, health, entry.lb, now) if entry.timed else INF
+                self._next_expiry = min(self._next_expiry, until, held.plan.until)
         changed = memo.plan is not held
         if changed:
             memo.plan = held

@@ -50,7 +50,9 @@ from dnsd.serve.last_good import LastGood
 from dnsd.serve.listeners import DnsListeners
 from dnsd.serve.loop_watch import watch_loops
 from dnsd.serve.override_expiry import expire_overrides
+from dnsd.serve.pool_load import PoolLoad
 from dnsd.serve.probing import start_probing
+from dnsd.serve.ramps import RampWatch
 from dnsd.serve.reloading import Reloader, ReloadStep
 from dnsd.serve.serials import Serials
 from dnsd.serve.steps import BackgroundLoops, Step, run_steps
@@ -174,7 +176,18 @@ class DnsServer:
         # pools; then the serials, where a zone whose transferred answers changed gets a
         # new one and a new snapshot; then the worker processes (`--workers`), which must
         # receive the snapshot with those serials (set once the pool has started).
+        # Ramps first (docs/steering.md, ramps): the view the later steps see carries them.
+        state_dir = options.state_dir if main else None
+        self.ramps = RampWatch(self.holder, self.store, self.events, state_dir=state_dir)
+        if main:
+            self.metrics.register(self.ramps)
+            self.ramps.load()  # a ramp in progress before a restart goes on
+        # Capacity waterfall (docs/steering.md): answers per pool, the share full pools take.
+        self.pool_load = PoolLoad(self.holder, self.store, self._lb_answers, self._to_workers)
+        if main:
+            self.metrics.register(self.pool_load)
         self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
+            "ramps": self.ramps.on_view if main else None,
             "last good": self.last_good.on_view if main else None,
             "moves": self.failover.on_view if main else None,
             "serials": None,
@@ -282,6 +295,7 @@ class DnsServer:
             "workers": self._start_workers if options.workers > 1 and main else None,
             "loop watch": loops.starting(self._watch_loops),
             "override expiry": loops.starting(expire_overrides, self.store) if main else None,
+            "pool load": loops.starting(self.pool_load.run) if main else None,
         }
         # Stopped in this order: systemd hears STOPPING=1 first; a worker sends its last
         # counts; the workers stop before what they report to; the last serials and events
@@ -320,8 +334,18 @@ class DnsServer:
 
     def _on_view(self, view: HealthView) -> None:
         for step in self.view_steps.values():
-            if step is not None:
-                step(view)
+            if step is not None:  # the latest view: a step (ramps) may have set a newer one
+                step(self.store.view if self.store.view.generation > view.generation else view)
+
+    def _lb_answers(self) -> dict[tuple[str, str, str], int]:
+        """Answers so far per (load balancer, pool, region), every process's."""
+        return self.metrics.decision_totals()[0]
+
+    def _to_workers(self, view: HealthView) -> None:
+        """A view set outside a publication (the capacity waterfall's shares) to the workers."""
+        step = self.view_steps.get("workers")
+        if step is not None:
+            step(view)
 
     def _apply_server_file(self, _generation: int, filed: ServerFileRead | None) -> None:
         if filed is not None:

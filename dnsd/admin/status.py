@@ -21,7 +21,7 @@ from dnsd.geo.age import geoip_status
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import SourceHealth
-from dnsd.steering import ClientInfo, SteeringInputs, steer
+from dnsd.steering import ClientInfo, SteeringInputs, ramp, steer, waterfall
 from dnsd.xfr.lb_answers import lb_index
 
 T = TypeVar("T")
@@ -141,6 +141,7 @@ def status_document(
                 },
                 "region": pool.region,
                 "minimum_origins": pool.minimum_origins,
+                "load": waterfall.load_status(pool, view),  # capacity waterfall: how full it is
                 "backends": backends,
             }
         )
@@ -159,6 +160,7 @@ def status_document(
                 "default_pools": list(lb.default_pools),
                 "fallback_pool": lb.fallback_pool,
                 "when_all_down": lb.when_all_down,
+                "ramp": ramp.ramp_status(lb, view, now),
                 "active": active,
                 # per region answered with nothing healthy: the when_all_down rule answering
                 "all_down": {
@@ -453,7 +455,8 @@ def _region_states(
     snap: Any, view: Any, lb: Any, reached: set[str], manual: tuple[str, ...], now: float
 ) -> tuple[dict[str, str], list[str], dict[str, str]]:
     ratios = {name: (1.0 if name in manual else 0.0) for name in reached}
-    view = replace(view, trickle_overrides=MappingProxyType(ratios))
+    # where answers are heading: a ramp in force has its own entry (docs/steering.md, ramps)
+    view = replace(view, trickle_overrides=MappingProxyType(ratios), ramps=MappingProxyType({}))
     active: dict[str, str] = {}
     failed: list[str] = []
     first: dict[str, str] = {}

@@ -40,6 +40,7 @@ from dnsd.config.model import (
     ZonalAffinity,
 )
 from dnsd.config.names import absolute, name_problem
+from dnsd.config.ramp import read_ramp
 from dnsd.config.yamlio import LineDict
 from dnsd.config.zone_section import MAX_TTL
 from dnsd.geo.regions import REGIONS, region_table
@@ -394,6 +395,7 @@ def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Po
         zonal_affinity=affinity,
         failover_policy=policy,
         backends=tuple(backends),
+        capacity=ck.get_float(d, "capacity", path, default=None, lo=0.001),
     )
 
 
@@ -572,6 +574,8 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         max_outage_s=ck.get_duration(d, "max_outage", path, default=None, lo=0.001),
         max_outage_line=d.line_of("max_outage"),
         when_all_down=ck.get_enum(d, "when_all_down", path, WHEN_ALL_DOWN, default="fallback"),
+        ramp=read_ramp(ck, d, path, ttl),
+        overflow=ck.get_enum(d, "overflow", path, ("waterfall",), default=None),
     )
 
 

@@ -318,6 +318,7 @@ def _check_references(
     _check_transfer_keys(config, reasons)
     _check_cycles(config.load_balancers, where, reasons)
     _check_proximity(config, where, reasons)
+    _check_waterfall(config, where, reasons)
     _check_outage_budgets(config, reasons)
     unused = (
         ("pools", used_pools, "pool is not used by any load balancer"),
@@ -398,6 +399,18 @@ def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> Non
                     "the pool needs latitude and longitude"
                 )
                 reasons.append(Reason(file, line, f"pools.{pool.name}", message))
+
+
+def _check_waterfall(config: Config, where: Where, reasons: list[Reason]) -> None:
+    """`overflow: waterfall` where no pool has a `capacity`: nothing can spill (a warning)."""
+    for lb in config.load_balancers.values():
+        pools = [config.pools.get(ref) for ref in lb.pool_refs()]
+        if lb.overflow == "waterfall" and not any(p and p.capacity for p in pools):
+            file, line = where.get(("lb", lb.name), (lb.file, 0))
+            message = "overflow: waterfall, but none of its pools has a capacity: nothing spills"
+            reasons.append(
+                Reason(file, line, f"load_balancers.{lb.name}.overflow", message, warning=True)
+            )
 
 
 def _check_outage_budgets(config: Config, reasons: list[Reason]) -> None:

@@ -164,6 +164,14 @@ class FailoverPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Ramp:
+    """docs/steering.md, ramps: a move away from a healthy pool in `steps` equal shares."""
+
+    duration_s: float
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
 class Pool:
     name: str
     file: str
@@ -177,6 +185,8 @@ class Pool:
     zonal_affinity: ZonalAffinity
     failover_policy: FailoverPolicy
     backends: tuple[Backend, ...]
+    # docs/steering.md, capacity waterfall: answers per second it should get at most
+    capacity: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +214,9 @@ class LoadBalancer:
     max_outage_line: int = field(default=0, compare=False, repr=False)  # not in the class key
     # docs/steering.md, when all pools are down: nothing healthy, the fallback included
     when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
+    ramp: Ramp | None = None  # docs/steering.md, ramps: None moves at once
+    # docs/steering.md, capacity waterfall: fill a region's pools in order up to capacity
+    overflow: Literal["waterfall"] | None = None
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

@@ -23,6 +23,7 @@ KINDS: Final = (
     "failover",  # regions of a load balancer left for a pool that is not their first choice
     "failback",  # regions returned to their first-choice pool
     "fail_open",
+    "ramp",  # client regions of a load balancer start a ramp (docs/steering.md, ramps)
     "override",
     "config",  # a reload or a config API change
     "reload_failed",

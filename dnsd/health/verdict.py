@@ -172,4 +172,8 @@ def next_view(
         pool_overrides=MappingProxyType(dict(pool_overrides)),
         trickle_overrides=MappingProxyType(dict(trickle_overrides)),
         last_good=last.last_good,  # kept: dnsd.serve.last_good adds to it
+        ramps=last.ramps,  # kept: dnsd.serve.ramps sets them
+        trickle_ramps=last.trickle_ramps,
+        pool_admit=last.pool_admit,  # kept: dnsd.serve.pool_load sets them
+        pool_load=last.pool_load,
     )

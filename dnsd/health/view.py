@@ -46,6 +46,28 @@ class BackendHealth:
 
 
 UNMONITORED = BackendHealth()
+
+
+@dataclass(frozen=True, slots=True)
+class RampStart:
+    """docs/steering.md, ramps: a client region's answers moving from a healthy pool to a
+    new first choice, since `start_s` (wall clock); dnsd.steering.ramp says the share."""
+
+    start_s: float
+    from_ref: str
+    to_ref: str
+
+
+@dataclass(frozen=True, slots=True)
+class TrickleRamp:
+    """docs/steering.md, ramps: a load balancer's trickle ratio moving from `ratio_from` to
+    `ratio_to` (an override, a reload) since `start_s`, in the ramp's steps."""
+
+    start_s: float
+    ratio_from: float
+    ratio_to: float
+
+
 LastGoodAnswer = tuple[tuple[str, ...], str | None]  # (addresses, CNAME target)
 
 
@@ -69,6 +91,16 @@ class HealthView:
         default_factory=lambda: MappingProxyType({})
     )
 
+    # docs/steering.md, ramps: per (load balancer, client region or "") the move in progress,
+    # set by dnsd.serve.ramps (which bumps both generations: plans depend on it)
+    ramps: Mapping[tuple[str, str], RampStart] = field(default_factory=lambda: MappingProxyType({}))
+    trickle_ramps: Mapping[str, TrickleRamp] = field(default_factory=lambda: MappingProxyType({}))
+    # docs/steering.md, capacity waterfall: per pool with a capacity, the share of the answers
+    # offered to it that it takes (the rest spills on), and its answers per second over the
+    # last 10 s; set by dnsd.serve.pool_load, which bumps `generation` only (like RTTs)
+    pool_admit: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    pool_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
     def backend(self, pool: Pool, backend: Backend) -> BackendHealth:
         return self.backends.get((pool.name, backend.name), UNMONITORED)
 
@@ -88,6 +120,11 @@ class HealthView:
         override = self.pool_overrides.get(pool.name)
         if override is not None:
             return override == "up"
+        return self.probed_healthy(pool)
+
+    def probed_healthy(self, pool: Pool) -> bool:
+        """Healthy by its probes, a pool override aside: an operator's drain leaves a
+        healthy pool (docs/steering.md, ramps)."""
         if not pool.enabled:
             return False
         healthy = sum(1 for b in pool.backends if self.usable(pool, b) and self.is_healthy(pool, b))
@@ -139,6 +176,12 @@ def to_plain(view: HealthView) -> dict[str, Any]:
         "pool_overrides": dict(view.pool_overrides),
         "trickle_overrides": dict(view.trickle_overrides),
         "last_good": dict(view.last_good),
+        "ramps": {key: (r.start_s, r.from_ref, r.to_ref) for key, r in view.ramps.items()},
+        "trickle_ramps": {
+            lb: (r.start_s, r.ratio_from, r.ratio_to) for lb, r in view.trickle_ramps.items()
+        },
+        "pool_admit": dict(view.pool_admit),
+        "pool_load": dict(view.pool_load),
     }
 
 
@@ -159,4 +202,12 @@ def from_plain(plain: dict[str, Any]) -> HealthView:
         pool_overrides=MappingProxyType(dict(plain["pool_overrides"])),
         trickle_overrides=MappingProxyType(dict(plain["trickle_overrides"])),
         last_good=MappingProxyType(dict(plain.get("last_good", {}))),
+        ramps=MappingProxyType(
+            {tuple(key): RampStart(*value) for key, value in plain.get("ramps", {}).items()}
+        ),
+        trickle_ramps=MappingProxyType(
+            {lb: TrickleRamp(*value) for lb, value in plain.get("trickle_ramps", {}).items()}
+        ),
+        pool_admit=MappingProxyType(dict(plain.get("pool_admit", {}))),
+        pool_load=MappingProxyType(dict(plain.get("pool_load", {}))),
     )

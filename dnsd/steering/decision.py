@@ -38,6 +38,9 @@ class LbDecision:
     fail_open: bool = False  # nothing healthy: the fallback answers regardless of health
     # docs/steering.md, when all pools are down: the rule that answered at this level, if any
     when_all_down: str | None = None
+    # docs/steering.md, ramps: the move in force for this client region (from, to, step,
+    # steps, share, draw), None when no ramp is in force at this level
+    ramp: dict[str, Any] | None = None
     nested: LbDecision | None = None
     affinity: AffinityDecision | None = None
     addresses: tuple[str, ...] = ()
@@ -57,6 +60,10 @@ class LbDecision:
         """The `when_all_down` rule that answered on this path (the deepest one), if any."""
         inner = self.nested.all_down_rule() if self.nested else None
         return inner or self.when_all_down
+
+    def any_ramp(self) -> dict[str, Any] | None:
+        """The ramp in force on this path (the outermost one), if any."""
+        return self.ramp or (self.nested.any_ramp() if self.nested else None)
 
     def all_scope_prefixes(self) -> list[int]:
         inner = self.nested.all_scope_prefixes() if self.nested else []
@@ -110,6 +117,7 @@ class LbDecision:
             "client_region": self.client_region,
             "fail_open": self.any_fail_open(),
             "when_all_down": self.all_down_rule(),
+            "ramp": self.any_ramp(),
             "pool": inner.pool,
             "path": self.path(),
             "original_kind": aff.original_kind if aff else None,

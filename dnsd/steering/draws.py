@@ -8,7 +8,9 @@ repeated queries the answer cache compiles the tree into an answer table
 (dnsd.answer_table): the same draws, flattened, walked by both serving loops;
 tests/property/test_answer_table.py holds the table walks to this one, draw for draw.
 
-* `Draw` — one `rng.random()`: the trickle (backup or primary), the `random` policy's pool,
+* `Draw` — one `rng.random()`: a ramp's share (the new choice or the pool left), the
+  trickle (backup or primary), a full pool's share (it, or on to the next: the capacity
+  waterfall), the `random` policy's pool,
   one address out of several (`max_answers: 1`).
 * `Sample` — several draws: the first `take` of a weighted random order (`max_answers` > 1).
 
@@ -24,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-DrawKind = Literal["pool", "trickle", "answer"]
+DrawKind = Literal["pool", "trickle", "answer", "ramp", "spill"]
 MAX_LEAVES = 64  # distinct orders a Sample remembers (its Outcomes are reused by identity)
 
 

@@ -12,10 +12,16 @@ Nothing healthy anywhere, the fallback included → the LB's `when_all_down` rul
 (docs/steering.md, when all pools are down): `fallback` (the default) sends the fallback pool
 (else the first default pool) regardless of its health; `closed`, `servfail` and `all` are
 leaves of their own (no pool answers); the decision says which rule answered.
+
+A ramp in force for the client's region (docs/steering.md, ramps; `ramp.py`) is one more
+draw above the rest: its share goes to the plan as it is now, the remainder to the healthy
+pool the region is moving away from. A plan with a ramp holds only until the next step
+(`LbPlan.until`), so every cache of it ends there.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,12 +29,13 @@ from typing import Any
 from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.geo.locate import NOWHERE, Location
-from dnsd.health.view import LastGoodAnswer
-from dnsd.steering import dynamic, failover, geo, proximity, weighted
+from dnsd.health.view import LastGoodAnswer, RampStart
+from dnsd.steering import dynamic, failover, geo, proximity, waterfall, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
 from dnsd.steering.pick import Answer, answer_node, candidates_for
+from dnsd.steering.ramp import step_at, step_ends, trickle_at
 from dnsd.steering.records import AAAA, A
 from dnsd.steering.skips import unable_reason
 
@@ -70,6 +77,13 @@ class LbPlan:
     all_down: str | None = None
     all_addresses: tuple[str, ...] = ()  # `all`: every enabled address of the asked family
     all_cname: str | None = None  # `last_good`: a CNAME answer remembered
+    # docs/steering.md, ramps: the move in force (None: none) and its step (1 … steps - 1)
+    ramp: RampStart | None = None
+    ramp_step: int = 0
+    until: float = math.inf  # wall clock: the plan (with its nested ones) holds until then
+    trickle_step: int | None = None  # the trickle ratio's ramp: its step in force
+    # docs/steering.md, capacity waterfall: per pool in the order, the share it takes
+    admits: dict[str, float] = field(default_factory=dict)
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -86,7 +100,7 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         by_pop
     ):  # docs/steering.md, locating the client: every client of this node is in the node's region
         inp = replace(inp, client=replace(inp.client, location=pop_location(inp)))
-    able = _able_checker(inp, depth)
+    able = able_checker(inp, depth)
     ordering = POLICIES[lb.steering](lb, able, inp)
     rtt_source = ordering.rtt_source or inp.client.location.region
     candidates = [
@@ -115,16 +129,75 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     plan.scope_max = max(plan.scope_prefixes, default=0)
     if plan.all_down is not None:
         return plan  # no pool answers: nothing to plan below
-    for ref in ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]:
+    _ramp(plan, inp, able, by_pop)
+    if lb.ramp is not None and lb.name in inp.health.trickle_ramps:  # the ratio moves in steps
+        moving = inp.health.trickle_ramps[lb.name]
+        plan.trickle_ratio, plan.trickle_step, until = trickle_at(
+            lb, moving, plan.trickle_ratio, inp.now
+        )
+        plan.until = min(plan.until, until)
+    if lb.overflow == "waterfall" and ordering.weights is None:
+        plan.admits = {ref: inp.health.pool_admit.get(ref, 1.0) for ref in ordering.refs}
+    refs = ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]
+    for ref in [*refs, plan.ramp.from_ref] if plan.ramp is not None else refs:
         if ref.startswith(LB_PREFIX):
             if depth >= MAX_DEPTH:
                 plan.too_deep = True
                 continue
-            inner = inp.snap.config.load_balancers[ref[len(LB_PREFIX) :]]
-            plan.children[ref] = build_plan(inp, inner, qtype, depth + 1)
+            inner_lb = inp.snap.config.load_balancers[ref[len(LB_PREFIX) :]]
+            inner = build_plan(inp, inner_lb, qtype, depth + 1)
+            plan.children[ref] = inner
+            plan.until = min(plan.until, inner.until)
         else:
             plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb, qtype)
     return plan
+
+
+def _ramp(plan: LbPlan, inp: SteeringInputs, able: Callable[[str], bool], by_pop: bool) -> None:
+    """docs/steering.md, ramps: the move in force for the client's region, if any. It holds
+    while the region's first choice is still the pool moved to, the pool left is still
+    healthy by its probes (leaving an unhealthy pool is never ramped; an operator's drain
+    leaves a healthy one) and the ramp is in a step before its last; the plan ends with
+    the step. `random` steering has no first choice to move: no ramp."""
+    lb, refs = plan.lb, plan.ordering.refs
+    if lb.ramp is None or not refs or plan.ordering.weights is not None:
+        return
+    start = inp.health.ramps.get((lb.name, inp.client.location.region or ""))
+    to = first_choice(plan)
+    if start is None or start.to_ref != to or start.from_ref == to:
+        return
+    if start.from_ref not in lb.pool_refs() or not left_healthy(inp, start.from_ref, able):
+        return
+    step = step_at(lb.ramp, start.start_s, inp.now)
+    if step is None:
+        plan.until = min(plan.until, start.start_s) if inp.now < start.start_s else plan.until
+        return
+    plan.ramp, plan.ramp_step = start, step
+    plan.until = min(plan.until, step_ends(lb.ramp, start.start_s, inp.now))
+    if not by_pop:  # the share depends on the client's region
+        plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
+        plan.scope_max = max(plan.scope_prefixes)
+
+
+def first_choice(plan: LbPlan) -> str | None:
+    """Where the plan sends a client region's answers (docs/steering.md, ramps): its first
+    healthy entry, or the trickle's backup under a trickle of 1.0 (a manual failover);
+    None under `random` (no first choice) or with nothing healthy."""
+    refs = plan.ordering.refs
+    if not refs or plan.ordering.weights is not None:
+        return None
+    if plan.backup is not None and plan.trickle_ratio >= 1.0:
+        return plan.backup
+    return refs[0]
+
+
+def left_healthy(inp: SteeringInputs, ref: str, able: Callable[[str], bool]) -> bool:
+    """The pool a ramp moves away from still answers for it: healthy by its probes (an
+    override that drains it aside), or a nested load balancer able to answer."""
+    if ref.startswith(LB_PREFIX):
+        return able(ref)
+    pool = inp.snap.config.pools.get(ref)
+    return pool is not None and inp.health.probed_healthy(pool)
 
 
 def all_down_rule(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[str, LastGoodAnswer]:
@@ -230,10 +303,22 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
         scale, thresholds, items = weighted_draw(plan.ordering.weights)
         nodes = {i: branch(refs[i]) for i in set(items)}
         return Draw(scale, thresholds, tuple(nodes[i] for i in items), "pool", plan)
-    if plan.backup is not None and plan.trickle_ratio > 0:  # backup if draw < ratio
+    if len(refs) > 1 and any(a < 1.0 for a in plan.admits.values()):
+        now: Node = waterfall.chain(refs, plan.admits, branch, plan)
+    elif plan.backup is not None and plan.trickle_ratio > 0:  # backup if draw < ratio
         branches = (branch(plan.backup), branch(refs[0]))
-        return Draw(1.0, (plan.trickle_ratio,), branches, "trickle", plan)
-    return branch(refs[0])
+        now = Draw(1.0, (plan.trickle_ratio,), branches, "trickle", plan)
+    else:
+        now = branch(refs[0])
+    if plan.ramp is not None:  # the share moved so far if draw < share, else the pool left
+        share = ramp_share(plan)
+        return Draw(1.0, (share,), (now, branch(plan.ramp.from_ref)), "ramp", plan)
+    return now
+
+
+def ramp_share(plan: LbPlan) -> float:
+    """The share of answers the plan's ramp gives its new first choice."""
+    return plan.ramp_step / plan.lb.ramp.steps if plan.lb.ramp is not None else 1.0
 
 
 def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) -> LbDecision:
@@ -259,12 +344,22 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     decision.ordered = list(refs)
     if "pool" in drawn:  # the drawn pool first, the others in configured order
         decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
+    left = _describe_ramp(plan, drawn, decision)
+    if left:
+        decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
     if plan.fail_open_ref is not None:
         decision.fail_open = True
         decision.reasons.append(
             f"nothing healthy: when_all_down fallback: {chosen} answers regardless of its health"
         )
+    elif left:
+        pass  # the ramp's reason says it
+    elif spills := waterfall.spilled(path, plan, plan.admits, refs):
+        decision.reasons.extend([*spills, f"chosen {chosen}"])
     elif "trickle" in drawn:
+        if plan.trickle_step is not None and plan.lb.ramp is not None:
+            moving = f"{plan.trickle_step} of {plan.lb.ramp.steps}"
+            decision.reasons.append(f"ramp of the trickle ratio: step {moving} in force")
         draw = decision.trickle_draw = drawn["trickle"]
         decision.reasons.append(
             f"trickle {plan.trickle_ratio} (primary {refs[0]}, backup {plan.backup}): "
@@ -276,6 +371,10 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.reasons.append(f"chosen {chosen}{_no_trickle(plan)}")
     decision.pool = chosen
     decision.not_chosen = _not_chosen(plan, chosen, drawn)
+    if plan.ramp is not None:
+        to, gone = plan.ramp.to_ref, plan.ramp.from_ref
+        other, why = (to, "has the share moved so far") if left else (gone, "keeps the rest")
+        decision.not_chosen[other] = f"ramp from {gone} to {to}: {why}, not this draw"
     child = plan.children.get(chosen)
     if child is None:
         decision.reasons.append("nesting too deep: no answer")
@@ -286,6 +385,31 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.scope_prefixes.extend(child.scope_prefixes)
         decision.addresses, decision.cname = outcome.addresses, outcome.cname
     return decision
+
+
+def _describe_ramp(plan: LbPlan, drawn: Mapping[Any, Any], decision: LbDecision) -> bool:
+    """The ramp's reason and record; True when its draw kept the pool being left."""
+    if plan.ramp is None or plan.lb.ramp is None:
+        return False
+    ramp, share, draw = plan.ramp, ramp_share(plan), drawn.get("ramp")
+    left = draw is not None and draw >= share
+    decision.ramp = {
+        "from": ramp.from_ref,
+        "to": ramp.to_ref,
+        "since": ramp.start_s,
+        "step": plan.ramp_step,
+        "steps": plan.lb.ramp.steps,
+        "share": share,
+        "draw": draw,
+        "until": plan.until,
+    }
+    where = f"draw {draw:.3f} -> " if draw is not None else ""
+    decision.reasons.append(
+        f"ramp from {ramp.from_ref} to {ramp.to_ref}: step {plan.ramp_step} of "
+        f"{plan.lb.ramp.steps}, {share:.0%} to {ramp.to_ref}: "
+        f"{where}{ramp.from_ref if left else ramp.to_ref}"
+    )
+    return left
 
 
 ALL_DOWN_REASONS = {
@@ -318,6 +442,8 @@ def _not_chosen(plan: LbPlan, chosen: str, drawn: Mapping[Any, Any]) -> dict[str
             why[c.pool] = "the fallback: it answers only when no default pool is healthy"
         elif c.pool not in refs:
             why[c.pool] = f"not in this client's order ({plan.ordering.reason})"
+        elif plan.admits.get(c.pool, 1.0) < 1.0 and chosen in refs[refs.index(c.pool) :]:
+            why[c.pool] = f"full: takes {plan.admits[c.pool]:.0%} of what reaches it, spilled"
         elif "trickle" in drawn and c.pool in (plan.backup, refs[0]):
             draw, ratio = drawn["trickle"], plan.trickle_ratio
             why[c.pool] = (
@@ -342,7 +468,7 @@ def _no_trickle(plan: LbPlan) -> str:
     return " (no backup: the primary answers)"
 
 
-def _able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
+def able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
     """ref → healthy and able to answer this client (memoised for this plan).
 
     A pool is able when healthy (docs/health.md) and its original eligible set is not empty

@@ -1,5 +1,5 @@
 """Why a pool an LB names cannot answer this client (for `dnsd explain`): the same tests
-`select._able_checker` makes, in words."""
+`select.able_checker` makes, in words."""
 
 from __future__ import annotations
 

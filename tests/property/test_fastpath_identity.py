@@ -19,7 +19,7 @@ from dnsd.dnssec.apex import with_keys
 from dnsd.dnssec.keys import ensure_keys
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
-from dnsd.health.view import BackendHealth, RttSample, view_of
+from dnsd.health.view import BackendHealth, RampStart, RttSample, TrickleRamp, view_of
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
@@ -33,6 +33,7 @@ NAMES = [
     "host.sub.fast.test", "nope.fast.test", "rnd.fast.test", "geo.fast.test", "sticky.fast.test",
     "nested.fast.test", "zonal.fast.test", "host.fast.test", "example.org", "trickled.fast.test",
     "dyn.fast.test", "shut.fast.test", "sf.fast.test", "every.fast.test", "remember.fast.test",
+    "ramped.fast.test", "fall.fast.test",
 ]  # fmt: skip
 # `remember` (when_all_down: last_good): answers remembered for some regions, not others
 LAST_GOOD = MappingProxyType({
@@ -44,6 +45,23 @@ SUBNETS = ["81.2.69.0/24", "202.12.27.0/24", "12.0.0.0/20", "10.1.3.0/24", "10.2
            "2001:4860::/32", "41.0.0.0/22", "9.9.9.0/24"]  # fmt: skip
 SOURCES = ["127.0.0.1", "81.2.69.142", "10.2.9.9", "202.12.27.33", "::1", "2a00:1450::1"]
 BACKENDS = ["a1", "a2", "a6", "b1", "b2", "c1", "z1", "z2", "z3", "z4"]
+
+
+def ramps_in_force(rng: random.Random, now: float) -> dict[str, MappingProxyType]:
+    """Ramps of `ramped` and `fall` starting around `now`: their steps end while the
+    queries go on (the clock moves 6.5 s a round), so cached plans must end with them."""
+    regions = ["", "WEU", "ENAM", "NEAS"]
+    ramps = {}
+    for region in regions:
+        ramps[("ramped", region)] = RampStart(now + rng.uniform(-1, 1), *rng.sample("abc", 2))
+    ramps[("fall", "")] = RampStart(now + rng.uniform(-1, 1), "b", "a")
+    trickles = {"ramped": TrickleRamp(now + rng.uniform(-1, 1), 0.0, 0.2)}
+    return {"ramps": MappingProxyType(ramps), "trickle_ramps": MappingProxyType(trickles)}
+
+
+def admits(rng: random.Random) -> MappingProxyType:
+    """The capacity waterfall's shares of one publication (dnsd.serve.pool_load)."""
+    return MappingProxyType({"a": rng.choice([1.0, 0.5, 0.2, 0.0]), "b": rng.choice([1.0, 0.4])})
 
 
 def random_query(rng: random.Random) -> bytes:
@@ -125,6 +143,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
         }
         trickle = {"rnd": 0.5} if round_ % 4 == 3 else None
         states_generation = health.generation + 1
+        moves = ramps_in_force(rng, now)  # ramps start with the states (docs/steering.md)
         for step in range(examples(500)):
             if step % 100 == 0:  # new RTTs only (as a probe round publishes): same states
                 health = view_of(
@@ -133,7 +152,9 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
                     states_generation=states_generation,
                     trickle=trickle,
                 )
-                health = replace(health, last_good=LAST_GOOD)  # when_all_down: last_good
+                health = replace(
+                    health, last_good=LAST_GOOD, **moves, pool_admit=admits(rng)
+                )  # when_all_down: last_good; ramps; the waterfall's shares (each publication)
             now += 0.013  # RTT samples age past rtt_max_age (1s) between publications
             if recent and rng.random() < 0.5:  # the same query again, with another ID
                 wire = rng.randbytes(2) + rng.choice(recent)[2:]
