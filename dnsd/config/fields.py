@@ -81,7 +81,7 @@ BACKEND: Fields = (
 POOL: Fields = (
     Field("monitor", STRING), Field("minimum_origins", INTEGER), Field("region", STRING),
     Field("latitude", NUMBER), Field("longitude", NUMBER), Field("weight", NUMBER),
-    Field("enabled", BOOLEAN),
+    Field("enabled", BOOLEAN), Field("domain", STRING),
     Field("zonal_affinity", {"type": "object", "properties": {
         "mode": enum("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE"),
         "spillover_ratio": NUMBER}}),
@@ -100,6 +100,7 @@ LOAD_BALANCER: Fields = (
     Field("rtt_max_age", DURATION), Field("client_region", enum("client", "pop")),
     Field("max_outage", DURATION),
     Field("when_all_down", enum("fallback", "closed", "servfail", "all", "last_good")),
+    Field("answer_pools", INTEGER), Field("distinct", enum("region", "zone", "domain")),
 )  # fmt: skip
 
 _VALUES: dict[str, Any] = {"oneOf": [STRING, STRINGS]}

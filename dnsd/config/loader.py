@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from dnsd.atomic_files import WriteFailed, recover
+from dnsd.config.answer_pools import check_answer_pools
 from dnsd.config.catalog import fill_catalogs
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
@@ -319,6 +320,7 @@ def _check_references(
     _check_cycles(config.load_balancers, where, reasons)
     _check_proximity(config, where, reasons)
     _check_outage_budgets(config, reasons)
+    reasons.extend(check_answer_pools(config))
     unused = (
         ("pools", used_pools, "pool is not used by any load balancer"),
         ("monitors", used_monitors, "monitor is not used by any pool"),

@@ -177,6 +177,7 @@ class Pool:
     zonal_affinity: ZonalAffinity
     failover_policy: FailoverPolicy
     backends: tuple[Backend, ...]
+    domain: str | None = None  # a failure-domain label for `distinct: domain` (docs/steering.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +205,11 @@ class LoadBalancer:
     max_outage_line: int = field(default=0, compare=False, repr=False)  # not in the class key
     # docs/steering.md, when all pools are down: nothing healthy, the fallback included
     when_all_down: Literal["fallback", "closed", "servfail", "all", "last_good"] = "fallback"
+    # docs/steering.md, several pools per answer: one address from each of the first N
+    # healthy pools, none sharing the `distinct` label with one already in the answer
+    answer_pools: int = 1
+    distinct: Literal["region", "zone", "domain"] | None = None
+    answer_pools_line: int = field(default=0, compare=False, repr=False)  # for its errors
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

@@ -38,6 +38,8 @@ class LbDecision:
     fail_open: bool = False  # nothing healthy: the fallback answers regardless of health
     # docs/steering.md, when all pools are down: the rule that answered at this level, if any
     when_all_down: str | None = None
+    # docs/steering.md, several pools per answer: the pools the addresses came from
+    answer_pools: tuple[str, ...] = ()
     nested: LbDecision | None = None
     affinity: AffinityDecision | None = None
     addresses: tuple[str, ...] = ()
@@ -83,7 +85,7 @@ class LbDecision:
             {
                 "pool": name,
                 "rank": ordered.index(name) + 1 if name in ordered else None,
-                "answered": name == self.pool,
+                "answered": name == self.pool or name in self.answer_pools,
                 "healthy": by_name[name].healthy,
                 "rtt_ms": by_name[name].rtt_ms,
                 "why_not": None if name == self.pool else self.not_chosen.get(name),
@@ -111,6 +113,7 @@ class LbDecision:
             "fail_open": self.any_fail_open(),
             "when_all_down": self.all_down_rule(),
             "pool": inner.pool,
+            "answer_pools": list(inner.answer_pools),
             "path": self.path(),
             "original_kind": aff.original_kind if aff else None,
             "eligible": [b.name for b in aff.original] if aff else [],

@@ -42,6 +42,9 @@ class Outcome:
     # docs/steering.md, when all pools are down: the rule that answered (closed, servfail,
     # all, last_good) when no pool did; None when a pool answered (the fallback rule too)
     all_down: str | None = None
+    # docs/steering.md, several pools per answer: the pools the addresses came from, in
+    # order (empty: one pool answered, the usual case)
+    pools: tuple[str, ...] = ()
 
     def answer(self) -> tuple[tuple[str, ...], str | None, str | None, bool, int]:
         return self.addresses, self.cname, self.pool, self.fail_open, self.scope

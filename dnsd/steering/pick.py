@@ -48,9 +48,9 @@ def answer_node(
             return leaf(((), None))
         if len(hosts) > 1 and lb.selection != "hash":
             return _one_of(hosts, [((), b.hostname) for b in hosts], leaf, owner)
-        return leaf(((), _hashed(hosts, subnet)[0].hostname))
+        return leaf(((), hashed(hosts, subnet)[0].hostname))
     if len(matching) == 1 or lb.selection == "hash":
-        chosen = _hashed(matching, subnet)[: lb.max_answers]
+        chosen = hashed(matching, subnet)[: lb.max_answers]
         return leaf((tuple(b.address_text for b in chosen), None))
     if lb.max_answers == 1:
         return _one_of(matching, [((b.address_text,), None) for b in matching], leaf, owner)
@@ -71,7 +71,7 @@ def _one_of(
     return Draw(scale, thresholds, tuple(leaves[i] for i in items), "answer", owner)
 
 
-def _hashed(backends: list[Backend], subnet: bytes) -> list[Backend]:
+def hashed(backends: list[Backend], subnet: bytes) -> list[Backend]:
     """Weighted rendezvous order for this subnet (no draws)."""
     if len(backends) == 1:
         return backends

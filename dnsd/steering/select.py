@@ -28,6 +28,7 @@ from dnsd.steering import dynamic, failover, geo, proximity, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
+from dnsd.steering.multi import PoolChoice, answer_pools_node, skipped
 from dnsd.steering.pick import Answer, answer_node, candidates_for
 from dnsd.steering.records import AAAA, A
 from dnsd.steering.skips import unable_reason
@@ -212,6 +213,10 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
             return Outcome((), None, chosen, fail_open, scope, here)
         if isinstance(child, LbPlan):
             return _compile(child, subnet, here, fail_open, scope)
+        if plan.lb.answer_pools > 1 and plan.fail_open_ref is None:
+            several = _several(plan, chosen, subnet, route, fail_open, scope)
+            if several is not None:
+                return several
         widest = max(scope, child.scope_max)
 
         def leaf(answer: Answer) -> Outcome:
@@ -234,6 +239,41 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
         branches = (branch(plan.backup), branch(refs[0]))
         return Draw(1.0, (plan.trickle_ratio,), branches, "trickle", plan)
     return branch(refs[0])
+
+
+def pool_order(plan: LbPlan, chosen: str) -> list[PoolChoice]:
+    """docs/steering.md, several pools per answer: the pools in the order steering chose for
+    this walk — the one drawn or trickled to first, then the others in policy order."""
+    refs = [chosen, *(ref for ref in plan.ordering.refs if ref != chosen)]
+    children = [(ref, plan.children.get(ref)) for ref in refs]
+    return [PoolChoice(r, c.pool, c.matching, c) for r, c in children if isinstance(c, PoolPlan)]
+
+
+def consulted_scopes(order: list[PoolChoice], pools: tuple[str, ...]) -> list[int]:
+    """The ECS scope prefixes of every pool the answer looked at: those in it and those
+    skipped before the last of them (a skipped pool's eligible set decided it was skipped)."""
+    last = max(i for i, c in enumerate(order) if c.ref in pools)
+    return [
+        p
+        for c in order[: last + 1]
+        if isinstance(c.owner, PoolPlan)
+        for p in c.owner.scope_prefixes
+    ]
+
+
+def _several(
+    plan: LbPlan, chosen: str, subnet: bytes, route: tuple[str, ...], fail_open: bool, scope: int
+) -> Node | None:
+    """One address from each of the first `answer_pools` pools (`multi.py`); None when no
+    pool has an address of the asked family."""
+    order = pool_order(plan, chosen)
+
+    def leaf(addresses: tuple[str, ...], pools: tuple[str, ...]) -> Outcome:
+        here = (*route, chosen)  # steering's choice; `pool`: the first pool in the answer
+        widest = max([scope, *consulted_scopes(order, pools)])
+        return Outcome(addresses, None, pools[0], fail_open, widest, here, pools=pools)
+
+    return answer_pools_node(plan.lb, order, subnet, leaf)
 
 
 def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) -> LbDecision:
@@ -285,7 +325,24 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.affinity = child.affinity
         decision.scope_prefixes.extend(child.scope_prefixes)
         decision.addresses, decision.cname = outcome.addresses, outcome.cname
+        if outcome.pools:  # several pools answered at this, the innermost, level
+            _describe_several(plan, outcome, decision)
     return decision
+
+
+def _describe_several(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> None:
+    """docs/steering.md, several pools per answer: which pools the answer holds and why the
+    others before the last of them are not in it."""
+    lb = plan.lb
+    decision.answer_pools = outcome.pools
+    rule = f"answer_pools {lb.answer_pools}" + (f", distinct {lb.distinct}" if lb.distinct else "")
+    parts = [f"{ref} {addr}" for ref, addr in zip(outcome.pools, outcome.addresses, strict=False)]
+    decision.reasons.append(f"{rule}: one address from each of {', '.join(parts)}")
+    order = pool_order(plan, decision.pool or outcome.pools[0])
+    decision.scope_prefixes.extend(consulted_scopes(order, outcome.pools))
+    for ref in outcome.pools[1:]:
+        decision.not_chosen.pop(ref, None)
+    decision.not_chosen.update(skipped(lb, order, outcome))
 
 
 ALL_DOWN_REASONS = {

@@ -33,6 +33,7 @@ NAMES = [
     "host.sub.fast.test", "nope.fast.test", "rnd.fast.test", "geo.fast.test", "sticky.fast.test",
     "nested.fast.test", "zonal.fast.test", "host.fast.test", "example.org", "trickled.fast.test",
     "dyn.fast.test", "shut.fast.test", "sf.fast.test", "every.fast.test", "remember.fast.test",
+    "spread.fast.test", "zoned.fast.test", "racks.fast.test", "wrap.fast.test",
 ]  # fmt: skip
 # `remember` (when_all_down: last_good): answers remembered for some regions, not others
 LAST_GOOD = MappingProxyType({
@@ -43,7 +44,7 @@ TYPES = ["A", "AAAA", "TXT", "MX", "ANY", "CNAME", "SOA", "NS"]
 SUBNETS = ["81.2.69.0/24", "202.12.27.0/24", "12.0.0.0/20", "10.1.3.0/24", "10.2.0.0/16", "0.0.0.0/0",
            "2001:4860::/32", "41.0.0.0/22", "9.9.9.0/24"]  # fmt: skip
 SOURCES = ["127.0.0.1", "81.2.69.142", "10.2.9.9", "202.12.27.33", "::1", "2a00:1450::1"]
-BACKENDS = ["a1", "a2", "a6", "b1", "b2", "c1", "z1", "z2", "z3", "z4"]
+BACKENDS = ["a1", "a2", "a6", "b1", "b2", "c1", "z1", "z2", "z3", "z4", "y1", "y2"]
 
 
 def random_query(rng: random.Random) -> bytes:
