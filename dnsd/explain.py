@@ -188,4 +188,6 @@ def render_text(info: dict[str, Any]) -> str:
     lines.append(
         f"answer:   {', '.join(info['answer']) or '(none)'}  ttl {info['ttl']}  ecs scope {info['ecs_scope']}"
     )
+    if info["type"] in ("HTTPS", "SVCB"):  # docs/steering.md, HTTPS and SVCB hints
+        lines.extend(f"record:   {record}" for record in info["records"])
     return "\n".join(lines)

@@ -74,7 +74,7 @@ from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
-from dnsd.zone_lookup import Lookup, lookup
+from dnsd.zone_lookup import SVC_TYPES, Lookup, lookup
 
 MAX_ENTRIES = 100_000
 MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
@@ -478,6 +478,9 @@ class AnswerCache:
             return resolve(query)
         snap = query.snap
         found = lookup(snap, name, parsed.qtype)
+        if found.lb is not None and parsed.qtype in SVC_TYPES:
+            self._entries[parsed.key] = None  # HTTPS hints at an LB name: the full path
+            return resolve(query)
         if found.lb is not None:
             policies = _policies(snap, found.lb)
             entry = Balanced(

@@ -149,7 +149,7 @@ ALLOWED: dict[str, set[str]] = {
     "affinity": {"config", "health"},
     "steering": {"config", "geo", "snapshot", "health", "affinity"},
     "zone_lookup": {"config", "dnsname", "rdata", "snapshot"},
-    "reply": {"dnsname", "cookies", "geo", "steering", "zone_lookup"},
+    "reply": {"dnsname", "cookies", "geo", "rdata", "steering", "zone_lookup"},
     "request": {"snapshot", "health", "reply"},
     "answer_table": {"steering"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},

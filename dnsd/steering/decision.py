@@ -40,6 +40,8 @@ class LbDecision:
     when_all_down: str | None = None
     # docs/steering.md, several pools per answer: the pools the addresses came from
     answer_pools: tuple[str, ...] = ()
+    # docs/steering.md, HTTPS and SVCB at a load-balanced name: (ipv4hint, ipv6hint)
+    svc_hints: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     nested: LbDecision | None = None
     affinity: AffinityDecision | None = None
     addresses: tuple[str, ...] = ()
