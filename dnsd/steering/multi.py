@@ -7,11 +7,13 @@ pool is skipped when its label is already in the answer: its `region` or `domain
 `zone` each backend's zone (a pool whose every eligible backend sits in a zone already in
 the answer is skipped; otherwise its address comes from the zones not yet there).
 
-Each pool's address is one weighted draw (`draws.Draw`) among its modified eligible
-backends, or the subnet's rendezvous pick with `selection: hash`; the draws are chained,
-pool after pool, so both serving loops walk them like any other. Past `MAX_COMBINATIONS`
-possible answers every pool's address is the rendezvous pick for the client's subnet
-instead (no draws), which keeps the tree and its answer table small.
+Each pool's address is a weighted pick (backend `weight`) among its modified eligible
+backends, or the subnet's rendezvous pick with `selection: hash`. The picks are made as one
+`draws.Draw` over every possible answer, each with the product of its picks' chances — one
+random number per query however many pools answer, walked by both serving loops like any
+other draw. Past `MAX_COMBINATIONS` possible answers every pool's address is the rendezvous
+pick for the client's subnet instead (no draw), which keeps the draw and its answer table
+small.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class PoolChoice:
 
 
 Used = frozenset[str]  # the labels already in the answer
+Texts = tuple[str, ...]
 Leaf = Callable[[tuple[str, ...], tuple[str, ...]], Outcome]  # (addresses, pools) → outcome
 
 
@@ -65,33 +68,39 @@ def answer_pools_node(
     sizes = sorted((len(c.matching) for c in usable), reverse=True)[: lb.answer_pools]
     by_hash = lb.selection == "hash" or math.prod(sizes) > MAX_COMBINATIONS
     want, distinct = lb.answer_pools, lb.distinct
+    answers: list[tuple[float, Texts, Texts]] = []  # (chance, addresses, pools)
 
-    def step(i: int, addresses: tuple[str, ...], pools: tuple[str, ...], used: Used) -> Node:
-        if len(pools) < want:
-            for j in range(i, len(usable)):
-                choice = usable[j]
-                allowed = [
-                    b for b in choice.matching if label(distinct, choice.pool, b) not in used
-                ]
-                if not allowed:
-                    continue  # everything it could answer with is already in the answer
+    def step(i: int, chance: float, addresses: Texts, pools: Texts, used: Used) -> None:
+        for j in range(i, len(usable) if len(pools) < want else i):
+            choice = usable[j]
+            allowed = [b for b in choice.matching if label(distinct, choice.pool, b) not in used]
+            if not allowed:
+                continue  # everything it could answer with is already in the answer
+            picks = [(1.0, hashed(allowed, subnet)[0])] if by_hash else _chances(allowed)
+            for p, b in picks:
+                mark = label(distinct, choice.pool, b)
+                marks = used if mark is None else used | {mark}
+                step(j + 1, chance * p, (*addresses, b.address_text), (*pools, choice.ref), marks)
+            return
+        answers.append((chance, addresses, pools))
 
-                def then(
-                    b: Backend, j: int = j, ref: str = choice.ref, pool: Pool = choice.pool
-                ) -> Node:
-                    mark = label(distinct, pool, b)
-                    marks = used if mark is None else used | {mark}
-                    return step(j + 1, (*addresses, b.address_text), (*pools, ref), marks)
+    step(0, 1.0, (), (), frozenset())
+    if len(answers) == 1:
+        return leaf(answers[0][1], answers[0][2])
+    # one draw over every possible answer (the product of each pool's chances): one random
+    # number per query, however many pools answer
+    scale, thresholds, items = weighted_draw([chance for chance, _, _ in answers])
+    leaves = {i: leaf(answers[i][1], answers[i][2]) for i in set(items)}
+    return Draw(scale, thresholds, tuple(leaves[i] for i in items), "answer", usable[0].owner)
 
-                if len(allowed) == 1 or by_hash:
-                    return then(hashed(allowed, subnet)[0])
-                scale, thresholds, items = weighted_draw([b.weight for b in allowed])
-                nodes = {k: then(allowed[k]) for k in set(items)}
-                branches = tuple(nodes[k] for k in items)
-                return Draw(scale, thresholds, branches, "answer", choice.owner)
-        return leaf(addresses, pools)
 
-    return step(0, (), (), frozenset())
+def _chances(backends: list[Backend]) -> list[tuple[float, Backend]]:
+    """Each backend's chance in one weighted pick (`draws.weighted_draw`'s rule: weight 0
+    only when nothing has a weight, then uniformly); backends without a chance left out."""
+    total = float(sum(b.weight for b in backends if b.weight > 0))
+    if total <= 0:
+        return [(1.0 / len(backends), b) for b in backends]
+    return [(b.weight / total, b) for b in backends if b.weight > 0]
 
 
 def skipped(lb: LoadBalancer, order: Sequence[PoolChoice], outcome: Outcome) -> dict[str, str]:
