@@ -340,7 +340,12 @@ def _describe_several(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> N
     decision.reasons.append(f"{rule}: one address from each of {', '.join(parts)}")
     order = pool_order(plan, decision.pool or outcome.pools[0])
     decision.scope_prefixes.extend(consulted_scopes(order, outcome.pools))
-    for ref in outcome.pools[1:]:
+    first = plan.children.get(outcome.pools[0])
+    if outcome.pools[0] != decision.pool and isinstance(first, PoolPlan):
+        # steering's choice has no address of the asked family: the answer's first pool
+        # stands for it (as in the metrics)
+        decision.pool, decision.affinity = outcome.pools[0], first.affinity
+    for ref in outcome.pools:
         decision.not_chosen.pop(ref, None)
     decision.not_chosen.update(skipped(lb, order, outcome))
 

@@ -1,7 +1,8 @@
 """Explain and serving agree on generated plans (one draw implementation).
 
 Hypothesis generates whole configurations — every steering policy, nesting, fallbacks,
-trickle, pool and backend weights (zeros included), max_answers, hash selection, zonal
+trickle, pool and backend weights (zeros included), max_answers, answer_pools with
+distinct, hash selection, zonal
 affinity with client zones, host-name backends, both address families — a health state
 with RTT samples, and a client. For the same seed, the answer cache (what serves) and
 `explain_query` (what `dnsd explain` and the admin API print, through the full path) must
@@ -88,6 +89,7 @@ def scenarios(draw: st.DrawFn) -> tuple:
                 lon=None if lat is None else 10.0,
             )
         )
+        pools[-1] = replace(pools[-1], domain=draw(st.sampled_from([None, "d1", "d2"])))
     names = [p.name for p in pools]
     lbs = []
     count = draw(st.integers(1, 3))
@@ -111,6 +113,10 @@ def scenarios(draw: st.DrawFn) -> tuple:
                 client_region=draw(st.sampled_from(["client", "client", "pop"])),
             )
         )
+        several = draw(st.sampled_from([1, 1, 2, 3]))  # answer_pools, with or without distinct
+        if several > 1:
+            distinct = draw(st.sampled_from([None, "region", "zone", "domain"]))
+            lbs[-1] = replace(lbs[-1], answer_pools=several, distinct=distinct)
     states = {}
     for p in pools:
         for b in p.backends:

@@ -5,16 +5,21 @@ and the keys validated with clear errors."""
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from collections import Counter
 from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 from dnslib import QTYPE
 
 from dnsd.config.loader import check_directory
+from dnsd.config.model import ClientZone
 from dnsd.health.view import view_of
-from dnsd.steering import SteeringInputs, steer
+from dnsd.steering import ClientInfo, SteeringInputs, steer
+from dnsd.steering.draws import walk
+from dnsd.steering.select import build_plan, compile_plan, describe
 from tests.builders import backend, lb, pool
 from tests.unit.test_config_check import HEADER, write
 from tests.unit.test_steering import CLIENT, NOW, snapshot
@@ -225,3 +230,39 @@ def test_fewer_regions_than_answer_pools_is_a_warning(tmp_path) -> None:
 def test_a_valid_config_has_no_reasons(tmp_path) -> None:
     text = HEADER + LBS + "    answer_pools: 2\n    distinct: region\n"
     assert check_directory(write(tmp_path, z=text)) == []
+
+
+def test_the_ecs_scope_covers_every_pool_the_answer_looked_at() -> None:
+    # the second pool's zonal affinity decided its address: its client_zones prefix (16)
+    # is the scope, though the first pool's answer depends on nothing
+    zoned = pool(
+        "z",
+        [
+            backend("z1", "use1-a", address="192.0.2.31"),
+            backend("z2", "use1-b", address="192.0.2.32"),
+        ],
+        mode="STAY_WITHIN_ZONE",
+        region="WEU",
+    )
+    plain = pool("p", [backend("p1", address="192.0.2.1")], region="ENAM")
+    target = replace(lb("w", ["p", "z"]), answer_pools=2, distinct="region")
+    snap = snapshot([plain, zoned], [target])
+    snap = replace(
+        snap,
+        config=replace(
+            snap.config,
+            client_zones=(ClientZone(ipaddress.ip_network("10.1.0.0/16"), "use1-a"),),
+        ),
+        zone_regions=MappingProxyType({"use1-a": "WEU", "use1-b": "WEU"}),
+    )
+    client = ClientInfo(
+        ipaddress.ip_address("10.1.3.0"), ecs_prefix=24, zone="use1-a", zone_prefix=16
+    )
+    health = view_of({("p", "p1"): True, ("z", "z1"): True, ("z", "z2"): True})
+    inputs = SteeringInputs(snap, health, client, random.Random(1), NOW)
+    plan = build_plan(inputs, snap.config.load_balancers["w"], QTYPE.A)
+    path: list = []
+    outcome = walk(compile_plan(plan, client.subnet_key()), random.Random(1), path)
+    decision = describe(plan, outcome, path)
+    assert decision.addresses == ("192.0.2.1", "192.0.2.31")  # the client's zone only
+    assert outcome.scope == max(decision.all_scope_prefixes()) == 16
