@@ -135,7 +135,7 @@ def answer_query(query: DNSRecord, request: Request) -> QueryResult:
             result.client = client_info(snap, address, ecs_prefix)
             inputs = SteeringInputs(snap, request.health, result.client, request.rng, now)
             if qtype in SVC_TYPES:  # docs/steering.md, HTTPS and SVCB at a load-balanced name
-                result.decision = steer_hints(inputs, found.lb)
+                result.decision = steer_hints(inputs, found.lb, qtype)
             else:
                 result.decision = steer(inputs, found.lb, steered_type(qtype))
         fill(reply, found, query, result.decision)

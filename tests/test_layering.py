@@ -147,7 +147,7 @@ ALLOWED: dict[str, set[str]] = {
                  "zone_keys", "derived"},
     "health": {"clock", "config", "snapshot", "ratelog", "atomic_files", "errors", "events"},
     "affinity": {"config", "health"},
-    "steering": {"config", "geo", "snapshot", "health", "affinity"},
+    "steering": {"config", "geo", "rdata", "snapshot", "health", "affinity"},
     "zone_lookup": {"config", "dnsname", "rdata", "snapshot"},
     "reply": {"dnsname", "cookies", "geo", "rdata", "steering", "zone_lookup"},
     "request": {"snapshot", "health", "reply"},

@@ -27,6 +27,8 @@ from dnsd.steering.draws import Draw, Node, Outcome, weighted_draw
 from dnsd.steering.pick import hashed
 
 MAX_COMBINATIONS = 1024
+Used = frozenset[str]  # the labels already in the answer
+Texts = tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +42,9 @@ class PoolChoice:
     owner: object = None
 
 
-Used = frozenset[str]  # the labels already in the answer
-Texts = tuple[str, ...]
-Leaf = Callable[[tuple[str, ...], tuple[str, ...]], Outcome]  # (addresses, pools) → outcome
+# (addresses, pools, an HTTPS/SVCB answer's IPv6 hints or None) → outcome
+Leaf = Callable[[Texts, Texts, Texts | None], Outcome]
+Combos = list[tuple[float, Texts, Texts]]  # (chance, addresses, pools) of each answer
 
 
 def label(distinct: str | None, pool: Pool, backend: Backend) -> str | None:
@@ -57,18 +59,43 @@ def label(distinct: str | None, pool: Pool, backend: Backend) -> str | None:
 
 
 def answer_pools_node(
-    lb: LoadBalancer, order: Sequence[PoolChoice], subnet: bytes, leaf: Leaf
+    lb: LoadBalancer,
+    order: Sequence[PoolChoice],
+    subnet: bytes,
+    leaf: Leaf,
+    order6: Sequence[PoolChoice] | None = None,
 ) -> Node | None:
-    """The draws answering with one address from each of the first `lb.answer_pools`
+    """The draw answering with one address from each of the first `lb.answer_pools`
     pools of `order`; None when no pool has an address of the asked family (the first
-    pool's ordinary answer then: a CNAME or NODATA)."""
+    pool's ordinary answer then: a CNAME or NODATA). `order6`: an HTTPS/SVCB answer's
+    IPv6 hints, chosen the same way from the same pools (`order` holds the IPv4 ones)."""
     usable = [choice for choice in order if choice.matching]
-    if not usable:
+    usable6 = [choice for choice in order6 or () if choice.matching]
+    if not usable and not usable6:
         return None
+    combos = _combos(lb, usable, subnet) if usable else [(1.0, (), ())]
+    combos6 = _combos(lb, usable6, subnet) if usable6 else [(1.0, (), ())]
+    answers = [
+        (chance * chance6, addresses, pools, addresses6 if order6 is not None else None)
+        for chance, addresses, pools in combos
+        for chance6, addresses6, _ in combos6
+    ]
+    if len(answers) == 1:
+        return leaf(*answers[0][1:])
+    # one draw over every possible answer (the product of each pool's chances): one random
+    # number per query, however many pools answer
+    scale, thresholds, items = weighted_draw([answer[0] for answer in answers])
+    leaves = {i: leaf(*answers[i][1:]) for i in set(items)}
+    owner = (usable or usable6)[0].owner
+    return Draw(scale, thresholds, tuple(leaves[i] for i in items), "answer", owner)
+
+
+def _combos(lb: LoadBalancer, usable: Sequence[PoolChoice], subnet: bytes) -> Combos:
+    """Every answer one address from each of the first N pools can give, with its chance."""
     sizes = sorted((len(c.matching) for c in usable), reverse=True)[: lb.answer_pools]
     by_hash = lb.selection == "hash" or math.prod(sizes) > MAX_COMBINATIONS
     want, distinct = lb.answer_pools, lb.distinct
-    answers: list[tuple[float, Texts, Texts]] = []  # (chance, addresses, pools)
+    answers: Combos = []
 
     def step(i: int, chance: float, addresses: Texts, pools: Texts, used: Used) -> None:
         for j in range(i, len(usable) if len(pools) < want else i):
@@ -85,13 +112,7 @@ def answer_pools_node(
         answers.append((chance, addresses, pools))
 
     step(0, 1.0, (), (), frozenset())
-    if len(answers) == 1:
-        return leaf(answers[0][1], answers[0][2])
-    # one draw over every possible answer (the product of each pool's chances): one random
-    # number per query, however many pools answer
-    scale, thresholds, items = weighted_draw([chance for chance, _, _ in answers])
-    leaves = {i: leaf(answers[i][1], answers[i][2]) for i in set(items)}
-    return Draw(scale, thresholds, tuple(leaves[i] for i in items), "answer", usable[0].owner)
+    return answers
 
 
 def _chances(backends: list[Backend]) -> list[tuple[float, Backend]]:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 
 from dnsd.config.model import Backend, LoadBalancer
-from dnsd.steering.draws import Draw, Node, Outcome, Sample, weighted_draw
+from dnsd.steering.draws import Draw, Node, Sample, weighted_draw
 
 FAMILIES = {1: ipaddress.IPv4Address, 28: ipaddress.IPv6Address}  # QTYPE A, AAAA
 
@@ -35,7 +35,7 @@ def answer_node(
     backends: tuple[Backend, ...],
     matching: list[Backend],
     subnet: bytes,
-    leaf: Callable[[Answer], Outcome],
+    leaf: Callable[[Answer], Node],
     owner: object = None,
 ) -> Node:
     """The answer out of one pool's modified eligible set as draws (`draws.py`): a leaf
@@ -64,7 +64,7 @@ def answer_node(
 
 
 def _one_of(
-    backends: list[Backend], answers: list[Answer], leaf: Callable[[Answer], Outcome], owner: object
+    backends: list[Backend], answers: list[Answer], leaf: Callable[[Answer], Node], owner: object
 ) -> Draw:
     scale, thresholds, items = weighted_draw([b.weight for b in backends])
     leaves = {i: leaf(answers[i]) for i in set(items)}

@@ -1,5 +1,5 @@
-"""HTTPS and SVCB at a load-balanced name (docs/steering.md): the records' ipv4hint and
-ipv6hint are the client's steered A and AAAA answers, drawn from the same random numbers;
+"""HTTPS and SVCB at a load-balanced name (docs/steering.md): the records' ipv4hint is the
+A answer the same random numbers give, the ipv6hint the AAAA addresses of the same pools;
 AliasMode and records naming another target are served as written; the TTL is the load
 balancer's."""
 
@@ -131,7 +131,8 @@ def snap(tmp_path_factory):
 
 
 @pytest.mark.parametrize("rtype", ["HTTPS", "SVCB"])
-def test_hints_are_the_same_draws_a_and_aaaa(snap, rtype) -> None:
+def test_hints_are_the_a_answer_of_the_same_draws_and_the_same_pools(snap, rtype) -> None:
+    # every pool has one IPv6 address: the AAAA answer of the same pool draw is the hint
     pools = set()
     for seed in range(300):
         v4, v6, ttl = hints_of(ask(snap, "www.svc.test", rtype, seed))
