@@ -101,7 +101,7 @@ def test_https_hints_equal_the_a_and_aaaa_answers_before_and_after_a_failover(
             while steered(dnsd.port) != ({PRIMARY4}, {PRIMARY6}):
                 assert time.monotonic() < deadline, "the primary never answered"
                 time.sleep(0.1)
-            for _ in range(5):  # the answer cache's A and the full path's HTTPS agree
+            for _ in range(5):  # the first answers and the answer cache's agree
                 v4, v6, ttl = hints(dnsd.port)
                 assert (v4, v6) == steered(dnsd.port) == ({PRIMARY4}, {PRIMARY6})
                 assert ttl == 2  # the load balancer's TTL, not the zone's 3600
