@@ -35,6 +35,7 @@ records:
     HTTPS: ["1 . alpn=h2,h3 ipv4hint=203.0.113.99", "2 alt.svc.test. alpn=h2 ipv4hint=203.0.113.98"]
     SVCB: "1 . port=8443"
   alias: {lb: web, HTTPS: "0 www.svc.test."}
+  two: {lb: two, HTTPS: "1 . alpn=h2"}
 pools:
   a:
     region: ENAM
@@ -50,6 +51,7 @@ pools:
     backends: [{name: c1, address: 203.0.113.10}]
 load_balancers:
   web: {ttl: 7, steering: random, default_pools: [a, b, c]}
+  two: {ttl: 7, default_pools: [a, b, c], answer_pools: 2, distinct: region}
 """
 CLIENT = Client(ipaddress.ip_address("127.0.0.1"), "udp")
 POOL_OF = {
@@ -175,3 +177,22 @@ def test_a_name_without_https_records_answers_nodata_for_https(snap) -> None:
         )
     )
     assert message.answer == [] and message.rcode() == 0
+
+
+def test_hints_of_several_pools_per_answer(snap) -> None:
+    # one address from each of two regions, in each family; c has no IPv6 address
+    a_down = view_of({("a", "a1"): False, ("a", "a2"): False, ("a", "a6"): False})
+    cases = [
+        (
+            None,
+            [{"192.0.2.10", "198.51.100.10"}, {"192.0.2.11", "198.51.100.10"}],
+            {"2001:db8::a", "2001:db8::b"},
+        ),
+        (a_down, [{"198.51.100.10", "203.0.113.10"}], {"2001:db8::b"}),
+    ]
+    for health, v4_sets, v6_expected in cases:
+        for seed in range(40):
+            v4, v6, _ = hints_of(ask(snap, "two.svc.test", "HTTPS", seed, health))
+            assert v4 == addresses(ask(snap, "two.svc.test", "A", seed, health))
+            assert v4 in v4_sets
+            assert v6 == addresses(ask(snap, "two.svc.test", "AAAA", seed, health)) == v6_expected
