@@ -253,8 +253,10 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
 
     refs = plan.ordering.refs
     if plan.all_down is not None:  # no pool answers: the rule's own leaf
-        return Outcome(plan.all_addresses, plan.all_cname, None, True, scope, route,
-                       plan.all_down, hints6=plan.all_addresses6)  # fmt: skip
+        rule, v6 = plan.all_down, plan.all_addresses6
+        return Outcome(
+            plan.all_addresses, plan.all_cname, None, True, scope, route, rule, hints6=v6
+        )
     if plan.fail_open_ref is not None:
         return branch(plan.fail_open_ref)
     if plan.ordering.weights is not None and len(refs) > 1:

@@ -36,6 +36,7 @@ records:
     SVCB: "1 . port=8443"
   alias: {lb: web, HTTPS: "0 www.svc.test."}
   two: {lb: two, HTTPS: "1 . alpn=h2"}
+  every: {lb: every, HTTPS: "1 . alpn=h2"}
 pools:
   a:
     region: ENAM
@@ -52,6 +53,7 @@ pools:
 load_balancers:
   web: {ttl: 7, steering: random, default_pools: [a, b, c]}
   two: {ttl: 7, default_pools: [a, b, c], answer_pools: 2, distinct: region}
+  every: {ttl: 7, default_pools: [c], fallback_pool: b, when_all_down: all}
 """
 CLIENT = Client(ipaddress.ip_address("127.0.0.1"), "udp")
 POOL_OF = {
@@ -196,3 +198,11 @@ def test_hints_of_several_pools_per_answer(snap) -> None:
             assert v4 == addresses(ask(snap, "two.svc.test", "A", seed, health))
             assert v4 in v4_sets
             assert v6 == addresses(ask(snap, "two.svc.test", "AAAA", seed, health)) == v6_expected
+
+
+def test_when_all_down_all_hints_every_address_of_each_family(snap) -> None:
+    down = view_of({("c", "c1"): False, ("b", "b1"): False, ("b", "b6"): False})
+    v4, v6, _ = hints_of(ask(snap, "every.svc.test", "HTTPS", 1, down))
+    assert v4 == addresses(ask(snap, "every.svc.test", "A", 1, down))
+    assert v4 == {"203.0.113.10", "198.51.100.10"}
+    assert v6 == addresses(ask(snap, "every.svc.test", "AAAA", 1, down)) == {"2001:db8::b"}
