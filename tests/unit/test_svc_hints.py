@@ -15,7 +15,7 @@ import pytest
 from dns.rdtypes.svcbbase import ParamKey
 from dnslib import DNSRecord
 
-from dnsd.config.loader import load_config
+from dnsd.config.loader import check_directory, load_config
 from dnsd.health.view import view_of
 from dnsd.rdata import from_text, to_wire, with_hints
 from dnsd.reply import Client
@@ -206,3 +206,13 @@ def test_when_all_down_all_hints_every_address_of_each_family(snap) -> None:
     assert v4 == addresses(ask(snap, "every.svc.test", "A", 1, down))
     assert v4 == {"203.0.113.10", "198.51.100.10"}
     assert v6 == addresses(ask(snap, "every.svc.test", "AAAA", 1, down)) == {"2001:db8::b"}
+
+
+def test_check_warns_that_written_hints_are_replaced(tmp_path) -> None:
+    text = ZONE.replace('"2 alt.svc.test. alpn=h2 ipv4hint=203.0.113.98"', '"2 alt.svc.test."')
+    (tmp_path / "svc.yaml").write_text(text)
+    warnings = [str(r) for r in check_directory(tmp_path)]
+    # the first HTTPS record at www names hints; the SVCB record and the alias do not
+    assert len(warnings) == 1, warnings
+    assert "svc.yaml: warning: records.www: HTTPS 1 . " in warnings[0]
+    assert "replaced by the addresses load balancer 'web' answers with" in warnings[0]
