@@ -171,6 +171,8 @@ def render_text(info: dict[str, Any]) -> str:
             f"chosen:   {' -> '.join(info['path']) or '-'}"
             f"{'  (FAIL OPEN)' if info['fail_open'] else ''}"
         )
+        if len(info.get("answer_pools") or ()) > 1:  # docs/steering.md, several pools per answer
+            lines.append(f"answered: one address from each of {', '.join(info['answer_pools'])}")
         if info.get("when_all_down"):  # docs/steering.md, when all pools are down
             lines.append(f"all down: when_all_down {info['when_all_down']} answers")
         lines.append(f"eligible: {', '.join(info['eligible']) or '-'}  ({info['original_kind']})")
@@ -186,4 +188,6 @@ def render_text(info: dict[str, Any]) -> str:
     lines.append(
         f"answer:   {', '.join(info['answer']) or '(none)'}  ttl {info['ttl']}  ecs scope {info['ecs_scope']}"
     )
+    if info["type"] in ("HTTPS", "SVCB"):  # docs/steering.md, HTTPS and SVCB hints
+        lines.extend(f"record:   {record}" for record in info["records"])
     return "\n".join(lines)

@@ -74,8 +74,9 @@ from dnsd.snapshot import Snapshot
 from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
+from dnsd.steering.hints import set_hints
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
-from dnsd.zone_lookup import Lookup, lookup
+from dnsd.zone_lookup import SVC_TYPES, Lookup, lookup
 
 MAX_ENTRIES = 100_000
 MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
@@ -268,7 +269,7 @@ class AnswerCache:
         rng: random.Random,
         now: float,
         on_decision: DecisionObserver | None = None,
-        drawn: Outcome | None = None,
+        drawn: Node | None = None,
     ) -> bytes | None:
         """The reply to `wire`. `drawn`: the outcome the compiled loop already drew from
         this query's answer table (`outcome_of`) when it had no finished reply for it."""
@@ -363,7 +364,7 @@ class AnswerCache:
         (read-only: what tests look into)."""
         return MappingProxyType(self._memo_udp if transport == "udp" else self._memo_tcp)
 
-    def outcome_of(self, wire: bytes, code: int, value: int, order: Any) -> Outcome | None:
+    def outcome_of(self, wire: bytes, code: int, value: int, order: Any) -> Node | None:
         """What the compiled loop's walk of `wire`'s UDP table drew, when it ended without
         a finished reply (asked before any other query changes the table), else None."""
         memo = self._memo_udp.get(bytes(wire[2:]))
@@ -530,7 +531,7 @@ class AnswerCache:
         return self._balanced_memo(memo, query)
 
     def _balanced_memo(
-        self, memo: _LbMemo, query: Request, drawn: Outcome | None = None
+        self, memo: _LbMemo, query: Request, drawn: Node | None = None
     ) -> bytes | None:
         """The general load-balanced case; also (re)compiles the memo's draws. `drawn`: the
         outcome the caller already drew from the current compiled tree (no second draw)."""
@@ -554,19 +555,23 @@ class AnswerCache:
             memo.tree = compile_plan(held.plan, info.subnet_key())
             memo.tails = {}
             held.users.append((memo.tables, memo.key))
-        outcome = drawn or walk(memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
+        # (`drawn` may end in draws still to make: an HTTPS answer's IPv6 hints after a Sample)
+        outcome = walk(drawn or memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
         if query.on_decision is not None:
             # the fallback pool answered (not a when_all_down rule of its own)
             by_fallback = outcome.fail_open and outcome.all_down is None
             query.on_decision(entry.lb.name, outcome.pool, info.location.region, by_fallback)
         scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
-        okey = (parsed.key, outcome.addresses, outcome.cname, scope, outcome.all_down)
+        answer = (outcome.addresses, outcome.cname, scope, outcome.all_down, outcome.hints6)
+        okey = (parsed.key, *answer)
         cookie = _cookie_echo(query, parsed)
         template = self._outcomes.get(okey)
         if template is None:
             decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
             decision.addresses, decision.cname = outcome.addresses, outcome.cname
             decision.when_all_down = outcome.all_down  # closed/servfail change the reply
+            if entry.qtype in SVC_TYPES:  # HTTPS/SVCB at a load-balanced name
+                set_hints(decision, outcome)
             decision.scope_prefixes = [scope] if scope else []
             rendered = _render(query.wire, client, query.snap, decision, info, query.now)
             template = _template(rendered, parsed, cookie)
@@ -807,7 +812,7 @@ def _finish(
 __all__ = ["AnswerCache", "AnswerCaches", "parse"]
 
 
-def _drawn(memo: _LbMemo, code: int, value: int, order: Any) -> Outcome:
+def _drawn(memo: _LbMemo, code: int, value: int, order: Any) -> Node:
     """The outcome a walk of the memo's table reached without a finished reply."""
     if code == NOT_CACHED:
         return memo.outcomes[value]

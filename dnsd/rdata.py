@@ -154,6 +154,36 @@ def target(rtype: int, rd: RD) -> str | None:
     return None
 
 
+SVC_TYPES: Final = frozenset({64, 65})  # SVCB, HTTPS
+
+
+@functools.lru_cache(maxsize=4096)
+def with_hints(rtype: int, wire: bytes, v4: tuple[str, ...], v6: tuple[str, ...]) -> bytes:
+    """An SVCB or HTTPS record's RDATA with `ipv4hint`/`ipv6hint` set to these addresses
+    (RFC 9460 §7.3), a hint without addresses removed — when its TargetName is "." (the
+    owner's own addresses: the load-balanced name's). AliasMode (priority 0, no SvcParams)
+    and records pointing at another name (the hints are that name's) are unchanged, as is
+    a record the change would make invalid (a `mandatory` key naming a hint that goes)."""
+    from dns.rdtypes.svcbbase import IPv4HintParam, IPv6HintParam, ParamKey
+
+    rdata = to_dnspython(rtype, RD(wire))
+    if rdata.priority == 0 or rdata.target != dns.name.root:  # type: ignore[attr-defined]
+        return wire
+    params = dict(rdata.params)  # type: ignore[attr-defined]
+    for key, addresses, param in (
+        (ParamKey.IPV4HINT, v4, IPv4HintParam),
+        (ParamKey.IPV6HINT, v6, IPv6HintParam),
+    ):
+        if addresses:
+            params[key] = param(addresses)
+        else:
+            params.pop(key, None)
+    try:
+        return bytes(rdata.replace(params=params).to_wire() or b"")
+    except Exception:  # dnspython refuses the result: serve what was configured
+        return wire
+
+
 def record_text(rr: RR) -> str:
     """One reply record in zone-file form, its RDATA as dnspython writes it (a raw `RD` has
     no text of its own in dnslib but `\\# n hex`)."""

@@ -17,6 +17,7 @@ from dnslib import (
     EDNS0,
     QTYPE,
     RCODE,
+    RD,
     RR,
     A,
     DNSHeader,
@@ -30,6 +31,7 @@ from dnsd.cookies import COOKIE_OPTION, CookieFormErr, ServerCookies
 from dnsd.cookies import split as split_cookie
 from dnsd.dnsname import key_of_labels, name_end, to_label
 from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
+from dnsd.rdata import SVC_TYPES, to_wire, with_hints
 from dnsd.steering import LbDecision
 from dnsd.steering.client import ClientInfo
 from dnsd.steering.records import decision_records
@@ -164,12 +166,18 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
     reply.header.aa = int(result.authoritative)
     negative_ttl = result.zone.negative_ttl if result.zone is not None else 0
     qname = reply.q.qname  # lower case: owners become pointers to the question (see reply_for)
+    hints = decision.svc_hints if decision is not None else None
     for part in result.answer:
         owner = qname if part.owner is None else to_label(part.owner)
         rrset = part.rrset
+        ttl = rrset.ttl
+        if hints is not None and decision is not None and rrset.rtype in SVC_TYPES:
+            ttl = decision.ttl  # steered hints live as long as the steered addresses
         for rdata in rrset.rdatas:
-            reply.add_answer(RR(owner, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
-    if decision is not None:
+            if hints is not None and rrset.rtype in SVC_TYPES:  # docs/steering.md, HTTPS hints
+                rdata = RD(with_hints(rrset.rtype, to_wire(rdata), *hints))
+            reply.add_answer(RR(owner, rrset.rtype, ttl=ttl, rdata=rdata))
+    if decision is not None and hints is None:
         owner = qname if result.lb_owner is None else to_label(result.lb_owner)
         records = decision_records(decision, query.q.qtype)
         for record in records:

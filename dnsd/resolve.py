@@ -57,8 +57,9 @@ from dnsd.request import Request
 from dnsd.snapshot import CompiledZone, Snapshot
 from dnsd.steering import SteeringInputs, steer
 from dnsd.steering.client import client_info, locating_address, steered_type
+from dnsd.steering.hints import steer_hints
 from dnsd.xfr import tsig
-from dnsd.zone_lookup import lookup
+from dnsd.zone_lookup import SVC_TYPES, lookup
 
 log = logging.getLogger("dnsd.resolve")
 SERVFAIL_LOG = RateLimitedLog(log)  # strangers choose the queries: bounded log
@@ -133,7 +134,10 @@ def answer_query(query: DNSRecord, request: Request) -> QueryResult:
             address, ecs_prefix = locating_address(source, edns.ecs if edns else None)
             result.client = client_info(snap, address, ecs_prefix)
             inputs = SteeringInputs(snap, request.health, result.client, request.rng, now)
-            result.decision = steer(inputs, found.lb, steered_type(qtype))
+            if qtype in SVC_TYPES:  # docs/steering.md, HTTPS and SVCB at a load-balanced name
+                result.decision = steer_hints(inputs, found.lb, qtype)
+            else:
+                result.decision = steer(inputs, found.lb, steered_type(qtype))
         fill(reply, found, query, result.decision)
         result.sign = signer_for(snap, found.zone, edns, now)
     echo_ecs(result)

@@ -18,7 +18,7 @@ from dnslib import CNAME, QTYPE, RCODE
 
 from dnsd.config.model import LoadBalancer, RRset
 from dnsd.dnsname import is_below_or_at, labels, parent, to_label, wire_length
-from dnsd.rdata import DNAME, target
+from dnsd.rdata import DNAME, SVC_TYPES, target
 from dnsd.snapshot import CompiledZone, Node, Snapshot
 
 MAX_CNAME_HOPS: Final = 8
@@ -117,6 +117,12 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
         return target(QTYPE.CNAME, cname.rdatas[0])
     if node.lb is not None and qtype in (QTYPE.A, QTYPE.AAAA, ANY):
         out.lb, out.lb_owner = node.lb, owner
+        return None
+    if node.lb is not None and qtype in SVC_TYPES and qtype in node.rrsets:
+        # docs/steering.md, HTTPS and SVCB at a load-balanced name: the records as
+        # configured, their address hints set from this client's steered answers
+        out.lb, out.lb_owner = node.lb, owner
+        out.answer.append(AnswerPart(owner, node.rrsets[qtype]))
         return None
     rrset = _pick_any(node) if qtype == ANY else node.rrsets.get(qtype)
     if rrset is None:

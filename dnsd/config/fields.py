@@ -82,6 +82,7 @@ POOL: Fields = (
     Field("monitor", STRING), Field("minimum_origins", INTEGER), Field("region", STRING),
     Field("latitude", NUMBER), Field("longitude", NUMBER), Field("weight", NUMBER),
     Field("enabled", BOOLEAN), Field("capacity", NUMBER),
+    Field("enabled", BOOLEAN), Field("domain", STRING),
     Field("zonal_affinity", {"type": "object", "properties": {
         "mode": enum("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE"),
         "spillover_ratio": NUMBER}}),
@@ -102,6 +103,7 @@ LOAD_BALANCER: Fields = (
     Field("when_all_down", enum("fallback", "closed", "servfail", "all", "last_good")),
     Field("ramp", {"type": "object", "properties": {"duration": DURATION, "steps": INTEGER}}),
     Field("overflow", enum("waterfall")),
+    Field("answer_pools", INTEGER), Field("distinct", enum("region", "zone", "domain")),
 )  # fmt: skip
 
 _VALUES: dict[str, Any] = {"oneOf": [STRING, STRINGS]}

@@ -50,6 +50,9 @@ MAX_LB_TTL = 300  # above this `dnsd check` warns: the outage bound grows with t
 STEERING_POLICIES = ("off", "random", "dynamic", "geo", "proximity")
 # docs/steering.md, when all pools are down: what a name answers when nothing is healthy
 WHEN_ALL_DOWN = ("fallback", "closed", "servfail", "all", "last_good")
+# docs/steering.md, several pools per answer
+MAX_ANSWER_POOLS = 8
+DISTINCT = ("region", "zone", "domain")
 AFFINITY_MODES = ("DISABLED", "STAY_WITHIN_ZONE", "SPILL_CROSS_ZONE")
 _CODES_ITEM = re.compile(r"^([1-5])xx$|^(\d{3})(?:-(\d{3}))?$")
 
@@ -396,6 +399,7 @@ def _pool(ck: Checker, d: LineDict, path: str, name: str, refs: list[Ref]) -> Po
         failover_policy=policy,
         backends=tuple(backends),
         capacity=ck.get_float(d, "capacity", path, default=None, lo=0.001),
+        domain=ck.get_str(d, "domain", path, default=None),
     )
 
 
@@ -576,6 +580,9 @@ def _load_balancer(ck: Checker, d: LineDict, path: str, name: str, refs: list[Re
         when_all_down=ck.get_enum(d, "when_all_down", path, WHEN_ALL_DOWN, default="fallback"),
         ramp=read_ramp(ck, d, path, ttl),
         overflow=ck.get_enum(d, "overflow", path, ("waterfall",), default=None),
+        answer_pools=ck.get_int(d, "answer_pools", path, default=1, lo=1, hi=MAX_ANSWER_POOLS),
+        distinct=ck.get_enum(d, "distinct", path, DISTINCT, default=None),
+        answer_pools_line=d.line_of("answer_pools" if "answer_pools" in d else "distinct"),
     )
 
 

@@ -16,10 +16,12 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from dnsd.atomic_files import WriteFailed, recover
+from dnsd.config.answer_pools import check_answer_pools
 from dnsd.config.catalog import fill_catalogs
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
 from dnsd.config.global_sections import Ref, Section, parse_sections
+from dnsd.config.lb_records import check_lb_records
 from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, LoadBalancer, Zone
 from dnsd.config.outage import name_budgets, outage_budget
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
@@ -320,6 +322,8 @@ def _check_references(
     _check_proximity(config, where, reasons)
     _check_waterfall(config, where, reasons)
     _check_outage_budgets(config, reasons)
+    reasons.extend(check_answer_pools(config))
+    reasons.extend(check_lb_records(config))
     unused = (
         ("pools", used_pools, "pool is not used by any load balancer"),
         ("monitors", used_monitors, "monitor is not used by any pool"),

@@ -187,6 +187,7 @@ class Pool:
     backends: tuple[Backend, ...]
     # docs/steering.md, capacity waterfall: answers per second it should get at most
     capacity: float | None = None
+    domain: str | None = None  # a failure-domain label for `distinct: domain` (docs/steering.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +218,11 @@ class LoadBalancer:
     ramp: Ramp | None = None  # docs/steering.md, ramps: None moves at once
     # docs/steering.md, capacity waterfall: fill a region's pools in order up to capacity
     overflow: Literal["waterfall"] | None = None
+    # docs/steering.md, several pools per answer: one address from each of the first N
+    # healthy pools, none sharing the `distinct` label with one already in the answer
+    answer_pools: int = 1
+    distinct: Literal["region", "zone", "domain"] | None = None
+    answer_pools_line: int = field(default=0, compare=False, repr=False)  # for its errors
 
     def listed(self, ref: str) -> bool:
         """`ref` is one of the LB's own pools (default or mapped), not only its fallback."""

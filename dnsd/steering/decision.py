@@ -41,6 +41,10 @@ class LbDecision:
     # docs/steering.md, ramps: the move in force for this client region (from, to, step,
     # steps, share, draw), None when no ramp is in force at this level
     ramp: dict[str, Any] | None = None
+    # docs/steering.md, several pools per answer: the pools the addresses came from
+    answer_pools: tuple[str, ...] = ()
+    # docs/steering.md, HTTPS and SVCB at a load-balanced name: (ipv4hint, ipv6hint)
+    svc_hints: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     nested: LbDecision | None = None
     affinity: AffinityDecision | None = None
     addresses: tuple[str, ...] = ()
@@ -90,7 +94,7 @@ class LbDecision:
             {
                 "pool": name,
                 "rank": ordered.index(name) + 1 if name in ordered else None,
-                "answered": name == self.pool,
+                "answered": name == self.pool or name in self.answer_pools,
                 "healthy": by_name[name].healthy,
                 "rtt_ms": by_name[name].rtt_ms,
                 "why_not": None if name == self.pool else self.not_chosen.get(name),
@@ -119,6 +123,7 @@ class LbDecision:
             "when_all_down": self.all_down_rule(),
             "ramp": self.any_ramp(),
             "pool": inner.pool,
+            "answer_pools": list(inner.answer_pools),
             "path": self.path(),
             "original_kind": aff.original_kind if aff else None,
             "eligible": [b.name for b in aff.original] if aff else [],

@@ -44,6 +44,12 @@ class Outcome:
     # docs/steering.md, when all pools are down: the rule that answered (closed, servfail,
     # all, last_good) when no pool did; None when a pool answered (the fallback rule too)
     all_down: str | None = None
+    # docs/steering.md, several pools per answer: the pools the addresses came from, in
+    # order (empty: one pool answered, the usual case)
+    pools: tuple[str, ...] = ()
+    # docs/steering.md, HTTPS and SVCB hints: the IPv6 addresses drawn beside `addresses`
+    # (the IPv4 ones) for one HTTPS/SVCB answer; None for an A or AAAA answer
+    hints6: tuple[str, ...] | None = None
 
     def answer(self) -> tuple[tuple[str, ...], str | None, str | None, bool, int]:
         return self.addresses, self.cname, self.pool, self.fail_open, self.scope
@@ -67,12 +73,12 @@ class Sample:
 
     weights: tuple[float, ...]
     take: int
-    leaf: Callable[[tuple[int, ...]], Outcome]
+    leaf: Callable[[tuple[int, ...]], Node]  # an Outcome, or an HTTPS answer's IPv6 draws
     owner: Any = None
     kind: DrawKind = "answer"
-    leaves: dict[tuple[int, ...], Outcome] = field(default_factory=dict)
+    leaves: dict[tuple[int, ...], Node] = field(default_factory=dict)
 
-    def pick(self, rng: random.Random, path: list[Taken] | None) -> Outcome:
+    def pick(self, rng: random.Random, path: list[Taken] | None) -> Node:
         remaining = list(range(len(self.weights)))
         chosen = []
         for _ in range(self.take):
@@ -84,7 +90,7 @@ class Sample:
             path.append((self, key))
         return self.outcome(key)
 
-    def outcome(self, key: tuple[int, ...]) -> Outcome:
+    def outcome(self, key: tuple[int, ...]) -> Node:
         """The leaf of the order `key` (the same object each time it is drawn)."""
         outcome = self.leaves.get(key)
         if outcome is None:

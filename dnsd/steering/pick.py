@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 
 from dnsd.config.model import Backend, LoadBalancer
-from dnsd.steering.draws import Draw, Node, Outcome, Sample, weighted_draw
+from dnsd.steering.draws import Draw, Node, Sample, weighted_draw
 
 FAMILIES = {1: ipaddress.IPv4Address, 28: ipaddress.IPv6Address}  # QTYPE A, AAAA
 
@@ -35,7 +35,7 @@ def answer_node(
     backends: tuple[Backend, ...],
     matching: list[Backend],
     subnet: bytes,
-    leaf: Callable[[Answer], Outcome],
+    leaf: Callable[[Answer], Node],
     owner: object = None,
 ) -> Node:
     """The answer out of one pool's modified eligible set as draws (`draws.py`): a leaf
@@ -48,9 +48,9 @@ def answer_node(
             return leaf(((), None))
         if len(hosts) > 1 and lb.selection != "hash":
             return _one_of(hosts, [((), b.hostname) for b in hosts], leaf, owner)
-        return leaf(((), _hashed(hosts, subnet)[0].hostname))
+        return leaf(((), hashed(hosts, subnet)[0].hostname))
     if len(matching) == 1 or lb.selection == "hash":
-        chosen = _hashed(matching, subnet)[: lb.max_answers]
+        chosen = hashed(matching, subnet)[: lb.max_answers]
         return leaf((tuple(b.address_text for b in chosen), None))
     if lb.max_answers == 1:
         return _one_of(matching, [((b.address_text,), None) for b in matching], leaf, owner)
@@ -64,14 +64,14 @@ def answer_node(
 
 
 def _one_of(
-    backends: list[Backend], answers: list[Answer], leaf: Callable[[Answer], Outcome], owner: object
+    backends: list[Backend], answers: list[Answer], leaf: Callable[[Answer], Node], owner: object
 ) -> Draw:
     scale, thresholds, items = weighted_draw([b.weight for b in backends])
     leaves = {i: leaf(answers[i]) for i in set(items)}
     return Draw(scale, thresholds, tuple(leaves[i] for i in items), "answer", owner)
 
 
-def _hashed(backends: list[Backend], subnet: bytes) -> list[Backend]:
+def hashed(backends: list[Backend], subnet: bytes) -> list[Backend]:
     """Weighted rendezvous order for this subnet (no draws)."""
     if len(backends) == 1:
         return backends

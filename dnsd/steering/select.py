@@ -30,10 +30,12 @@ from dnsd.affinity import AffinityDecision, original_eligible, select_backends
 from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
 from dnsd.geo.locate import NOWHERE, Location
 from dnsd.health.view import LastGoodAnswer, RampStart
+from dnsd.rdata import SVC_TYPES
 from dnsd.steering import dynamic, failover, geo, proximity, waterfall, weighted
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
+from dnsd.steering.multi import PoolChoice, Texts, answer_pools_node, skipped
 from dnsd.steering.pick import Answer, answer_node, candidates_for
 from dnsd.steering.ramp import step_at, step_ends, trickle_at
 from dnsd.steering.records import AAAA, A
@@ -58,6 +60,8 @@ class PoolPlan:
     scope_prefixes: list[int]
     matching: list[Backend]  # the modified eligible set, of the asked address family
     scope_max: int = 0
+    # an HTTPS/SVCB answer's IPv6 hints (`matching` holds the IPv4 ones); None otherwise
+    matching6: list[Backend] | None = None
 
 
 @dataclass(slots=True)
@@ -84,6 +88,7 @@ class LbPlan:
     trickle_step: int | None = None  # the trickle ratio's ramp: its step in force
     # docs/steering.md, capacity waterfall: per pool in the order, the share it takes
     admits: dict[str, float] = field(default_factory=dict)
+    all_addresses6: tuple[str, ...] | None = None  # an HTTPS/SVCB answer's IPv6 hints
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -124,6 +129,8 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         plan.all_addresses = every_address(inp, lb, qtype)
     elif rule == "last_good":
         plan.all_addresses, plan.all_cname = remembered
+    if qtype in SVC_TYPES and rule in ("all", "last_good"):  # the IPv6 hints beside them
+        plan.all_addresses6 = _all_down_v6(inp, lb, rule)
     if (ordering.location_dependent or rule == "last_good") and not by_pop:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
     plan.scope_max = max(plan.scope_prefixes, default=0)
@@ -209,6 +216,14 @@ def all_down_rule(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[st
     return ("fallback", ((), None)) if known is None else ("last_good", known)
 
 
+def _all_down_v6(inp: SteeringInputs, lb: LoadBalancer, rule: str) -> tuple[str, ...]:
+    """An HTTPS/SVCB answer's IPv6 hints under `all` or `last_good`: what AAAA answers."""
+    if rule == "all":
+        return every_address(inp, lb, AAAA)
+    known = inp.health.last_good.get(last_good_key(lb, inp.client.location.region, AAAA))
+    return known[0] if known is not None else ()
+
+
 def last_good_key(lb: LoadBalancer, region: str | None, qtype: int) -> tuple[str, str, int]:
     """Where the health view keeps a `last_good` answer: load balancer, region, A or AAAA."""
     return lb.name, region or "", AAAA if qtype == AAAA else A
@@ -261,8 +276,10 @@ def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) ->
         prefixes.append(inp.client.zone_prefix or inp.client.max_prefix)
     if lb.selection == "hash":
         prefixes.append(HASH_PREFIX[inp.client.address.version])
-    matching = candidates_for(affinity.modified, qtype)
-    return PoolPlan(pool, affinity, prefixes, matching, max(prefixes, default=0))
+    joint = qtype in SVC_TYPES  # HTTPS/SVCB: both families' addresses, for the hints
+    matching = candidates_for(affinity.modified, A if joint else qtype)
+    matching6 = candidates_for(affinity.modified, AAAA) if joint else None
+    return PoolPlan(pool, affinity, prefixes, matching, max(prefixes, default=0), matching6)
 
 
 def compile_plan(plan: LbPlan, subnet: bytes) -> Node:
@@ -285,10 +302,23 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
             return Outcome((), None, chosen, fail_open, scope, here)
         if isinstance(child, LbPlan):
             return _compile(child, subnet, here, fail_open, scope)
+        if several_apply(plan, chosen):
+            several = _several(plan, chosen, subnet, route, fail_open, scope)
+            if several is not None:
+                return several
         widest = max(scope, child.scope_max)
+        matching6 = child.matching6
 
-        def leaf(answer: Answer) -> Outcome:
-            return Outcome(answer[0], answer[1], chosen, fail_open, widest, here)
+        def leaf(answer: Answer) -> Node:
+            if matching6 is None:
+                return Outcome(answer[0], answer[1], chosen, fail_open, widest, here)
+            if not matching6:  # HTTPS/SVCB, no IPv6 address here: no ipv6hint
+                return Outcome(answer[0], answer[1], chosen, fail_open, widest, here, hints6=())
+
+            def with_v6(v6: Answer) -> Outcome:  # the IPv6 hints drawn after the IPv4 ones
+                return Outcome(answer[0], answer[1], chosen, fail_open, widest, here, hints6=v6[0])
+
+            return answer_node(plan.lb, child.affinity.modified, matching6, subnet, with_v6, child)
 
         return answer_node(
             plan.lb, child.affinity.modified, child.matching, subnet, leaf, owner=child
@@ -296,7 +326,10 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
 
     refs = plan.ordering.refs
     if plan.all_down is not None:  # no pool answers: the rule's own leaf
-        return Outcome(plan.all_addresses, plan.all_cname, None, True, scope, route, plan.all_down)
+        rule, v6 = plan.all_down, plan.all_addresses6
+        return Outcome(
+            plan.all_addresses, plan.all_cname, None, True, scope, route, rule, hints6=v6
+        )
     if plan.fail_open_ref is not None:
         return branch(plan.fail_open_ref)
     if plan.ordering.weights is not None and len(refs) > 1:
@@ -319,6 +352,64 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
 def ramp_share(plan: LbPlan) -> float:
     """The share of answers the plan's ramp gives its new first choice."""
     return plan.ramp_step / plan.lb.ramp.steps if plan.lb.ramp is not None else 1.0
+
+
+def pool_order(plan: LbPlan, chosen: str, v6: bool = False) -> list[PoolChoice]:
+    """docs/steering.md, several pools per answer: the pools in the order steering chose for
+    this walk — the one drawn or trickled to first, then the others in policy order.
+    `v6`: with an HTTPS/SVCB answer's IPv6 addresses instead of the IPv4 ones."""
+    refs = [chosen, *(ref for ref in plan.ordering.refs if ref != chosen)]
+    children = [(ref, plan.children.get(ref)) for ref in refs]
+    return [
+        PoolChoice(r, c.pool, (c.matching6 or []) if v6 else c.matching, c)
+        for r, c in children
+        if isinstance(c, PoolPlan)
+    ]
+
+
+def several_apply(plan: LbPlan, chosen: str) -> bool:
+    """`answer_pools` answers this walk: configured, a pool answering (not the fallback
+    regardless of health), and an address of the asked family (or an HTTPS/SVCB answer's
+    IPv6 hint) in some pool of the order."""
+    if plan.lb.answer_pools < 2 or plan.fail_open_ref is not None:
+        return False
+    order = pool_order(plan, chosen)
+    return any(c.matching for c in order) or (
+        plan.qtype in SVC_TYPES and any(c.matching for c in pool_order(plan, chosen, v6=True))
+    )
+
+
+def consulted_scopes(order: list[PoolChoice], pools: Texts, every: bool = False) -> list[int]:
+    """The ECS scope prefixes of every pool the answer looked at: those in it and those
+    skipped before the last of them (a skipped pool's eligible set decided it was skipped);
+    `every`: all of them (an HTTPS/SVCB answer, whose IPv6 hints may come from others)."""
+    found = [i for i, c in enumerate(order) if c.ref in pools]
+    last = len(order) - 1 if every or not found else max(found)
+    return [
+        p
+        for c in order[: last + 1]
+        if isinstance(c.owner, PoolPlan)
+        for p in c.owner.scope_prefixes
+    ]
+
+
+def _several(
+    plan: LbPlan, chosen: str, subnet: bytes, route: tuple[str, ...], fail_open: bool, scope: int
+) -> Node | None:
+    """One address from each of the first `answer_pools` pools (`multi.py`); None when no
+    pool has an address of the asked family."""
+    order = pool_order(plan, chosen)
+    order6 = None
+    if plan.qtype in SVC_TYPES:  # HTTPS/SVCB: the IPv6 hints from the same pools' order
+        order6 = pool_order(plan, chosen, v6=True)
+
+    def leaf(addresses: Texts, pools: Texts, hints6: Texts | None) -> Outcome:
+        here = (*route, chosen)  # steering's choice; `pool`: the first pool in the answer
+        widest = max([scope, *consulted_scopes(order, pools, hints6 is not None)])
+        first = pools[0] if pools else chosen
+        return Outcome(addresses, None, first, fail_open, widest, here, pools=pools, hints6=hints6)
+
+    return answer_pools_node(plan.lb, order, subnet, leaf, order6)
 
 
 def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) -> LbDecision:
@@ -384,6 +475,8 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
         decision.affinity = child.affinity
         decision.scope_prefixes.extend(child.scope_prefixes)
         decision.addresses, decision.cname = outcome.addresses, outcome.cname
+        if several_apply(plan, chosen):  # several pools answered, at this level
+            _describe_several(plan, outcome, decision)
     return decision
 
 
@@ -410,6 +503,29 @@ def _describe_ramp(plan: LbPlan, drawn: Mapping[Any, Any], decision: LbDecision)
         f"{where}{ramp.from_ref if left else ramp.to_ref}"
     )
     return left
+
+
+def _describe_several(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> None:
+    """docs/steering.md, several pools per answer: which pools the answer holds and why the
+    others before the last of them are not in it."""
+    lb = plan.lb
+    order = pool_order(plan, decision.pool or outcome.route[-1])
+    every = outcome.hints6 is not None  # HTTPS/SVCB: the IPv6 hints' pools count too
+    decision.scope_prefixes.extend(consulted_scopes(order, outcome.pools, every))
+    if not outcome.pools:  # HTTPS/SVCB with IPv6 hints only
+        return
+    decision.answer_pools = outcome.pools
+    rule = f"answer_pools {lb.answer_pools}" + (f", distinct {lb.distinct}" if lb.distinct else "")
+    parts = [f"{ref} {addr}" for ref, addr in zip(outcome.pools, outcome.addresses, strict=False)]
+    decision.reasons.append(f"{rule}: one address from each of {', '.join(parts)}")
+    first = plan.children.get(outcome.pools[0])
+    if outcome.pools[0] != decision.pool and isinstance(first, PoolPlan):
+        # steering's choice has no address of the asked family: the answer's first pool
+        # stands for it (as in the metrics)
+        decision.pool, decision.affinity = outcome.pools[0], first.affinity
+    for ref in outcome.pools:
+        decision.not_chosen.pop(ref, None)
+    decision.not_chosen.update(skipped(lb, order, outcome))
 
 
 ALL_DOWN_REASONS = {

@@ -1,7 +1,8 @@
 """Explain and serving agree on generated plans (one draw implementation).
 
 Hypothesis generates whole configurations — every steering policy, nesting, fallbacks,
-trickle, pool and backend weights (zeros included), max_answers, hash selection, zonal
+trickle, pool and backend weights (zeros included), max_answers, answer_pools with
+distinct, hash selection, zonal
 affinity with client zones, host-name backends, both address families — a health state
 with RTT samples, and a client. For the same seed, the answer cache (what serves) and
 `explain_query` (what `dnsd explain` and the admin API print, through the full path) must
@@ -19,10 +20,11 @@ from dnslib import EDNS0, QTYPE, DNSRecord
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dnsd.config.model import Backend, ClientZone, Config, Soa, Zone
+from dnsd.config.model import Backend, ClientZone, Config, RRset, Soa, Zone
 from dnsd.explain import ecs_option, ecs_scope, explain_query
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import BackendHealth, RttSample, view_of
+from dnsd.rdata import from_text, record_text
 from dnsd.reply import Client
 from dnsd.snapshot import NodeSettings, compile_snapshot
 from tests.builders import lb, pool
@@ -44,6 +46,9 @@ ZONE = Zone(
     soa=Soa("ns1.gen.test.", "h.gen.test.", 1, 3600, 600, 86400, 30, 300),
     rrsets=(),
     lb_names=MappingProxyType({}),
+)
+HTTPS_AT_L0 = RRset(
+    "l0.gen.test.", QTYPE.HTTPS, 300, (from_text(QTYPE.HTTPS, "1 . alpn=h2", "gen.test."),)
 )
 
 
@@ -88,6 +93,7 @@ def scenarios(draw: st.DrawFn) -> tuple:
                 lon=None if lat is None else 10.0,
             )
         )
+        pools[-1] = replace(pools[-1], domain=draw(st.sampled_from([None, "d1", "d2"])))
     names = [p.name for p in pools]
     lbs = []
     count = draw(st.integers(1, 3))
@@ -111,6 +117,10 @@ def scenarios(draw: st.DrawFn) -> tuple:
                 client_region=draw(st.sampled_from(["client", "client", "pop"])),
             )
         )
+        several = draw(st.sampled_from([1, 1, 2, 3]))  # answer_pools, with or without distinct
+        if several > 1:
+            distinct = draw(st.sampled_from([None, "region", "zone", "domain"]))
+            lbs[-1] = replace(lbs[-1], answer_pools=several, distinct=distinct)
     states = {}
     for p in pools:
         for b in p.backends:
@@ -127,7 +137,7 @@ def scenarios(draw: st.DrawFn) -> tuple:
             )
     trickle = draw(st.sampled_from([None, {"l0": 0.5}]))
     client = draw(st.sampled_from(CLIENTS))
-    qtype = draw(st.sampled_from(["A", "A", "AAAA", "ANY"]))
+    qtype = draw(st.sampled_from(["A", "A", "AAAA", "ANY", "HTTPS"]))
     node = NodeSettings(name="pop1", pop_region=draw(st.sampled_from(["WEU", None])))
     return pools, lbs, states, trickle, client, qtype, node
 
@@ -152,6 +162,7 @@ def served(cache: AnswerCache, snap, health, source: str, ecs: str | None, qtype
     assert wire is not None
     reply = DNSRecord.parse(wire)
     answer = [str(rr.rdata) for rr in reply.rr if rr.rtype in (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)]
+    answer += [record_text(rr) for rr in reply.rr if rr.rtype == QTYPE.HTTPS]  # its hints
     if not told:  # answered from the answer table: its counters say what was decided
         lb = {k: n - lb_before.get(k, 0) for k, n in cache.lb_counts.items()}
         fallback = {k: n - fallback_before.get(k, 0) for k, n in cache.fallback_counts.items()}
@@ -171,7 +182,11 @@ def served(cache: AnswerCache, snap, health, source: str, ecs: str | None, qtype
 @given(scenarios(), st.lists(st.integers(0, 2**32), min_size=1, max_size=3))
 def test_explain_and_serving_agree_on_generated_plans(scenario, seeds) -> None:
     pools, lbs, states, trickle, (source, ecs), qtype, node = scenario
-    zone = replace(ZONE, lb_names=MappingProxyType({f"{b.name}.gen.test.": b.name for b in lbs}))
+    zone = replace(
+        ZONE,
+        lb_names=MappingProxyType({f"{b.name}.gen.test.": b.name for b in lbs}),
+        rrsets=(HTTPS_AT_L0,),  # HTTPS hints = the steered addresses (docs/steering.md)
+    )
     config = Config(
         zones=(zone,),
         monitors=MappingProxyType({}),
@@ -190,8 +205,9 @@ def test_explain_and_serving_agree_on_generated_plans(scenario, seeds) -> None:
         explained = explain_query(
             snap, health, "l0.gen.test", qtype, source, ecs, random.Random(seed), NOW
         )
+        https = [r for r in explained["records"] if " IN HTTPS " in r]
         assert (answer, pool_, fail_open, scope) == (
-            explained["answer"],
+            explained["answer"] + https,
             explained["pool"],
             explained["fail_open"],
             explained["ecs_scope"],

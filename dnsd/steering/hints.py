@@ -1,0 +1,42 @@
+"""HTTPS and SVCB at a load-balanced name (docs/steering.md): the records' `ipv4hint` and
+`ipv6hint` are the addresses steering gives this client, so a client that trusts the hints
+goes where steering sends it.
+
+An HTTPS/SVCB question is steered like an A question by a plan that also holds each pool's
+IPv6 addresses (`select.build_plan` with the HTTPS or SVCB type): the same pool draws (the
+`random` policy's pool, the trickle) and the same IPv4 answer draw as the A question —
+from the same random numbers, the same IPv4 addresses — then the IPv6 addresses' draw from
+the same pools. So both hints name the same pools, and the answer cache and both serving
+loops answer these questions like any other (one tree of draws per plan).
+"""
+
+from __future__ import annotations
+
+from dnsd.config.model import LoadBalancer
+from dnsd.steering.decision import LbDecision
+from dnsd.steering.draws import Outcome, Taken, walk
+from dnsd.steering.inputs import SteeringInputs
+from dnsd.steering.records import A, decision_records
+from dnsd.steering.select import build_plan, compile_plan, describe
+
+
+def steer_hints(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
+    """The decision for an HTTPS or SVCB question (`qtype`), its `svc_hints` set."""
+    plan = build_plan(inp, lb, qtype)
+    path: list[Taken] = []
+    outcome = walk(compile_plan(plan, inp.client.subnet_key()), inp.rng, path)
+    decision = describe(plan, outcome, path)
+    set_hints(decision, outcome)
+    v4, v6 = decision.svc_hints or ((), ())
+    decision.reasons.append(
+        f"HTTPS/SVCB hints: ipv4hint {','.join(v4) or '-'} ipv6hint {','.join(v6) or '-'} "
+        "(the addresses an A and an AAAA question get from the same pool draws)"
+    )
+    return decision
+
+
+def set_hints(decision: LbDecision, outcome: Outcome) -> None:
+    """(ipv4hint, ipv6hint) of the decision an HTTPS/SVCB walk ended in: its A records'
+    addresses (none for a CNAME answer) and the IPv6 addresses drawn beside them."""
+    v4 = tuple(r.value for r in decision_records(decision, A) if r.rtype == A)
+    decision.svc_hints = (v4, outcome.hints6 or ())
