@@ -76,3 +76,4 @@ bench:
 	$(PYTHON) bench/dnssec_flood.py
 	$(PYTHON) bench/zonefile_load.py
 	$(PYTHON) bench/update_burst.py
+	$(PYTHON) bench/traffic_control_rate.py
