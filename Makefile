@@ -47,8 +47,7 @@ lint:
 ## (pytest-xdist, a test file per process at a time: a module's shared server stays one;
 ## the longest files first, in the order of tests/longest_first.py, not xdist's own);
 ## prints the 25 slowest tests and line coverage of dnsd/ (in-process code only: the
-## `dnsd serve` processes that e2e tests start are not traced, nor the property tests'
-## generated cases: tests/property/conftest.py)
+## `dnsd serve` processes that e2e tests start are not traced)
 TEST_WORKERS ?= 2
 test: deps lint
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
