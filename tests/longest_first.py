@@ -6,8 +6,8 @@ the lab, the soak) last: one process ran them for minutes while the other had fi
 Started first, they run beside everything else; the many short files fill in around them
 and end the run evenly. `make test` passes `--no-loadscope-reorder` so this order is kept.
 
-The seconds are one `make test` run's on 2 cores, less what later changes saved
-(the property tests untraced by coverage): only their order matters. A file not listed runs after these, in collection order; list a new file here
+The seconds are one `make test` run's on 2 cores (a loaded machine: the CPU-bound ones
+take half that on an idle one): only their order matters. A file not listed runs after these, in collection order; list a new file here
 when it takes more than ~15 s."""
 
 from __future__ import annotations
@@ -21,24 +21,24 @@ ROOT = Path(__file__).parent.parent
 LONGEST_FIRST = (
     "tests/e2e/test_docker_compose.py",  # 310 s: images built, a drill plan in the topology
     "tests/e2e/test_lab.py",  # 195 s: the network-namespace lab, twice, and its drill plan
+    "tests/property/test_draws_explain.py",  # 130 s: 2,000 generated plans
     "tests/e2e/test_drill_plans.py",  # 90 s: drill plans in real time
-    "tests/property/test_draws_explain.py",  # 65 s: 2,000 generated plans
     "tests/integration/test_config_atomic.py",  # 65 s: SIGKILL during writes
     "tests/e2e/test_drills.py",  # 65 s: every drill scenario through unbound
     "tests/e2e/test_soak.py",  # 62 s: a minute of hostile traffic
     "tests/e2e/test_install_venv.py",  # 35 s: a venv and pip install
+    "tests/property/test_incremental_answers.py",  # 33 s
     "tests/e2e/test_dynamic_trickle_failover.py",  # 30 s
     "tests/e2e/test_config_write_cost.py",  # 30 s: a 40,000-record zone
     "tests/integration/test_hostile.py",  # 25 s
     "tests/integration/test_admin_door.py",  # 25 s
     "tests/e2e/test_install.py",  # 22 s: pip install without a compiler
     "tests/e2e/test_config_reads.py",  # 21 s: a 60,000-record directory
-    "tests/property/test_incremental_answers.py",  # 17 s
+    "tests/property/test_fuzz_resolve.py",  # 20 s
+    "tests/property/test_incremental_reload.py",  # 19 s
     "tests/e2e/test_dnssec_details.py",  # 16 s: dnsviz
     "tests/e2e/test_lost_quorum.py",  # 14 s
     "tests/integration/test_loop_share.py",  # 12 s
-    "tests/property/test_fuzz_resolve.py",  # 10 s
-    "tests/property/test_incremental_reload.py",  # 10 s
 )
 
 
