@@ -44,12 +44,13 @@ lint:
 	$(PYTHON) -m mypy dnsd
 
 ## test: install everything, lint, and run the whole suite in TEST_WORKERS processes
-## (pytest-xdist, a test file per process at a time: a module's shared server stays one);
+## (pytest-xdist, a test file per process at a time: a module's shared server stays one;
+## the longest files first, in the order of tests/longest_first.py, not xdist's own);
 ## prints the 25 slowest tests and line coverage of dnsd/ (in-process code only: the
 ## `dnsd serve` processes that e2e tests start are not traced)
 TEST_WORKERS ?= 2
 test: deps lint
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 \
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
 	  --cov=dnsd --cov-report=term:skip-covered
 
 ## test-fast: the edit loop's tier (no outside process, under a minute on 2 cores): unit and property

@@ -1,8 +1,9 @@
 """The clock that timers decide by: wall time, monotonic time and sleeping, in one object.
 
 Components whose timers decide behaviour (the NOTIFY sender's retries and rounds, override
-expiry) take a `Clock` instead of calling `time` and `asyncio` themselves, so a test can
-hand them a clock it advances by hand (tests/fake_clock.py) rather than sleeping for real.
+expiry, the probe scheduler, the failover watch) take a `Clock` instead of calling `time`
+and `asyncio` themselves, so a test can hand them a clock it advances by hand
+(tests/fake_clock.py) rather than sleeping for real.
 The real one, `SYSTEM`, is `time.time`, `time.monotonic` and `asyncio.sleep`: behaviour
 on it is exactly what it was without the seam. Components that only stamp times keep the
 older, smaller style (`clock: Callable[[], float] = time.time`); pass `clock.time`.

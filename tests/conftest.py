@@ -16,10 +16,15 @@ from dnsd.loading import load_snapshot
 from dnsd.net.rrl import RrlSettings
 from dnsd.net.tcp import TcpLimits
 from dnsd.server import DnsServer, ServerOptions
+from tests import longest_first
 
 DATA = Path(__file__).parent / "data"
 GEO = GeoDatabase()
 NO_RRL = RrlSettings(rate=0.0)  # the embedded database, as `dnsd serve` uses by default
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    longest_first.order(items)  # the minutes-long files start first (tests/longest_first.py)
 
 
 class ServerThread:

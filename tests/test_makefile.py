@@ -67,3 +67,14 @@ def test_run_keeps_its_state_outside_the_checkout(tmp_path: Path) -> None:
     assert state_dir(clean_env(XDG_STATE_HOME=str(tmp_path / "xdg"))) == tmp_path / "xdg" / "dnsd"
     for where in (default, state_dir(clean_env())):
         assert where.is_absolute() and ROOT.resolve() not in where.resolve().parents
+
+
+def test_make_test_starts_the_longest_files_first() -> None:
+    """tests/longest_first.py names files that exist, and `make test` keeps its order."""
+    from tests.longest_first import LONGEST_FIRST
+
+    missing = [path for path in LONGEST_FIRST if not (ROOT / path).is_file()]
+    assert not missing, f"tests/longest_first.py names files that are gone: {missing}"
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    recipe = (ROOT / "Makefile").read_text().split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    assert "--dist loadfile --no-loadscope-reorder" in recipe, recipe

@@ -287,6 +287,11 @@ class ActivePoolWatch:
         self._causes, self._steps, self._noted, self._diff = [], [], None, None
         self.armed = True
 
+    @property
+    def busy(self) -> bool:
+        """A check runs in slices (or works out a reload's differences in a thread)."""
+        return self._busy
+
     def check(self) -> None:
         if self._busy:  # a check in slices runs: this one after it
             self._again = True

@@ -17,6 +17,7 @@ from tests.admin_client import http
 from tests.churn import start_backends, write_config
 from tests.conftest import ServerThread
 from tests.loop_thread import LoopThread
+from tests.waiting import until
 
 TOKEN = "loop-share-token-0123456789"
 NAMES = 4000  # a quarter start on pool a and fail over from it
@@ -70,10 +71,7 @@ def churn(tmp_path: Path) -> Iterator[tuple[ServerThread, dict]]:
 
 
 def wait_for(what, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+    until(what, timeout)
 
 
 def count(events, before: int, kind: str) -> int:  # type: ignore[no-untyped-def]
@@ -98,7 +96,7 @@ def test_a_pool_a_thousand_load_balancers_use_fails_over_a_slice_at_a_time(churn
         status, body = http(srv.admin_port, "DELETE", "/api/v1/overrides/pools/a", token=TOKEN)
         assert status == 200, body
         wait_for(lambda: count(events, before, "failback") >= NAMES // 4)
-        time.sleep(0.5)
+        wait_for(lambda: srv.server.failover.settled)  # no look left to add events
     assert count(events, before, "failover") == count(events, before, "failback") == NAMES // 4
     assert clock.worst < HELD_CPU_S, (clock.worst, clock.worst_what)
 
@@ -128,7 +126,7 @@ def test_a_reload_that_redefines_a_thousand_load_balancers_is_worked_out_off_the
         with urllib.request.urlopen(request, timeout=60) as response:  # a big load, a busy host
             assert response.status == 200
         wait_for(lambda: count(events, before, "config") >= 1)
-        time.sleep(1.0)  # the failover check after the reload
+        wait_for(lambda: srv.server.failover.settled)  # the failover check after the reload
         status, body = http(srv.admin_port, "PUT", "/api/v1/overrides/pools/a",
                             {"state": "down"}, token=TOKEN)  # fmt: skip
         assert status == 200, body  # the new config's reach is in use: they fail over

@@ -1,0 +1,53 @@
+"""The order `make test` hands test files to its pytest-xdist processes: the longest first.
+
+With `--dist loadfile` a file runs whole in one process, and xdist's own order (the files
+with the most tests first) started the few-test, minutes-long files (the compose topology,
+the lab, the soak) last: one process ran them for minutes while the other had finished.
+Started first, they run beside everything else; the many short files fill in around them
+and end the run evenly. `make test` passes `--no-loadscope-reorder` so this order is kept.
+
+The seconds are one `make test` run's on 2 cores (a loaded machine: the CPU-bound ones
+take half that on an idle one): only their order matters, and it is longest first but
+for the one exception below. A file not listed runs after these, in collection order; list a new file here
+when it takes more than ~15 s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+LONGEST_FIRST = (
+    "tests/e2e/test_docker_compose.py",  # 310 s: images built, a drill plan in the topology
+    # Beside the compose file's image build (minutes of CPU), the CPU-bound property test
+    # rather than the lab, whose drills time failovers against bounds: the lab starts
+    # after it, in the same process, while the compose file mostly waits on its drill.
+    "tests/property/test_draws_explain.py",  # 130 s: 2,000 generated plans
+    "tests/e2e/test_lab.py",  # 195 s: the network-namespace lab, twice, and its drill plan
+    "tests/e2e/test_drill_plans.py",  # 90 s: drill plans in real time
+    "tests/integration/test_config_atomic.py",  # 65 s: SIGKILL during writes
+    "tests/e2e/test_drills.py",  # 65 s: every drill scenario through unbound
+    "tests/e2e/test_soak.py",  # 62 s: a minute of hostile traffic
+    "tests/e2e/test_install_venv.py",  # 35 s: a venv and pip install
+    "tests/property/test_incremental_answers.py",  # 33 s
+    "tests/e2e/test_dynamic_trickle_failover.py",  # 30 s
+    "tests/e2e/test_config_write_cost.py",  # 30 s: a 40,000-record zone
+    "tests/integration/test_hostile.py",  # 25 s
+    "tests/integration/test_admin_door.py",  # 25 s
+    "tests/e2e/test_install.py",  # 22 s: pip install without a compiler
+    "tests/e2e/test_config_reads.py",  # 21 s: a 60,000-record directory
+    "tests/property/test_fuzz_resolve.py",  # 20 s
+    "tests/property/test_incremental_reload.py",  # 19 s
+    "tests/e2e/test_dnssec_details.py",  # 16 s: dnsviz
+    "tests/e2e/test_lost_quorum.py",  # 14 s
+    "tests/integration/test_loop_share.py",  # 12 s
+)
+
+
+def order(items: list[pytest.Item]) -> None:
+    """Sorts `items` in place: the listed files first, longest first; the rest after, as
+    collected (a stable sort: each file's tests keep their order)."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
