@@ -24,7 +24,7 @@ PLAN_KEYS = ("name", "server", "dns", "resolvers", "vantage", "fault_for", "step
 STEP_KEYS = ("name", "fault", "restore", "expect")
 FAULT_KEYS = ("pool", "backend", "trickle", "command", "restore", "breaks")
 TRICKLE_KEYS = ("lb", "ratio")
-EXPECT_KEYS = ("name", "from", "pool", "backend", "address", "within")
+EXPECT_KEYS = ("name", "from", "pool", "backend", "address", "ramp", "within")
 WITHIN_WORDS = ("bound", "failback_bound")
 
 FaultKind = Literal["pool", "backend", "trickle", "command"]
@@ -62,10 +62,15 @@ class Expectation:
     backend: tuple[str, str] | None = None
     address: str | None = None
     within: str | float = "bound"  # "bound", "failback_bound" or seconds
+    # a ramp's destination pool: its share rises in the load balancer's steps (the ramp
+    # must begin within `within`); dnsd.drill.ramp_watch measures it
+    ramp: str | None = None
 
     def describe(self) -> str:
         target = (
-            f"pool {' or '.join(self.pools)}"
+            f"ramp to pool {self.ramp}"
+            if self.ramp
+            else f"pool {' or '.join(self.pools)}"
             if self.pools
             else f"backend {'/'.join(self.backend)}"
             if self.backend
@@ -247,9 +252,9 @@ def _expectation(
     if d is None:
         return None
     ck.keys(d, path, EXPECT_KEYS, ("name",))
-    targets = [k for k in ("pool", "backend", "address") if k in d]
+    targets = [k for k in ("pool", "backend", "address", "ramp") if k in d]
     if len(targets) != 1:
-        ck.error(d.line, path, "an expectation names one of pool, backend or address")
+        ck.error(d.line, path, "an expectation names one of pool, backend, address or ramp")
     where = ck.get_str(d, "from", path, default=None)
     if where is not None and where not in vantage:
         hint = _hint(where, vantage)
@@ -295,6 +300,7 @@ def _expectation(
         backend=backend,
         address=address,
         within=within,
+        ramp=ck.get_str(d, "ramp", path, default=None),
     )
 
 
@@ -327,6 +333,8 @@ class LiveConfig:
     pools: dict[str, dict[str, str]]  # pool → backend name → address
     timing: dict[str, MonitorTiming | None]  # pool → its monitor (None: not monitored)
     lbs: set[str]
+    # load balancer → its ramp (duration_s, steps); absent: no ramp
+    ramps: dict[str, tuple[float, int]] = field(default_factory=dict)
     # (name, vantage) → explain: the load balancer, its TTL, the pools it may answer from
     names: dict[tuple[str, str | None], NameInfo] = field(default_factory=dict)
 
@@ -356,7 +364,8 @@ def bound_for(e: Expectation, live: LiveConfig) -> Bound:
     if not isinstance(e.within, str):
         return Bound(e.within, f"{e.within:g}s (given)")
     info = live.names.get((e.name, e.vantage)) or NameInfo(None, 0.0, ())
-    involved = set(info.pools) | set(e.pools) | ({e.backend[0]} if e.backend else set())
+    involved = set(info.pools) | set(e.pools) | {p for p in (e.ramp,) if p}
+    involved |= {e.backend[0]} if e.backend else set()
     timings = [t for p in sorted(involved) if (t := live.timing.get(p)) is not None]
     failback = e.within == "failback_bound"
     if not timings:
@@ -426,6 +435,15 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
                 )
             for pool in e.pools:
                 pool_ok(pool, e.line, f"{epath}.pool")
+            if e.ramp is not None:
+                pool_ok(e.ramp, e.line, f"{epath}.ramp")
+                if info is not None and info.lb is not None and info.lb not in live.ramps:
+                    error(
+                        e.line,
+                        f"{epath}.ramp",
+                        f"load balancer {info.lb!r} ({e.name}) has no ramp: its answers move "
+                        "at once (give it ramp: {duration, steps}, docs/steering.md)",
+                    )
             if e.backend is not None and pool_ok(e.backend[0], e.line, f"{epath}.backend"):
                 backends = live.pools[e.backend[0]]
                 if e.backend[1] not in backends:
@@ -439,21 +457,23 @@ def check_against(plan: Plan, live: LiveConfig) -> list[Reason]:
 
 def expected_addresses(e: Expectation, live: LiveConfig) -> frozenset[str]:
     """The answers that fulfil the expectation: any non-empty subset of these."""
-    if e.pools:
-        return frozenset(a for p in e.pools for a in live.pools.get(p, {}).values())
+    pools = e.pools or ((e.ramp,) if e.ramp else ())
+    if pools:
+        return frozenset(a for p in pools for a in live.pools.get(p, {}).values())
     if e.backend is not None:
         address = live.pools.get(e.backend[0], {}).get(e.backend[1])
         return frozenset({address} if address else ())
     return frozenset({e.address} if e.address else ())
 
 
-def fault_for_s(plan: Plan, bounds: dict[tuple[int, int], Bound]) -> float:
+def fault_for_s(plan: Plan, bounds: dict[tuple[int, int], Bound], ramps_s: float = 0.0) -> float:
     """How long an injected override lives unless restored: the plan's `fault_for`, or
-    the longest the whole drill can take (every step's longest bound + its slack) + 60 s."""
+    the longest the whole drill can take (every step's longest bound + its slack, and the
+    ramps it watches, `ramps_s`) + 60 s."""
     if plan.fault_for_s is not None:
         return plan.fault_for_s
     total = 0.0
     for step in plan.steps:
         longest = max((b.seconds for (s, _), b in bounds.items() if s == step.index), default=0.0)
         total += longest + 5.0
-    return total + 60.0
+    return total + ramps_s + 60.0

@@ -8,6 +8,7 @@ from typing import Any
 
 from dnsd.drill.dnsclient import Answer
 from dnsd.drill.plan import Bound, Expectation, Plan, Step
+from dnsd.drill.ramp_judge import RampVerdict
 from dnsd.drill.runner import timeline_json
 
 
@@ -29,6 +30,7 @@ class ExpectationResult:
     lanes: list[LaneResult] = field(default_factory=list)
     passed: bool = False
     message: str = ""
+    ramp: RampVerdict | None = None  # a ramp expectation: the shares per step at dnsd
 
     @property
     def label(self) -> str:
@@ -50,6 +52,7 @@ class ExpectationResult:
             "pool": list(e.pools),
             "backend": "/".join(e.backend) if e.backend else None,
             "address": e.address,
+            "ramp": None if self.ramp is None else self.ramp.to_json(),
             "within": e.within,
             "bound_s": round(self.bound.seconds, 3),
             "bound": self.bound.formula,

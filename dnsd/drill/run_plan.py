@@ -101,6 +101,11 @@ async def read_live(admin: AdminClient, plan: Plan) -> LiveConfig:
             for p in doc["pools"]
         },
         lbs={lb["name"] for lb in doc["load_balancers"]},
+        ramps={
+            lb["name"]: (float(lb["ramp"]["duration_s"]), int(lb["ramp"]["steps"]))
+            for lb in doc["load_balancers"]
+            if lb.get("ramp")
+        },
     )
     pairs = {(e.name, e.vantage) for s in plan.steps for e in s.expect}
     for name, vantage in sorted(pairs, key=str):
@@ -148,7 +153,13 @@ class PlanRunner:
         for step in self.plan.steps:
             for i, e in enumerate(step.expect):
                 self.bounds[(step.index, i)] = bound_for(e, live)
-        self.fault_for_s = fault_for_s(self.plan, self.bounds)
+        ramps_s = sum(
+            live.ramps[str(info.lb)][0] + info.ttl_s + SLACK_S
+            for step in self.plan.steps
+            for e in step.expect
+            if e.ramp is not None and (info := live.names[(e.name, e.vantage)]).lb in live.ramps
+        )
+        self.fault_for_s = fault_for_s(self.plan, self.bounds, ramps_s)
         return live
 
     async def refuse_overridden_targets(self) -> None:
@@ -192,6 +203,8 @@ class PlanRunner:
             for i, e in enumerate(step.expect):
                 b = self.bounds[(step.index, i)]
                 lines.append(f"    expect {e.describe()}: bound {b.seconds:.2f}s = {b.formula}")
+                if e.ramp is not None:
+                    lines.append("        " + self._ramp_plan(e))
         return "\n".join(lines)
 
     # -- the drill ----------------------------------------------------------------------------
@@ -264,6 +277,19 @@ class PlanRunner:
                 if held and note not in out.notes:
                     out.notes.append(note)
 
+    def _ramp_plan(self, e: Expectation) -> str:
+        from dnsd.drill.ramp_watch import query_rate
+
+        assert self.live is not None
+        info = self.live.names[(e.name, e.vantage)]
+        duration_s, steps = self.live.ramps[str(info.lb)]
+        shares = " ".join(f"{k / steps:.0%}" for k in range(1, steps + 1))
+        return (
+            f"ramp of {info.lb}: {steps} steps over {duration_s:g}s, shares {shares} to "
+            f"{e.ramp}, judged at dnsd ({query_rate(duration_s, steps):.0f} queries/s); "
+            f"through resolvers all by the ramp's end + TTL {info.ttl_s:g}s + {SLACK_S:g}s"
+        )
+
     def now(self) -> float:
         return time.monotonic() - self.start
 
@@ -271,6 +297,10 @@ class PlanRunner:
         self, step: Step, index: int, e: Expectation, t0: float, out: StepResult
     ) -> ExpectationResult:
         assert self.live is not None
+        if e.ramp is not None:
+            from dnsd.drill.ramp_watch import expect_ramp  # it uses this module's timing
+
+            return await expect_ramp(self, step, index, e, t0, out)
         bound = self.bounds[(step.index, index)]
         result = ExpectationResult(step.index, e, bound)
         wanted = expected_addresses(e, self.live)

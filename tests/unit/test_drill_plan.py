@@ -92,7 +92,7 @@ def test_the_minimal_plan_of_the_manual_loads_and_fits() -> None:
         ),
         (
             "  - expect: [{name: a.example, pool: us, address: 192.0.2.1}]\n",
-            "plan.yaml:7: steps[0].expect[0]: an expectation names one of pool, backend or address",
+            "plan.yaml:7: steps[0].expect[0]: an expectation names one of pool, backend, address or ramp",
         ),
         (
             "  - fault: {pool: eu}\n    restore: true\n",
