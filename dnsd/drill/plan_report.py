@@ -64,6 +64,8 @@ def junit(result: PlanResult) -> str:
     for s in result.steps:
         for e in s.expectations:
             lanes = ", ".join(f"{x.lane} {_s(x.measured_s)}" for x in e.lanes)
+            if e.ramp is not None:  # a ramp: the shares per step
+                lanes += f"; {e.ramp.summary()}"
             case = ET.SubElement(
                 suite,
                 "testcase",
@@ -159,6 +161,8 @@ def html_report(result: PlanResult) -> str:
     for s in result.steps:
         for e in s.expectations:
             lanes = "<br>".join(f"{esc(x.lane)}: {_s(x.measured_s)}" for x in e.lanes)
+            if e.ramp is not None:
+                lanes += f"<br><small>{esc(e.ramp.summary())}</small>"
             verdict = "PASS" if e.passed else "FAIL"
             rows.append(
                 f"<tr class={verdict.lower()}><td>{s.step.index}</td><td>{esc(e.label)}</td>"

@@ -145,11 +145,13 @@ def test_a_drained_and_restored_primary_ramps_in_steps_and_the_drill_shows_them(
         "ramp of web: 4 steps over 5s, shares 25% 50% 75% 100% to backup, judged at dnsd "
         "(320 queries/s); through resolvers all by the ramp's end + TTL 1s + 1s"
     ) in result.stdout
-    out = tmp_path / "r.json"
-    result = setup.drill(plan, "--json", str(out))
+    out, junit, report = tmp_path / "r.json", tmp_path / "junit.xml", tmp_path / "r.html"
+    result = setup.drill(plan, "--json", str(out), "--junit", str(junit), "--report", str(report))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2/2 expectations held: PASS" in result.stdout
-    assert "shares from backup per step at dnsd: " in result.stdout
+    for text in (result.stdout, junit.read_text(), report.read_text()):
+        assert "shares from backup per step at dnsd: " in text
+        assert "(expected 25% 50% 75% 100%; " in text
     data = json.loads(out.read_text())
     for step, pool in zip(data["steps"], ("backup", "primary"), strict=True):
         [e] = step["expectations"]
