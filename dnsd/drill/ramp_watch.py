@@ -46,7 +46,7 @@ async def expect_ramp(
     duration_s, steps = live.ramps[str(info.lb)]
     verdict = RampVerdict(e.ramp, duration_s, steps)
     result = ExpectationResult(step.index, e, bound, ramp=verdict)
-    wanted, avoid = expected_addresses(e, live), runner._faulted_addresses()
+    wanted, avoid = expected_addresses(e, live), runner.faulted_addresses()
     ecs = ecs_option(runner.plan.vantage[e.vantage]) if e.vantage else None
     latest_start = t0 + bound.seconds + SLACK_S
     rate = query_rate(duration_s, steps)

@@ -261,7 +261,7 @@ class PlanRunner:
         """Ask every expectation's question once through every lane before the fault, as
         clients did all along: resolvers hold the old answer, so the TTL counts."""
         assert self.live is not None
-        breaks = self._faulted_addresses([step.fault] if step.fault else [])
+        breaks = self.faulted_addresses([step.fault] if step.fault else [])
         for e in step.expect:
             ecs = ecs_option(self.plan.vantage[e.vantage]) if e.vantage else None
             wanted = expected_addresses(e, self.live)
@@ -284,11 +284,15 @@ class PlanRunner:
         info = self.live.names[(e.name, e.vantage)]
         duration_s, steps = self.live.ramps[str(info.lb)]
         shares = " ".join(f"{k / steps:.0%}" for k in range(1, steps + 1))
-        return (
+        text = (
             f"ramp of {info.lb}: {steps} steps over {duration_s:g}s, shares {shares} to "
-            f"{e.ramp}, judged at dnsd ({query_rate(duration_s, steps):.0f} queries/s); "
-            f"through resolvers all by the ramp's end + TTL {info.ttl_s:g}s + {SLACK_S:g}s"
+            f"{e.ramp}, judged at dnsd ({query_rate(duration_s, steps):.0f} queries/s)"
         )
+        if self.resolvers:
+            text += (
+                f"; through resolvers all by the ramp's end + TTL {info.ttl_s:g}s + {SLACK_S:g}s"
+            )
+        return text
 
     def now(self) -> float:
         return time.monotonic() - self.start
@@ -304,7 +308,7 @@ class PlanRunner:
         bound = self.bounds[(step.index, index)]
         result = ExpectationResult(step.index, e, bound)
         wanted = expected_addresses(e, self.live)
-        avoid = self._faulted_addresses()
+        avoid = self.faulted_addresses()
         ecs = ecs_option(self.plan.vantage[e.vantage]) if e.vantage else None
         servers = [("dnsd", self.dns)] + [(f"resolver {h}:{p}", (h, p)) for h, p in self.resolvers]
         info = self.live.names.get((e.name, e.vantage))
@@ -426,7 +430,7 @@ class PlanRunner:
             tail = output.decode(errors="replace").strip()[-300:]
             raise RuntimeError(f"{what} {command!r} exited {proc.returncode}: {tail}")
 
-    def _faulted_addresses(self, faults: list[Fault] | None = None) -> frozenset[str]:
+    def faulted_addresses(self, faults: list[Fault] | None = None) -> frozenset[str]:
         """Answers naming a backend the active faults took down never fulfil an expectation."""
         assert self.live is not None
         out: set[str] = set()

@@ -16,6 +16,7 @@ from dnsd.drill.plan import (
     bound_for,
     check_against,
     expected_addresses,
+    fault_for_s,
     load_plan,
 )
 from dnsd.drill.ramp_judge import (
@@ -60,6 +61,9 @@ def test_a_ramp_expectation_loads_fits_and_reads_as_a_ramp() -> None:
     assert expected_addresses(e, live()) == {"192.0.2.1"}
     # the ramp must begin within the failback bound: eu's monitor, healthy_threshold
     assert bound_for(e, live()).seconds == 1.0 * 2 + 0.5 + 30.0
+    # an injected override outlives the ramps the drill watches (their duration is passed in)
+    bounds = {(2, 0): bound_for(e, live())}
+    assert fault_for_s(plan, bounds, ramps_s=631.0) == fault_for_s(plan, bounds) + 631.0
 
 
 @pytest.mark.parametrize(
