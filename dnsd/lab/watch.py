@@ -74,7 +74,7 @@ class Watch:
                 if lane not in first and answer is not None and wanted(answer):
                     first[lane] = self.now() - started
             for node in others:
-                if node not in first and wanted(tuple(ask(self.region.ns, node) or ())):
+                if node not in first and wanted(tuple(ask(self.region.ns, node, self.name) or ())):
                     first[node] = self.now() - started
             time.sleep(POLL_S)
         result.detect_s = first.get("dnsd")
