@@ -313,7 +313,11 @@ def _relative(owner: str, origin: str) -> str:
 
 
 def _reply(message: dns.message.Message, rcode: int) -> bytes:
-    """The answer, signed with the UPDATE's key when it had one (dnspython's make_response)."""
+    """The answer, signed with the UPDATE's key when it had one: written directly when it
+    can be (tsig.signed_reply), else by dnspython's make_response."""
+    signed = tsig.signed_reply(message, rcode, time.time())
+    if signed is not None:
+        return signed
     response = dns.message.make_response(message)
     response.set_rcode(dns.rcode.Rcode.make(rcode))
     return response.to_wire()
