@@ -9,7 +9,7 @@ records and `records:`); the update (§2.5) edits the `records:` entries of its 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -20,7 +20,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.update
 
-from dnsd.config.model import UpdateGrant, Zone
+from dnsd.config.model import RRset, UpdateGrant, Zone
 from dnsd.config.zone_section import NOT_UPDATABLE
 from dnsd.rdata import to_dnspython, type_number
 
@@ -68,13 +68,28 @@ def granted(grants: tuple[UpdateGrant, ...], name: tuple[str, ...], rtype: int) 
     return any(rtype in g.types and any(pattern_matches(p, name) for p in g.names) for g in grants)
 
 
-def zone_data(zone: Zone, owners: set[str], overlay: Mapping[str, Entry] | None = None) -> ZoneData:
-    """The loaded records of `owners` (dnspython rdatas, compared by their canonical form),
-    with the `records:` entries that earlier UPDATEs of the same write (`overlay`) changed."""
-    data: ZoneData = {}
+def records_by_owner(zone: Zone) -> dict[str, list[RRset]]:
+    """The zone's loaded RRsets by owner: made once per batch of UPDATEs, so deciding one
+    looks its owners up instead of walking every RRset of the zone (a burst of 1,000 in a
+    zone of 100,000 records walked 10⁸)."""
+    found: dict[str, list[RRset]] = {}
     for rrset in zone.rrsets:
-        if rrset.owner in owners:
-            at = data.setdefault(rrset.owner, {}).setdefault(rrset.rtype, set())
+        found.setdefault(rrset.owner, []).append(rrset)
+    return found
+
+
+def zone_data(
+    loaded: Mapping[str, Sequence[RRset]],
+    owners: set[str],
+    overlay: Mapping[str, Entry] | None = None,
+) -> ZoneData:
+    """The loaded records of `owners` (dnspython rdatas, compared by their canonical form;
+    `loaded`: records_by_owner), with the `records:` entries that earlier UPDATEs of the
+    same write (`overlay`) changed."""
+    data: ZoneData = {}
+    for owner in owners:
+        for rrset in loaded.get(owner, ()):
+            at = data.setdefault(owner, {}).setdefault(rrset.rtype, set())
             at.update(to_dnspython(rrset.rtype, rd) for rd in rrset.rdatas)
     for owner, entry in (overlay or {}).items():
         if owner in owners:
@@ -92,11 +107,13 @@ def check_prerequisites(
     message: dns.update.UpdateMessage,
     zone: Zone,
     origin: str,
+    loaded: Mapping[str, Sequence[RRset]],
     overlay: Mapping[str, Entry] | None = None,
 ) -> None:
-    """RFC 2136 §3.2: raises Refusal with the rcode of the first prerequisite that fails."""
+    """RFC 2136 §3.2: raises Refusal with the rcode of the first prerequisite that fails.
+    `loaded`: the zone's records_by_owner."""
     owners = {owner_key(r.name) for r in message.prerequisite}
-    data = zone_data(zone, owners, overlay)
+    data = zone_data(loaded, owners, overlay)
     in_use = set(data) | {o for o in owners if o in zone.lb_names}
     wanted: dict[tuple[str, int], set[dns.rdata.Rdata]] = {}
     for rrset in message.prerequisite:
@@ -139,6 +156,7 @@ def check_updates(
     zone: Zone,
     origin: str,
     grants: tuple[UpdateGrant, ...],
+    loaded: Mapping[str, Sequence[RRset]],
     overlay: Mapping[str, Entry] | None = None,
 ) -> None:
     """RFC 2136 §3.4.1 (the form of each update record) and the key's grant."""
@@ -167,7 +185,7 @@ def check_updates(
         if rtype in NOT_UPDATABLE or (not name and rtype == dns.rdatatype.NS):
             raise Refusal(dns.rcode.REFUSED, f"{rrset.rdtype.name} at {owner} is not updatable")
         if rtype == dns.rdatatype.ANY:  # every RRset at the name: each must be granted
-            types = {int(t) for t in zone_data(zone, {owner}, overlay).get(owner, {})}
+            types = {int(t) for t in zone_data(loaded, {owner}, overlay).get(owner, {})}
             refused = [t for t in types if not granted(grants, name, t) or t in NOT_UPDATABLE]
             if refused or (not name and dns.rdatatype.NS in types):
                 raise Refusal(dns.rcode.REFUSED, f"delete of all records at {owner}: not granted")

@@ -28,6 +28,7 @@ import dns.rdatatype
 import dns.update
 from prometheus_client.core import CounterMetricFamily
 
+from dnsd.config.model import RRset, Zone
 from dnsd.events import acting_as
 from dnsd.process_tools import start_switching_often, stop_switching_often
 from dnsd.provision.edit import ChangeRefused
@@ -45,6 +46,7 @@ from dnsd.serve.update_decision import (
     entry_body,
     owner_key,
     read_entry,
+    records_by_owner,
     relative_labels,
 )
 from dnsd.snapshot import SnapshotHolder
@@ -208,9 +210,10 @@ class UpdateService:
 
         async def decide() -> list[Change]:
             entries: dict[str, dict[str, Entry]] = {}  # zone → owner → its entry
+            loaded: dict[str, tuple[Zone, dict[str, list[RRset]]]] = {}  # zone → its records
             for item in batch:
                 try:
-                    await self._decide(item, entries.setdefault(item.origin, {}))
+                    await self._decide(item, entries.setdefault(item.origin, {}), loaded)
                     outcome.append(None)
                 except Refusal as refusal:
                     outcome.append(refusal)
@@ -231,9 +234,16 @@ class UpdateService:
             return
         _finish(batch, outcome)
 
-    async def _decide(self, item: Pending, overlay: dict[str, Entry]) -> None:
+    async def _decide(
+        self,
+        item: Pending,
+        overlay: dict[str, Entry],
+        loaded: dict[str, tuple[Zone, dict[str, list[RRset]]]],
+    ) -> None:
         """One UPDATE on the zone as loaded plus `overlay` (the entries the UPDATEs before
-        it in the batch changed); its edits join `overlay` only when it is accepted."""
+        it in the batch changed); its edits join `overlay` only when it is accepted.
+        `loaded`: each zone's records by owner, made once per batch (and again if a reload
+        came between)."""
         message, origin = item.message, item.origin
         current = self._holder.current.zones.get(origin)  # a reload may have come between
         if current is None or current.config.update is None:
@@ -242,8 +252,11 @@ class UpdateService:
         grants = tuple(g for g in current.config.update if g.key == item.key)
         if not grants:
             raise Refusal(dns.rcode.REFUSED, f"key {item.key} is not granted")
-        check_prerequisites(message, zone, origin, overlay)
-        check_updates(message, zone, origin, grants, overlay)
+        if origin not in loaded or loaded[origin][0] is not zone:
+            loaded[origin] = (zone, records_by_owner(zone))
+        records = loaded[origin][1]
+        check_prerequisites(message, zone, origin, records, overlay)
+        check_updates(message, zone, origin, grants, records, overlay)
         zone_name = origin.rstrip(".") or "."
         work: dict[str, Entry] = {}
         for rrset in message.update:
