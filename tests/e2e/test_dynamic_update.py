@@ -8,6 +8,7 @@ import base64
 import contextlib
 import functools
 import os
+import random
 import select
 import shutil
 import signal
@@ -26,11 +27,14 @@ import dns.message
 import dns.name
 import dns.query
 import dns.rcode
+import dns.rdatatype
 import dns.tsig
 import dns.update
 import pytest
 
 from dnsd.drill.ports import free_port_pair
+from dnsd.loading import load_snapshot
+from dnsd.rdata import to_dnspython
 from tests.admin_client import http
 from tests.processes import DnsdProcess, Redis
 from tests.secondaries import Knot
@@ -620,3 +624,76 @@ def test_a_burst_of_a_thousand_signed_updates_is_answered_and_nothing_is_lost(
             response = dns.query.tcp(query, "127.0.0.1", port=dnsd.port, timeout=10)
             served_values |= {r.to_text() for rrset in response.answer for r in rrset}
         assert served_values == {f'"v-{i}"' for i in range(count)}
+
+
+def generated_updates(seed: int, count: int, names: int) -> list[dns.update.UpdateMessage]:
+    """A sequence of `ops` UPDATEs at `names` owners below `gen.dyn`: adds of A and TXT
+    (some with a TTL of their own), single deletes, RRset deletes, name deletes, and
+    prerequisites that hold or fail; `signed` adds the key later."""
+    rng = random.Random(seed)
+    made = []
+    for _ in range(count):
+        update = dns.update.UpdateMessage("example.test.")
+        for _ in range(rng.randint(1, 3)):
+            owner = f"n{rng.randrange(names)}.gen.dyn.example.test."
+            rtype = rng.choice(["A", "TXT"])
+            value = f"192.0.2.{rng.randrange(4)}" if rtype == "A" else f"t{rng.randrange(4)}"
+            form = rng.choices(["add", "delete", "rrset", "name", "pre"], [6, 2, 1, 1, 1])[0]
+            if form == "add":
+                update.add(owner, rng.choice([60, 300]), rtype, value)
+            elif form == "delete":
+                update.delete(owner, rtype, value)
+            elif form == "rrset":
+                update.delete(owner, rtype)
+            elif form == "name":
+                update.delete(owner)
+            else:
+                (update.present if rng.random() < 0.5 else update.absent)(owner, rtype)
+        made.append(update)
+    return made
+
+
+def served_records(port: int, owners: list[str]) -> set[tuple[str, str, int, str]]:
+    found = set()
+    for owner in owners:
+        for rtype in ("A", "TXT"):
+            query = dns.message.make_query(owner, rtype)
+            response = dns.query.tcp(query, "127.0.0.1", port=port, timeout=10)
+            for rrset in response.answer:
+                found |= {(owner, rtype, rrset.ttl, r.to_text()) for r in rrset}
+    return found
+
+
+def loaded_records(config: Path, owners: list[str]) -> set[tuple[str, str, int, str]]:
+    zone = load_snapshot(config, 1).zones["example.test."].config
+    return {
+        (r.owner, dns.rdatatype.to_text(r.rtype), r.ttl, to_dnspython(r.rtype, rd).to_text())
+        for r in zone.rrsets
+        if r.owner in owners
+        for rd in r.rdatas
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_after_a_burst_of_generated_updates_the_served_zone_is_a_fresh_load_of_its_files(
+    served: Served, seed: int
+) -> None:
+    """Whatever order a burst is applied in, and however it is batched: what is served
+    afterwards is what loading the written files gives (records, values and TTLs)."""
+    names = 6
+    owners = [f"n{n}.gen.dyn.example.test." for n in range(names)]
+    ring = signed(served, "ops").keyring
+
+    def one(update: dns.update.UpdateMessage) -> int:
+        update.use_tsig(ring, keyname="ops")
+        query = dns.query.udp if update.id % 2 else dns.query.tcp
+        return int(query(update, "127.0.0.1", port=served.dnsd.port, timeout=20).rcode())
+
+    updates = generated_updates(seed, 150, names)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        rcodes = list(pool.map(one, updates))
+    assert dns.rcode.NOERROR in rcodes
+    assert set(rcodes) <= {dns.rcode.NOERROR, dns.rcode.NXRRSET, dns.rcode.YXRRSET}, rcodes
+    now_served = served_records(served.dnsd.port, owners)
+    assert now_served, "the burst left nothing to compare"
+    assert now_served == loaded_records(served.config, owners)
