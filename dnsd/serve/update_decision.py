@@ -238,8 +238,9 @@ def parse_value(rtype: int, text: str, origin: str) -> dns.rdata.Rdata:
     if rtype == dns.rdatatype.TXT and not text.lstrip().startswith('"'):
         data = text.encode()
         chunks = [data[i : i + 255] for i in range(0, len(data), 255)] or [b""]
-        return dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RdataType.make(rtype), b"".join(bytes([len(c)]) + c
-                                   for c in chunks), 0, len(data) + len(chunks))  # fmt: skip
+        wire = b"".join(bytes([len(c)]) + c for c in chunks)
+        txt = dns.rdatatype.RdataType.make(rtype)
+        return dns.rdata.from_wire(dns.rdataclass.IN, txt, wire, 0, len(wire))
     return dns.rdata.from_text(
         dns.rdataclass.IN,
         dns.rdatatype.RdataType.make(rtype),
@@ -301,8 +302,8 @@ def value_text(rdata: dns.rdata.Rdata) -> str:
             text = b"".join(strings).decode()
         except UnicodeDecodeError:
             text = ""
-        if (text and text.isprintable() and text == text.strip() and not text.startswith('"')
-                and all(len(s) == 255 for s in strings[:-1])):  # fmt: skip
+        plain = text.isprintable() and text == text.strip() and not text.startswith('"')
+        if text and plain and all(len(s) == 255 for s in strings[:-1]):
             return text
     return str(rdata.to_text(origin=None, relativize=False))
 

@@ -49,6 +49,7 @@ from dnsd.serve.update_decision import (
     records_by_owner,
     relative_labels,
 )
+from dnsd.serve.update_pacing import Pacer
 from dnsd.snapshot import SnapshotHolder
 from dnsd.xfr import tsig
 
@@ -77,6 +78,7 @@ class UpdateService:
         self._queue: list[Pending] = []
         self._drainer: asyncio.Task[None] | None = None
         self.pending = 0
+        self._pacer = Pacer()  # a burst's work in turns, the GIL free between them
         self.counts: dict[tuple[str, str], int] = {}  # (zone, rcode) → UPDATEs answered
 
     def collect(self) -> Iterator[CounterMetricFamily]:
@@ -130,7 +132,25 @@ class UpdateService:
             self._waiting(-1)
 
     async def _answer(self, wire: bytes, client: Client) -> bytes:
-        now = time.time()
+        await self._pacer.turn()  # a burst's work in turns (dnsd.serve.update_pacing)
+        with self._pacer.timed():
+            now = time.time()
+            taken = self._take(wire, client, now)
+        if isinstance(taken, bytes):
+            return taken
+        try:
+            await taken.done
+            rcode: int = dns.rcode.NOERROR
+        except Refusal as refusal:
+            rcode = refusal.rcode
+            self._refused(now, client, f"UPDATE of {taken.origin}: {refusal.why}: {_text(rcode)}")
+        await self._pacer.turn()
+        with self._pacer.timed():
+            self._count(taken.origin, rcode)
+            return _reply(taken.message, rcode)
+
+    def _take(self, wire: bytes, client: Client, now: float) -> bytes | Pending:
+        """The UPDATE checked (size, TSIG, zone, key) and queued; or the answer refusing it."""
         if len(wire) > MAX_UPDATE_BYTES:
             self._count("", dns.rcode.REFUSED)
             self._refused(now, client, f"an UPDATE of {len(wire)} bytes: REFUSED")
@@ -143,8 +163,7 @@ class UpdateService:
             return failure.reply
         except Exception:
             self._count("", dns.rcode.FORMERR)
-            return header_only(int.from_bytes(wire[:2]), int.from_bytes(wire[2:4]),
-                               dns.rcode.FORMERR)  # fmt: skip
+            return header_only(wire_id(wire), int.from_bytes(wire[2:4]), dns.rcode.FORMERR)
         if not isinstance(message, dns.update.UpdateMessage):
             self._count("", dns.rcode.FORMERR)
             return _reply(message, dns.rcode.FORMERR)
@@ -152,18 +171,17 @@ class UpdateService:
         try:
             zone_label = self._served_zone(message)
             key = self._granted_key(message, zone_label)
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._queue.append(Pending(message, key, zone_label, done))
-            if self._drainer is None or self._drainer.done():
-                self._drainer = asyncio.get_running_loop().create_task(self._drain())
-            await done
-            rcode: int = dns.rcode.NOERROR
         except Refusal as refusal:
-            rcode = refusal.rcode
-            self._refused(now, client, f"UPDATE of {zone_label or 'a zone not served'}: "
-                          f"{refusal.why}: {dns.rcode.to_text(dns.rcode.Rcode.make(rcode))}")  # fmt: skip
-        self._count(zone_label, rcode)
-        return _reply(message, rcode)
+            where = zone_label or "a zone not served"
+            self._refused(now, client, f"UPDATE of {where}: {refusal.why}: {_text(refusal.rcode)}")
+            self._count(zone_label, refusal.rcode)
+            return _reply(message, refusal.rcode)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending = Pending(message, key, zone_label, done)
+        self._queue.append(pending)
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
+        return pending
 
     def _served_zone(self, message: dns.update.UpdateMessage) -> str:
         """The zone of the UPDATE (absolute, lower case) when it is served here."""
@@ -213,7 +231,9 @@ class UpdateService:
             loaded: dict[str, tuple[Zone, dict[str, list[RRset]]]] = {}  # zone → its records
             for item in batch:
                 try:
-                    await self._decide(item, entries.setdefault(item.origin, {}), loaded)
+                    await self._pacer.turn()
+                    with self._pacer.timed():
+                        await self._decide(item, entries.setdefault(item.origin, {}), loaded)
                     outcome.append(None)
                 except Refusal as refusal:
                     outcome.append(refusal)
@@ -334,6 +354,14 @@ def _reply(message: dns.message.Message, rcode: int) -> bytes:
     response = dns.message.make_response(message)
     response.set_rcode(dns.rcode.Rcode.make(rcode))
     return response.to_wire()
+
+
+def _text(rcode: int) -> str:
+    return str(dns.rcode.to_text(dns.rcode.Rcode.make(rcode)))
+
+
+def wire_id(wire: bytes) -> int:
+    return int.from_bytes(wire[:2])
 
 
 def _refused_header(wire: bytes) -> bytes:
