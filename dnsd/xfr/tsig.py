@@ -74,6 +74,37 @@ def sign(reply: bytes, query: dns.message.Message) -> bytes:
     return message.to_wire(want_shuffle=False)  # dnspython shuffles records by default
 
 
+def signed_reply(query: dns.message.Message, rcode: int, now: float) -> bytes | None:
+    """The answer to a signed query without EDNS that has only its question (an UPDATE's
+    zone) in it, and `rcode`, signed with the query's key: the bytes dnspython's
+    make_response and to_wire give, written directly (measured: a tenth of their cost,
+    which is Python work on the event loop for each UPDATE of a burst). None when the
+    query does not fit (EDNS, no TSIG, an extended rcode): the caller uses dnspython."""
+    key = query.keyring
+    if not (query.had_tsig and isinstance(key, dns.tsig.Key)) or query.edns >= 0 or rcode > 15:
+        return None
+    flags = 0x8000 | (query.opcode() << 11) | (query.flags & 0x0100) | rcode  # QR, RD kept
+    out = io.BytesIO()
+    out.write(struct.pack("!HHHHHH", query.id, flags, len(query.question), 0, 0, 0))
+    compress: dict[dns.name.Name, int] = {}
+    for question in query.question:
+        question.name.to_wire(out, compress)
+        out.write(struct.pack("!HH", question.rdtype, question.rdclass))
+    unsigned = out.getvalue()
+    template = dns.rdtypes.ANY.TSIG.TSIG(
+        dns.rdataclass.ANY, dns.rdatatype.TSIG, key.algorithm, 0, FUDGE, b"", query.id, 0, b""
+    )
+    rdata, _ = dns.tsig.sign(unsigned, key, template, int(now), query.mac or b"")
+    key.name.to_wire(out, compress)
+    out.write(struct.pack("!HHI", dns.rdatatype.TSIG, dns.rdataclass.ANY, 0))
+    body = io.BytesIO()
+    rdata.to_wire(body)
+    out.write(struct.pack("!H", len(body.getvalue())) + body.getvalue())
+    wire = bytearray(out.getvalue())
+    struct.pack_into("!H", wire, 10, 1)  # ARCOUNT: the TSIG record
+    return bytes(wire)
+
+
 def notauth(query: dns.message.Message, error: int, now: float) -> bytes:
     """NOTAUTH with an unsigned TSIG record carrying `error` (RFC 8945 §5.2)."""
     response = dns.message.make_response(query)
@@ -100,4 +131,4 @@ def _name(message: dns.message.Message) -> str:
     return message.tsig.name.to_text(omit_final_dot=True) if message.tsig is not None else ""
 
 
-__all__ = ["TsigFailure", "check", "dns", "notauth", "sign"]
+__all__ = ["TsigFailure", "check", "dns", "notauth", "sign", "signed_reply"]

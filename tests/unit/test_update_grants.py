@@ -1,4 +1,4 @@
-"""The pure parts of dynamic update (dnsd.serve.updates): a grant's name patterns, where
+"""The pure parts of dynamic update (dnsd.serve.update_decision): a grant's name patterns, where
 `*` is one or more labels, and how a new TXT value is written to `records:`."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 
-from dnsd.serve.updates import parse_value, pattern_matches, value_text
+from dnsd.serve.update_decision import parse_value, pattern_matches, value_text
 
 
 def labels(text: str) -> tuple[str, ...]:
