@@ -20,7 +20,7 @@ from dnsd.events.record import iso_z
 from dnsd.geo.age import geoip_status
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
-from dnsd.health.store import SourceHealth
+from dnsd.health.sources import SourceHealth
 from dnsd.steering import ClientInfo, SteeringInputs, ramp, steer, waterfall
 from dnsd.xfr.lb_answers import lb_index
 
