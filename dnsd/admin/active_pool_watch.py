@@ -130,9 +130,14 @@ def moves_of(
 
 
 def _event(
-    kind: str, lb: str, regions: list[str], changed: Mapping[str, tuple[str, str]],
-    at: float, cause: str, actor: str,
-) -> Event:  # fmt: skip
+    kind: str,
+    lb: str,
+    regions: list[str],
+    changed: Mapping[str, tuple[str, str]],
+    at: float,
+    cause: str,
+    actor: str,
+) -> Event:
     pools = {answering_pool(changed[r][1])[0] for r in regions}
     changes = {r: {"from": changed[r][0], "to": changed[r][1]} for r in regions}
     pool = next(iter(pools)) if len(pools) == 1 else None
@@ -198,13 +203,18 @@ def config_diff(old: Config, config: Config) -> tuple[Reach, set[str], set[str]]
 
 def changed_pools(old: HealthView, new: HealthView) -> set[str]:
     """Pools with a backend verdict or override, or a pool override, that changed."""
-    pools = {p for p in old.pool_overrides.keys() | new.pool_overrides.keys()
-             if old.pool_overrides.get(p) != new.pool_overrides.get(p)}  # fmt: skip
+    pools = {
+        p
+        for p in old.pool_overrides.keys() | new.pool_overrides.keys()
+        if old.pool_overrides.get(p) != new.pool_overrides.get(p)
+    }
     for key, now in new.backends.items():
         was = old.backends.get(key)
         if was is None or (was.healthy, was.probed, was.override) != (
-            now.healthy, now.probed, now.override,
-        ):  # fmt: skip
+            now.healthy,
+            now.probed,
+            now.override,
+        ):
             pools.add(key[0])
     pools.update(key[0] for key in old.backends.keys() - new.backends.keys())
     return pools
@@ -265,10 +275,12 @@ class ActivePoolWatch:
         if event.kind == "config" and self._noted is not None:
             snap = self._noted[0]  # already swapped: its change is the next step, not this one
         if (
-            self.armed and self._causes and self._noted is not None
+            self.armed
+            and self._causes
+            and self._noted is not None
             and (snap is not self._noted[0] or view is not self._noted[1])
             and why not in self._causes
-        ):  # fmt: skip
+        ):
             if len(self._steps) < MAX_STEPS:
                 self._steps.append((snap, view, self._causes))
                 self._causes = []
@@ -386,10 +398,16 @@ class ActivePoolWatch:
             self.check()
 
     async def _check_in_slices(
-        self, old_snap: Any, old_view: HealthView, snap: Any, view: HealthView,
-        was_there: list[str], lbs: list[str], why: tuple[float, str, str],
+        self,
+        old_snap: Any,
+        old_view: HealthView,
+        snap: Any,
+        view: HealthView,
+        was_there: list[str],
+        lbs: list[str],
+        why: tuple[float, str, str],
         rest: list[tuple[Any, HealthView, list[tuple[str, str]]]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         try:
             before = await self._states_in_slices(was_there, old_snap, old_view)
             fresh = await self._states_in_slices(lbs, snap, view)
@@ -412,9 +430,14 @@ class ActivePoolWatch:
         return states
 
     async def _compare_in_slices(
-        self, before: Mapping[str, Any], fresh: Mapping[str, Any], lbs: list[str],
-        at: float, cause: str, actor: str,
-    ) -> None:  # fmt: skip
+        self,
+        before: Mapping[str, Any],
+        fresh: Mapping[str, Any],
+        lbs: list[str],
+        at: float,
+        cause: str,
+        actor: str,
+    ) -> None:
         """_compare, a part at a time: comparing 5,000 load balancers in one piece held
         the event loop for 100-160 ms (the /healthz p99 of a flapping backend), and the
         events of 1,000 that fail over (each logged, counted, journaled) for over 100 ms."""
@@ -436,9 +459,13 @@ class ActivePoolWatch:
             await asyncio.sleep(SLICE_PAUSE_S)
 
     def _compare(
-        self, before: Mapping[str, Any], fresh: Mapping[str, Any], at: float, cause: str,
+        self,
+        before: Mapping[str, Any],
+        fresh: Mapping[str, Any],
+        at: float,
+        cause: str,
         actor: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         assert self._reach is not None
         reach = self._reach
         for event in moves(before, fresh, reach.nested_only, at, cause, actor, reach.config):

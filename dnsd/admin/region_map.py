@@ -23,15 +23,29 @@ WIDTH, HEIGHT = 680, 320
 # Top-left corner of each tile: the Americas left, Europe and Africa in the middle, Asia
 # and Oceania right; clients without a location bottom left.
 PLACES: Mapping[str, tuple[int, int]] = {
-    "WNAM": (20, 40), "ENAM": (112, 64), "NSAM": (140, 150), "SSAM": (160, 240),
-    "WEU": (258, 28), "EEU": (350, 20), "NAF": (262, 118), "SAF": (300, 230), "ME": (368, 104),
-    "SAS": (460, 140), "NEAS": (520, 44), "SEAS": (548, 178), "OC": (584, 258),
+    "WNAM": (20, 40),
+    "ENAM": (112, 64),
+    "NSAM": (140, 150),
+    "SSAM": (160, 240),
+    "WEU": (258, 28),
+    "EEU": (350, 20),
+    "NAF": (262, 118),
+    "SAF": (300, 230),
+    "ME": (368, 104),
+    "SAS": (460, 140),
+    "NEAS": (520, 44),
+    "SEAS": (548, 178),
+    "OC": (584, 258),
     UNKNOWN: (20, 258),
-}  # fmt: skip
+}
 LAND = (  # continents, faint, for orientation only: (cx, cy, rx, ry)
-    (110, 85, 105, 62), (190, 215, 48, 88), (330, 55, 78, 38), (320, 190, 62, 92),
-    (500, 105, 150, 78), (610, 270, 58, 32),
-)  # fmt: skip
+    (110, 85, 105, 62),
+    (190, 215, 48, 88),
+    (330, 55, 78, 38),
+    (320, 190, 62, 92),
+    (500, 105, 150, 78),
+    (610, 270, 58, 32),
+)
 
 State = Literal["first", "failover", "manual", "fail_open"]
 
