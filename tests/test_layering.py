@@ -174,7 +174,7 @@ ALLOWED: dict[str, set[str]] = {
               "steering", "xfr", "explain", "provision"},
     "provision": {"errors", "config", "atomic_files", "process_tools", "reload_result",
                   "health"},
-    "octodns": {"geo", "provision"},
+    "octodns": {"config", "geo", "provision"},
     "serverfile": {"errors", "config", "admin"},
     "serverfile_reload": {"errors", "admin", "serverfile"},
     "geoip_cli": {"errors", "geo", "snapshot", "steering", "loading"},

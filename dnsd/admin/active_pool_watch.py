@@ -22,7 +22,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from dnsd.admin.status import FAIL_OPEN, all_down_rule, answering_pool
-from dnsd.config.model import LB_PREFIX, Config
+from dnsd.config.model import Config
+from dnsd.config.pool_refs import nested_lb
 from dnsd.events.journal import EventLog
 from dnsd.events.record import PROBE, Event, make
 from dnsd.health.view import HealthView
@@ -49,8 +50,8 @@ def reached_regions(states: RegionStates) -> dict[str, set[str]]:
     for active, _ in states.values():
         for region, path in active.items():
             for part in path.removesuffix(FAIL_OPEN).split(" -> "):
-                if part.startswith(LB_PREFIX):
-                    reached.setdefault(part[len(LB_PREFIX) :], set()).add(region)
+                if (inner := nested_lb(part)) is not None:
+                    reached.setdefault(inner, set()).add(region)
     return reached
 
 
@@ -160,7 +161,7 @@ class Reach:
             while todo:
                 lb = lbs[todo.pop()]
                 for ref in (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ())):
-                    inner = ref[len(LB_PREFIX) :] if ref.startswith(LB_PREFIX) else None
+                    inner = nested_lb(ref)
                     if inner is None:
                         pools.add(ref)
                     elif inner not in seen and inner in lbs:

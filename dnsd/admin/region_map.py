@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dnsd.admin.html import attrs, esc, shorten
+from dnsd.config.pool_refs import names_lb
 from dnsd.geo.regions import REGIONS, region_table
 
 FAIL_OPEN = " (fail open)"  # how the status document marks a region answered with nothing healthy
@@ -103,7 +104,7 @@ def pool_colours(lbs: list[Mapping[str, Any]]) -> dict[str, str]:
             p.removesuffix(FAIL_OPEN).split(" -> ")[-1] for p in lb.get("active", {}).values()
         ]
         for name in (*lb.get("default_pools", ()), lb.get("fallback_pool"), *answering):
-            if name and not name.startswith("lb:") and name not in order:
+            if name and not names_lb(name) and name not in order:
                 order.append(name)
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
 

@@ -10,6 +10,7 @@ from dnsd.admin.html import esc, parse_utc, utc
 from dnsd.admin.region_map import legend_html, region_facts, region_map_svg, region_table_html
 from dnsd.admin.status_since import DAY_S, outage_since, override_text, since_text
 from dnsd.admin.timeline import describe, timeline_svg
+from dnsd.config.pool_refs import nested_lb
 
 NAMES_SHOWN = 5  # DNS names in a load balancer's heading; the rest in its details
 
@@ -25,8 +26,8 @@ def cause(
         trickle = overrides.get(("load_balancer", lb["name"]))
         if trickle is not None and trickle.get("trickle_ratio") == 1.0:
             found.append(trickle)
-        if first and first.startswith("lb:"):
-            nested = overrides.get(("load_balancer", first[3:]))
+        if first and (inner := nested_lb(first)) is not None:
+            nested = overrides.get(("load_balancer", inner))
             found += [nested] if nested is not None else []
         elif first:
             found += [

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dnsd.affinity import original_eligible, select_backends
-from dnsd.config.model import LB_PREFIX, LoadBalancer, Pool
+from dnsd.config.model import LoadBalancer, Pool
+from dnsd.config.pool_refs import names_lb, nested_lb
 from dnsd.geo.locate import NOWHERE, Location
 from dnsd.health.view import LastGoodAnswer
 from dnsd.rdata import SVC_TYPES
@@ -117,11 +118,11 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         plan.admits = {ref: inp.health.pool_admit.get(ref, 1.0) for ref in ordering.refs}
     refs = ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]
     for ref in [*refs, plan.ramp.from_ref] if plan.ramp is not None else refs:
-        if ref.startswith(LB_PREFIX):
+        if (name := nested_lb(ref)) is not None:
             if depth >= MAX_DEPTH:
                 plan.too_deep = True
                 continue
-            inner_lb = inp.snap.config.load_balancers[ref[len(LB_PREFIX) :]]
+            inner_lb = inp.snap.config.load_balancers[name]
             inner = build_plan(inp, inner_lb, qtype, depth + 1)
             plan.children[ref] = inner
             plan.until = min(plan.until, inner.until)
@@ -171,7 +172,7 @@ def first_choice(plan: LbPlan) -> str | None:
 def left_healthy(inp: SteeringInputs, ref: str, able: Callable[[str], bool]) -> bool:
     """The pool a ramp moves away from still answers for it: healthy by its probes (an
     override that drains it aside), or a nested load balancer able to answer."""
-    if ref.startswith(LB_PREFIX):
+    if names_lb(ref):
         return able(ref)
     pool = inp.snap.config.pools.get(ref)
     return pool is not None and inp.health.probed_healthy(pool)
@@ -207,8 +208,8 @@ def every_address(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[st
     todo = [lb]
     while todo:
         for ref in todo.pop(0).pool_refs():
-            if ref.startswith(LB_PREFIX):
-                inner = config.load_balancers.get(ref[len(LB_PREFIX) :])
+            if (name := nested_lb(ref)) is not None:
+                inner = config.load_balancers.get(name)
                 if inner is not None and inner.name not in seen and len(seen) <= MAX_DEPTH:
                     seen.add(inner.name)
                     todo.append(inner)
@@ -353,8 +354,8 @@ def able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
         if ref in memo:
             return memo[ref]
         memo[ref] = False  # guards against cycles (also rejected at load time)
-        if ref.startswith(LB_PREFIX):
-            inner = config.load_balancers.get(ref[len(LB_PREFIX) :])
+        if (name := nested_lb(ref)) is not None:
+            inner = config.load_balancers.get(name)
             ok = inner is not None and depth < MAX_DEPTH and any(able(r) for r in inner.pool_refs())
         else:
             pool = config.pools.get(ref)
