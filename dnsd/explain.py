@@ -77,8 +77,9 @@ def explain_query(
         raise ExplainError(str(exc)) from None
     if ecs:
         query.add_ar(EDNS0(udp_len=1232, opts=[ecs_option(ecs)]))
-    request = Request(bytes(query.pack()), Client(source, "udp"), snap, health,
-                      rng or random.Random(), now)  # fmt: skip
+    request = Request(
+        bytes(query.pack()), Client(source, "udp"), snap, health, rng or random.Random(), now
+    )
     result = answer_query(query, request)
     reply = result.reply
     out: dict[str, Any] = {

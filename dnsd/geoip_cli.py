@@ -20,9 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     geoip.add_argument("action", choices=["lookup"])
     geoip.add_argument("address", metavar="IP")
     geoip.add_argument(
-        "--dir", metavar="DIR",
+        "--dir",
+        metavar="DIR",
         help=f"config directory: its client_networks place addresses first (default {DEFAULT_DIR}/ when it exists)",
-    )  # fmt: skip
+    )
     geoip.add_argument("--geoip", metavar="FILE", help="MaxMind DB; default: the embedded one")
     geoip.add_argument("--pop-region", metavar="CODE", help="this node's region (unknown clients)")
     geoip.add_argument("--node", metavar="NAME", help="this node's name: its PoP")
@@ -70,16 +71,18 @@ def render(info: dict[str, Any]) -> str:
     db = info["database"]
     stale = "  STALE: give a newer one with --geoip FILE" if db["stale"] else ""
     where = f"client_networks {info['network']}" if info["network"] else info["source"]
-    return "\n".join([
-        f"address:     {info['address']}",
-        f"region:      {info['region'] or '-'}",
-        f"country:     {info['country'] or '-'}",
-        f"subdivision: {info['subdivision'] or '-'}",
-        f"pop:         {info['pop'] or '-'}",
-        f"placed by:   {where}",
-        f"database:    {db['path']} ({db['type']}, built {db['build_date']}, "
-        f"{db['age_days']} days old){stale}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"address:     {info['address']}",
+            f"region:      {info['region'] or '-'}",
+            f"country:     {info['country'] or '-'}",
+            f"subdivision: {info['subdivision'] or '-'}",
+            f"pop:         {info['pop'] or '-'}",
+            f"placed by:   {where}",
+            f"database:    {db['path']} ({db['type']}, built {db['build_date']}, "
+            f"{db['age_days']} days old){stale}",
+        ]
+    )
 
 
 def run(args: argparse.Namespace) -> int:

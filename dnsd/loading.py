@@ -41,8 +41,9 @@ def load_snapshot(
     keep their compiled tree and their transfer conversion. `cancelled`: LoadCancelled
     once it returns True (looked at while reading and between the steps)."""
     with loading():
-        return _load_snapshot(config_dir, generation, geo, node, key_dir, create_keys,
-                              previous, cache, cancelled)  # fmt: skip
+        return _load_snapshot(
+            config_dir, generation, geo, node, key_dir, create_keys, previous, cache, cancelled
+        )
 
 
 def _load_snapshot(
@@ -60,9 +61,15 @@ def _load_snapshot(
     if cancelled is not None and cancelled():
         raise LoadCancelled
     snapshot = compile_snapshot(
-        config, generation, warnings, str(config_dir), time.time(), geo=geo, node=node,
+        config,
+        generation,
+        warnings,
+        str(config_dir),
+        time.time(),
+        geo=geo,
+        node=node,
         previous=previous,
-    )  # fmt: skip
+    )
     if cancelled is not None and cancelled():
         raise LoadCancelled
     prepare_transfers(snapshot)

@@ -26,9 +26,11 @@ class RateLimitedLog:
         if now - self._window_start >= self.period_s:
             if self.suppressed:
                 self.logger.log(
-                    level, "%d similar line(s) suppressed in the last %.0fs",
-                    self.suppressed, now - self._window_start,
-                )  # fmt: skip
+                    level,
+                    "%d similar line(s) suppressed in the last %.0fs",
+                    self.suppressed,
+                    now - self._window_start,
+                )
             self._window_start, self._sent, self.suppressed = now, 0, 0
         if self._sent < self.burst:
             self._sent += 1

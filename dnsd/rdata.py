@@ -29,8 +29,15 @@ from dnsd.dnsname import key_of_labels
 
 # Types held as dnslib objects, read from the wire bytes (see the module docstring).
 TYPED: Final[dict[int, type[RD]]] = {
-    1: A, 2: NS, 5: CNAME, 6: SOA, 12: PTR, 15: MX, 28: AAAA, 33: SRV,
-}  # fmt: skip
+    1: A,
+    2: NS,
+    5: CNAME,
+    6: SOA,
+    12: PTR,
+    15: MX,
+    28: AAAA,
+    33: SRV,
+}
 DNAME: Final = 39
 # RRSIG NSEC NSEC3 NSEC3PARAM: dnsd signs zones itself (`dnssec:`); hand-written ones
 # would contradict the answers it signs. SOA comes from the `soa` section or the file.

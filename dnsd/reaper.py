@@ -33,8 +33,19 @@ POLL_S = 0.05
 MAX_VISITS = 100_000  # small objects walked at most: the walk stays short and local
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 # Not walked into: they lead out of the snapshot (to modules, code, the whole heap).
-_LEAVES = (str, bytes, int, float, type, types.ModuleType, types.FunctionType,
-           types.MethodType, types.BuiltinFunctionType, types.CodeType, logging.Logger)  # fmt: skip
+_LEAVES = (
+    str,
+    bytes,
+    int,
+    float,
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    types.CodeType,
+    logging.Logger,
+)
 
 _queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
 _started = threading.Lock()

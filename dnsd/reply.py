@@ -102,8 +102,13 @@ def parse_edns(query: DNSRecord) -> Edns | None:
     except (EcsError, CookieFormErr):
         raise FormErr from None
     flags = opts[0].ttl
-    return Edns(max(PLAIN_UDP_LIMIT, opts[0].rclass), bool(flags & 0x8000), ecs, cookie,
-                bool(flags & 0x4000))  # fmt: skip
+    return Edns(
+        max(PLAIN_UDP_LIMIT, opts[0].rclass),
+        bool(flags & 0x8000),
+        ecs,
+        cookie,
+        bool(flags & 0x4000),
+    )
 
 
 def echo_ecs(result: QueryResult) -> None:

@@ -4,35 +4,32 @@ one named order, reload on SIGHUP, stop on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import random
 import signal
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dnsd.admin.audit import AuditLog
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.metrics import Metrics
-from dnsd.admin.webhooks import Alerts, Webhook
+from dnsd.admin.webhooks import Alerts
 from dnsd.config.loader import ParseCache
 from dnsd.events import EventLog
 from dnsd.fastpath import AnswerCaches
 from dnsd.health.scheduler import ProbeScheduler
 from dnsd.health.store import HealthStore
 from dnsd.health.view import HealthView
-from dnsd.net import SERVING_LOOPS, UDP_LOOPS
 from dnsd.net.counters import NetCounters
 from dnsd.net.descriptors import share_descriptors
-from dnsd.net.dnstap import DnstapSettings, DnstapWriter
+from dnsd.net.dnstap import DnstapWriter
 from dnsd.net.proxy_protocol import ProxyGate
-from dnsd.net.rrl import ResponseRateLimiter, RrlSettings
+from dnsd.net.rrl import ResponseRateLimiter
 from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.supervisor import ServingLoops
-from dnsd.net.tcp import TcpHandler, TcpLimits
+from dnsd.net.tcp import TcpHandler
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
 from dnsd.process_tools import release_free_memory
 from dnsd.provision.writer import ConfigWriter
@@ -49,6 +46,7 @@ from dnsd.serve.key_watch import follow_keys
 from dnsd.serve.last_good import LastGood
 from dnsd.serve.listeners import DnsListeners
 from dnsd.serve.loop_watch import watch_loops
+from dnsd.serve.options import ServerOptions
 from dnsd.serve.override_expiry import expire_overrides
 from dnsd.serve.pool_load import PoolLoad
 from dnsd.serve.probing import start_probing
@@ -59,9 +57,9 @@ from dnsd.serve.steps import BackgroundLoops, Step, run_steps
 from dnsd.serve.update_relay import UpdateRelay
 from dnsd.serve.updates import UpdateService
 from dnsd.serve.worker_pool import start_workers
-from dnsd.serverfile_reload import ServerFile, ServerFileRead
+from dnsd.serverfile_reload import ServerFileRead
 from dnsd.serverfile_reload import apply as apply_server_file
-from dnsd.snapshot import NodeSettings, Snapshot, SnapshotHolder
+from dnsd.snapshot import Snapshot, SnapshotHolder
 from dnsd.workers import Follower, WorkerPool
 from dnsd.xfr.notify import NotifySender
 from dnsd.xfr.service import TransferService
@@ -71,42 +69,9 @@ if TYPE_CHECKING:
     from dnsd.cluster.bus import RedisBus
     from dnsd.cluster.config_channel import ConfigSync
 
+__all__ = ["DnsServer", "ServerOptions", "serve"]  # ServerOptions: from dnsd.serve.options
+
 log = logging.getLogger("dnsd.server")
-
-
-@dataclass(frozen=True, slots=True)
-class ServerOptions:
-    config_dir: Path
-    listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 5353),)
-    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
-    geoip: Path | None = None  # None: the embedded database
-    node: NodeSettings = field(default_factory=NodeSettings)
-    state_dir: Path | None = None  # persisted overrides; None keeps them in memory only
-    admin: tuple[str, int] | None = None  # the admin HTTP server; None: not started
-    admin_token: str | None = None  # bearer token for admin writes; None: writes refused
-    tokens: tuple[Token, ...] = ()  # the server file's scoped tokens (dnsd.admin.gate)
-    webhooks: tuple[Webhook, ...] = ()  # alerts (dnsd.admin.webhooks)
-    query_log_sample: float = 0.0  # share of queries logged (JSON logs make them parseable)
-    reuse_port: bool = False  # SO_REUSEPORT: a new process can take over without a gap
-    rrl: RrlSettings = field(default_factory=RrlSettings)  # on, as `dnsd serve` runs it
-    redis_url: str | None = None  # share health with other nodes through Redis
-    redis_max_age_s: float = 30.0  # another node's observation counts this long
-    redis_key: bytes | None = None  # the cluster key; None shares unsealed (--redis-insecure)
-    redis_ca_file: str | None = None  # rediss://: the CA the server's certificate must chain to
-    cluster_nodes: frozenset[str] | None = None  # who may speak on the bus; None: anyone
-    answer_cache: bool = True  # dnsd.fastpath: same bytes, much less work per query
-    udp_loop: str = UDP_LOOPS[0]  # "thread": a blocking socket loop per listener
-    serving_loop: str = SERVING_LOOPS[0]  # that loop: compiled when built ("auto"), or pure
-    first_round_wait_s: float = 10.0  # wait this long at most for the first probes before binding
-    workers: int = 1  # processes answering on the listen addresses (dnsd.workers)
-    key_dir: Path | None = None  # DNSSEC keys (STATE_DIR/keys); None: zones are not signed
-    create_keys: bool = True  # False in a worker: it reads the keys the main process made
-    worker_argv: tuple[str, ...] = ()  # a worker's `dnsd` arguments, --listen added on start
-    follow_fd: int | None = None  # this is a worker: views and reloads come on this pipe
-    server_file: ServerFile | None = None  # `--config FILE`: reloads read it again
-    # --proxy-protocol-from: peers (dnsdist, haproxy) that prefix a PROXY v2 header; none: off
-    proxy_protocol_from: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    dnstap: DnstapSettings = field(default_factory=DnstapSettings)  # off unless socket/file
 
 
 class DnsServer:
@@ -131,10 +96,14 @@ class DnsServer:
             self.store.only_source = options.node.pop_region
             self.store.set_snapshot(snapshot)
             self.bus = open_bus(
-                options.redis_url, options.redis_ca_file,
-                options.node.name or options.node.pop_region or "dnsd", options.redis_key,
-                options.cluster_nodes, options.redis_max_age_s, self.store,
-            )  # fmt: skip
+                options.redis_url,
+                options.redis_ca_file,
+                options.node.name or options.node.pop_region or "dnsd",
+                options.redis_key,
+                options.cluster_nodes,
+                options.redis_max_age_s,
+                self.store,
+            )
         self.scheduler = ProbeScheduler(self.store)
         self.rng = random.Random()
         self.caches = AnswerCaches()  # the event loop's and each UDP thread's
@@ -199,8 +168,14 @@ class DnsServer:
         self.tap = DnstapWriter(options.dnstap) if options.dnstap.enabled else None
         if self.tap is not None:
             self.metrics.register(self.tap)
-        self.answers = Answering(self.holder, lambda: self.view, self.metrics, self.rng,
-                                 options.query_log_sample, self.tap)  # fmt: skip
+        self.answers = Answering(
+            self.holder,
+            lambda: self.view,
+            self.metrics,
+            self.rng,
+            options.query_log_sample,
+            self.tap,
+        )
         self.answerer, self.batch_answerer = self.answers.answerer, self.answers.batch_answerer
         self.answering = self.answers.answering
         # Zone versions (serials, the IXFR journal) and NOTIFY live in the main process.
@@ -222,10 +197,20 @@ class DnsServer:
             "server file": self._apply_server_file,
         }
         self.reloader = Reloader(
-            options.config_dir, options.key_dir, options.create_keys, options.server_file,
-            self.holder, self.parse_cache, self.loads_cancelled.is_set, self.serials.stamp,
-            self.store, self.events, self.metrics, self.systemd, self.reload_steps,
-        )  # fmt: skip
+            options.config_dir,
+            options.key_dir,
+            options.create_keys,
+            options.server_file,
+            self.holder,
+            self.parse_cache,
+            self.loads_cancelled.is_set,
+            self.serials.stamp,
+            self.store,
+            self.events,
+            self.metrics,
+            self.systemd,
+            self.reload_steps,
+        )
         # Config API writes happen in the main process, which reloads its workers.
         self._config_writer = None
         if options.follow_fd is None:  # the reloads' parse cache: a check reuses it
@@ -245,13 +230,26 @@ class DnsServer:
         loop_udp_answer = self.answerer(self.cache, "udp")
         proxy = ProxyGate(options.proxy_protocol_from) if options.proxy_protocol_from else None
         tcp_handler = TcpHandler(
-            self.answerer(self.cache, "tcp"), self.counters, tcp_limits, self.transfers.answer,
-            self.loops, proxy=proxy, tapped=self.tap is not None,
-        )  # fmt: skip
+            self.answerer(self.cache, "tcp"),
+            self.counters,
+            tcp_limits,
+            self.transfers.answer,
+            self.loops,
+            proxy=proxy,
+            tapped=self.tap is not None,
+        )
         self.listeners = DnsListeners(
-            tcp_handler, loop_udp_answer, self._thread_answering, self.rrl, self.loops,
-            options.udp_loop, options.serving_loop, options.reuse_port, proxy, self.tap is not None,
-        )  # fmt: skip
+            tcp_handler,
+            loop_udp_answer,
+            self._thread_answering,
+            self.rrl,
+            self.loops,
+            options.udp_loop,
+            options.serving_loop,
+            options.reuse_port,
+            proxy,
+            self.tap is not None,
+        )
         # RFC 2136 UPDATEs: applied by the config writer, so in the main process only; a
         # worker passes the ones it receives up its pipe and answers with the reply.
         self.updates: UpdateService | None = None
@@ -267,16 +265,18 @@ class DnsServer:
             self.listeners.updates = self.update_relay.submit
         if proxy is not None:
             self.metrics.register(proxy)
-        self.admin = AdminListener(self, self.admin_tokens, self.audit, self.descriptors.admin,
-                                   options.reuse_port)  # fmt: skip
+        self.admin = AdminListener(
+            self, self.admin_tokens, self.audit, self.descriptors.admin, options.reuse_port
+        )
         fd = options.follow_fd  # a worker's pipe to the main process
         self.following = None
         if fd is not None:
             assert self.update_relay is not None
             self.following = Following(fd, self.metrics, self.loops, self.update_relay)
         caches = self.caches if options.answer_cache else None
-        metric_sources.register(self, self.serving_loop, tcp_handler, self.rrl, self.loops,
-                                self.bus, caches)  # fmt: skip
+        metric_sources.register(
+            self, self.serving_loop, tcp_handler, self.rrl, self.loops, self.bus, caches
+        )
         # Started in this order: a first health view (the first probe round, or a worker's
         # pipe) before any port answers and before the failover watch measures from it; the
         # DNS ports bound before what names them (systemd's READY=1, the workers' --listen:
@@ -412,16 +412,19 @@ class DnsServer:
         await run_steps(self.stop_steps)
 
     async def _start_probing(self) -> None:
-        await start_probing(self.scheduler, self.bus, self.config_sync,
-                            self.options.first_round_wait_s)  # fmt: skip
+        await start_probing(
+            self.scheduler, self.bus, self.config_sync, self.options.first_round_wait_s
+        )
 
     async def _follow(self) -> None:
         """A worker: health views and reloads come from the main process (dnsd.workers)."""
         assert self.following is not None and self.stop_requested is not None
         self.follower = await self.following.start(
-            self.reload, self.stop_requested, self.serials.serve,
+            self.reload,
+            self.stop_requested,
+            self.serials.serve,
             self.options.first_round_wait_s * 3,
-        )  # fmt: skip
+        )
 
     def _follow_keys(self) -> Awaitable[None]:
         assert self.options.key_dir is not None
@@ -463,9 +466,15 @@ class DnsServer:
 
 async def serve(options: ServerOptions) -> int:
     cache = ParseCache()  # the reloads parse only the files that changed since
-    snapshot = await load_first(options.config_dir, options.geoip, options.node,
-                                options.key_dir, options.create_keys,
-                                options.follow_fd is None, cache)  # fmt: skip
+    snapshot = await load_first(
+        options.config_dir,
+        options.geoip,
+        options.node,
+        options.key_dir,
+        options.create_keys,
+        options.follow_fd is None,
+        cache,
+    )
     if snapshot is None:
         return 1
     server = DnsServer(options, snapshot, cache)

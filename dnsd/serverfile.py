@@ -43,8 +43,12 @@ def settings(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 
 FILE_ONLY = ("tokens", "webhooks", "dnstap_messages")  # settings with no flag
-DNSTAP_KEYS = {"socket": "dnstap_socket", "file": "dnstap_file",
-               "identity": "dnstap_identity", "sample": "dnstap_sample"}  # fmt: skip
+DNSTAP_KEYS = {
+    "socket": "dnstap_socket",
+    "file": "dnstap_file",
+    "identity": "dnstap_identity",
+    "sample": "dnstap_sample",
+}
 DNSTAP_MESSAGES = ("auth_query", "auth_response", "update_query", "update_response")
 
 
@@ -123,8 +127,12 @@ def _webhooks(ck: Checker, d: LineDict, directory: Path) -> tuple[Webhook, ...]:
     """`webhooks: [{url, events: [...], secret | secret_file, format: json|slack}]`."""
     out: list[Webhook] = []
     for path, item in _entries(ck, d, "webhooks", "{url, events, secret}"):
-        ck.keys(item, path, ("url", "events", "secret", "secret_file", "format"),
-                required=("url", "events"))  # fmt: skip
+        ck.keys(
+            item,
+            path,
+            ("url", "events", "secret", "secret_file", "format"),
+            required=("url", "events"),
+        )
         url = ck.get_str(item, "url", path, default=None)
         if url and not str(url).startswith(("http://", "https://")):
             ck.error(item.line_of("url"), f"{path}.url", "an http:// or https:// URL")

@@ -298,8 +298,12 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
             continue
         changed = True
         old = zone.soa.rdata
-        soa = RR(zone.soa.rname, QTYPE.SOA, ttl=zone.soa.ttl,
-                 rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])))  # fmt: skip
+        soa = RR(
+            zone.soa.rname,
+            QTYPE.SOA,
+            ttl=zone.soa.ttl,
+            rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])),
+        )
         apex = zone.nodes[zone.name]
         sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
         nodes = copied(zone.nodes)

@@ -101,7 +101,9 @@ class _Worker:
         self._outbox: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._feeder = threading.Thread(target=self._feed, name=f"dnsd worker {index}", daemon=True)
         self._feeder.start()
-        self._reader = threading.Thread(target=self._read, name=f"dnsd worker {index} reports", daemon=True)  # fmt: skip
+        self._reader = threading.Thread(
+            target=self._read, name=f"dnsd worker {index} reports", daemon=True
+        )
         self._reader.start()
 
     def send(self, kind: str, payload: Any) -> None:
@@ -176,8 +178,11 @@ class WorkerPool:
         self._loop = asyncio.get_running_loop()
         self.workers = [self._start(i) for i in range(1, self.count)]
         self._watch = asyncio.get_running_loop().create_task(self._restart_dead())
-        log.info("started %d worker process(es): %s", len(self.workers),
-                 " ".join(str(w.process.pid) for w in self.workers))  # fmt: skip
+        log.info(
+            "started %d worker process(es): %s",
+            len(self.workers),
+            " ".join(str(w.process.pid) for w in self.workers),
+        )
 
     def _start(self, index: int) -> _Worker:
         worker = _Worker(index, self.argv, self.report, self._update_from)
@@ -233,8 +238,12 @@ class WorkerPool:
             await asyncio.sleep(RESTART_PAUSE_S)
             for i, worker in enumerate(self.workers):
                 if worker.process.poll() is not None:
-                    log.error("worker %d (pid %d) exited with %s: starting it again",
-                              worker.index, worker.process.pid, worker.process.returncode)  # fmt: skip
+                    log.error(
+                        "worker %d (pid %d) exited with %s: starting it again",
+                        worker.index,
+                        worker.process.pid,
+                        worker.process.returncode,
+                    )
                     await asyncio.to_thread(worker.stop, 1.0)
                     self.retire(worker.process.pid)
                     self.workers[i] = self._start(worker.index)

@@ -26,9 +26,17 @@ ANY: Final = QTYPE.ANY
 ADDRESS_TYPES: Final = (QTYPE.A, QTYPE.AAAA)
 # RFC 8482 §4.1: answer ANY with one RRset; prefer the ones a client most likely wants.
 ANY_PREFERENCE: Final = (
-    QTYPE.A, QTYPE.AAAA, QTYPE.CNAME, QTYPE.MX, QTYPE.TXT, QTYPE.NS, QTYPE.SRV, QTYPE.CAA,
-    QTYPE.PTR, QTYPE.SOA,
-)  # fmt: skip
+    QTYPE.A,
+    QTYPE.AAAA,
+    QTYPE.CNAME,
+    QTYPE.MX,
+    QTYPE.TXT,
+    QTYPE.NS,
+    QTYPE.SRV,
+    QTYPE.CAA,
+    QTYPE.PTR,
+    QTYPE.SOA,
+)
 # RFC 1034 §3.6.2 glue and additional data; SVCB/HTTPS targets too (RFC 9460 §4).
 NEEDS_ADDRESS: Final = frozenset({QTYPE.NS, QTYPE.MX, QTYPE.SRV, 64, 65})
 

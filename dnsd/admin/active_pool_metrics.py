@@ -14,24 +14,33 @@ RegionStates = Callable[[Any, float], tuple[Mapping[str, str], Sequence[str]]]  
 AnsweringPool = Callable[[str], tuple[str, bool]]
 ACTIVE_REFRESH_S = 5.0  # RTT-only publications are looked at this often at most
 ACTIVE_FAMILIES = (
-    ("dnsd_lb_active_pool", "1 for the pool answering clients of this region now (overrides "
-     "and a trickle of 1.0 included; the innermost pool for nested load balancers)"),
-    ("dnsd_lb_failed_over", "1 when the region is not answered by its first-choice pool "
-     "(at any level)"),
-    ("dnsd_lb_fail_open", "1 when some client region is answered by a fallback because "
-     "nothing was healthy"),
-)  # fmt: skip
+    (
+        "dnsd_lb_active_pool",
+        "1 for the pool answering clients of this region now (overrides "
+        "and a trickle of 1.0 included; the innermost pool for nested load balancers)",
+    ),
+    (
+        "dnsd_lb_failed_over",
+        "1 when the region is not answered by its first-choice pool (at any level)",
+    ),
+    (
+        "dnsd_lb_fail_open",
+        "1 when some client region is answered by a fallback because nothing was healthy",
+    ),
+)
 ALL_DOWN = (
-    "dnsd_lb_all_down", "1 while some client region of the load balancer is answered by "
+    "dnsd_lb_all_down",
+    "1 while some client region of the load balancer is answered by "
     "this when_all_down rule (nothing healthy, the fallback pool included); 0 for the "
     "configured rule otherwise",
-)  # fmt: skip
+)
 AllDownRule = Callable[[Any, Any, str], "str | None"]  # (config, lb, active chain) → rule
 HEALTH_FAILOVER = (
-    "dnsd_lb_failed_over_by_health", "Client regions off their first-choice pool because of "
+    "dnsd_lb_failed_over_by_health",
+    "Client regions off their first-choice pool because of "
     "health, not planned work: answered otherwise than the overrides, drains and manual "
     "failovers in force alone would answer them (what to page on)",
-)  # fmt: skip
+)
 HealthFailed = Callable[[Any, float], Sequence[str]]  # (lb, now) → regions failed by health
 
 

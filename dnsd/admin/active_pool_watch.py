@@ -22,7 +22,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from dnsd.admin.status import FAIL_OPEN, all_down_rule, answering_pool
-from dnsd.config.model import LB_PREFIX, Config
+from dnsd.config.model import Config
+from dnsd.config.pool_refs import nested_lb
 from dnsd.events.journal import EventLog
 from dnsd.events.record import PROBE, Event, make
 from dnsd.health.view import HealthView
@@ -49,8 +50,8 @@ def reached_regions(states: RegionStates) -> dict[str, set[str]]:
     for active, _ in states.values():
         for region, path in active.items():
             for part in path.removesuffix(FAIL_OPEN).split(" -> "):
-                if part.startswith(LB_PREFIX):
-                    reached.setdefault(part[len(LB_PREFIX) :], set()).add(region)
+                if (inner := nested_lb(part)) is not None:
+                    reached.setdefault(inner, set()).add(region)
     return reached
 
 
@@ -130,9 +131,14 @@ def moves_of(
 
 
 def _event(
-    kind: str, lb: str, regions: list[str], changed: Mapping[str, tuple[str, str]],
-    at: float, cause: str, actor: str,
-) -> Event:  # fmt: skip
+    kind: str,
+    lb: str,
+    regions: list[str],
+    changed: Mapping[str, tuple[str, str]],
+    at: float,
+    cause: str,
+    actor: str,
+) -> Event:
     pools = {answering_pool(changed[r][1])[0] for r in regions}
     changes = {r: {"from": changed[r][0], "to": changed[r][1]} for r in regions}
     pool = next(iter(pools)) if len(pools) == 1 else None
@@ -155,7 +161,7 @@ class Reach:
             while todo:
                 lb = lbs[todo.pop()]
                 for ref in (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ())):
-                    inner = ref[len(LB_PREFIX) :] if ref.startswith(LB_PREFIX) else None
+                    inner = nested_lb(ref)
                     if inner is None:
                         pools.add(ref)
                     elif inner not in seen and inner in lbs:
@@ -198,13 +204,18 @@ def config_diff(old: Config, config: Config) -> tuple[Reach, set[str], set[str]]
 
 def changed_pools(old: HealthView, new: HealthView) -> set[str]:
     """Pools with a backend verdict or override, or a pool override, that changed."""
-    pools = {p for p in old.pool_overrides.keys() | new.pool_overrides.keys()
-             if old.pool_overrides.get(p) != new.pool_overrides.get(p)}  # fmt: skip
+    pools = {
+        p
+        for p in old.pool_overrides.keys() | new.pool_overrides.keys()
+        if old.pool_overrides.get(p) != new.pool_overrides.get(p)
+    }
     for key, now in new.backends.items():
         was = old.backends.get(key)
         if was is None or (was.healthy, was.probed, was.override) != (
-            now.healthy, now.probed, now.override,
-        ):  # fmt: skip
+            now.healthy,
+            now.probed,
+            now.override,
+        ):
             pools.add(key[0])
     pools.update(key[0] for key in old.backends.keys() - new.backends.keys())
     return pools
@@ -265,10 +276,12 @@ class ActivePoolWatch:
         if event.kind == "config" and self._noted is not None:
             snap = self._noted[0]  # already swapped: its change is the next step, not this one
         if (
-            self.armed and self._causes and self._noted is not None
+            self.armed
+            and self._causes
+            and self._noted is not None
             and (snap is not self._noted[0] or view is not self._noted[1])
             and why not in self._causes
-        ):  # fmt: skip
+        ):
             if len(self._steps) < MAX_STEPS:
                 self._steps.append((snap, view, self._causes))
                 self._causes = []
@@ -391,10 +404,16 @@ class ActivePoolWatch:
             self.check()
 
     async def _check_in_slices(
-        self, old_snap: Any, old_view: HealthView, snap: Any, view: HealthView,
-        was_there: list[str], lbs: list[str], why: tuple[float, str, str],
+        self,
+        old_snap: Any,
+        old_view: HealthView,
+        snap: Any,
+        view: HealthView,
+        was_there: list[str],
+        lbs: list[str],
+        why: tuple[float, str, str],
         rest: list[tuple[Any, HealthView, list[tuple[str, str]]]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         try:
             before = await self._states_in_slices(was_there, old_snap, old_view)
             fresh = await self._states_in_slices(lbs, snap, view)
@@ -417,9 +436,14 @@ class ActivePoolWatch:
         return states
 
     async def _compare_in_slices(
-        self, before: Mapping[str, Any], fresh: Mapping[str, Any], lbs: list[str],
-        at: float, cause: str, actor: str,
-    ) -> None:  # fmt: skip
+        self,
+        before: Mapping[str, Any],
+        fresh: Mapping[str, Any],
+        lbs: list[str],
+        at: float,
+        cause: str,
+        actor: str,
+    ) -> None:
         """_compare, a part at a time: comparing 5,000 load balancers in one piece held
         the event loop for 100-160 ms (the /healthz p99 of a flapping backend), and the
         events of 1,000 that fail over (each logged, counted, journaled) for over 100 ms."""
@@ -441,9 +465,13 @@ class ActivePoolWatch:
             await asyncio.sleep(SLICE_PAUSE_S)
 
     def _compare(
-        self, before: Mapping[str, Any], fresh: Mapping[str, Any], at: float, cause: str,
+        self,
+        before: Mapping[str, Any],
+        fresh: Mapping[str, Any],
+        at: float,
+        cause: str,
         actor: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         assert self._reach is not None
         reach = self._reach
         for event in moves(before, fresh, reach.nested_only, at, cause, actor, reach.config):

@@ -99,8 +99,14 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     except BadRequest as exc:
         return error(400, str(exc))
     except Exception:  # a bug: one 500, a bounded amount of log
-        ERROR_LOG.log(time.time(), logging.ERROR, "admin %s %s failed",
-                      request.method, request.path[:200], exc_info=True)  # fmt: skip
+        ERROR_LOG.log(
+            time.time(),
+            logging.ERROR,
+            "admin %s %s failed",
+            request.method,
+            request.path[:200],
+            exc_info=True,
+        )
         return error(500, "internal error (logged)")
 
 
@@ -191,8 +197,13 @@ def _status(request: web.Request, page: Page) -> tuple[dict[str, Any], float]:
     status page — at most twice a second for one page, config and health generation: a
     client polling it in a loop must not take the event loop from everyone else."""
     server, now = request.app[SERVER], time.time()
-    key = (server.holder.current.generation, server.store.view.generation,
-           server.store.events.added, int(now * 2), page)  # fmt: skip
+    key = (
+        server.holder.current.generation,
+        server.store.view.generation,
+        server.store.events.added,
+        int(now * 2),
+        page,
+    )
     cached = request.app[STATUS_CACHE]
     if cached[0] != key:
         cached[:] = [key, status_document(server, now, page=page), None, {}]
@@ -350,8 +361,13 @@ async def reload(request: web.Request) -> web.Response:
     try:  # an applied reload must be audited: no room for its entry, no reload
         await reserve(request, {"generation": before}, {"generation": before})
     except AuditUnavailable as exc:
-        return await audited(request, token, None, None, error(
-            503, f"reload refused: {exc.strerror}; the old config keeps serving"))  # fmt: skip
+        return await audited(
+            request,
+            token,
+            None,
+            None,
+            error(503, f"reload refused: {exc.strerror}; the old config keeps serving"),
+        )
     with acting_as(token.name, "reload"):
         result = await request.app[SERVER].reload()
     if not result.ok:
@@ -360,10 +376,16 @@ async def reload(request: web.Request) -> web.Response:
             status=400,
         )
     else:
-        response = web.json_response({"generation": result.generation, "warnings": result.errors,
-                                      "restart_needed": result.restart_needed})  # fmt: skip
-    return await audited(request, token, {"generation": before},
-                         {"generation": result.generation}, response)  # fmt: skip
+        response = web.json_response(
+            {
+                "generation": result.generation,
+                "warnings": result.errors,
+                "restart_needed": result.restart_needed,
+            }
+        )
+    return await audited(
+        request, token, {"generation": before}, {"generation": result.generation}, response
+    )
 
 
 async def overrides(request: web.Request) -> web.Response:
@@ -433,8 +455,13 @@ async def _override(
     try:  # room for its entry first (after: at most `before` and the body more)
         await reserve(request, before, before, value, meta and meta.reason)
     except AuditUnavailable as exc:
-        return await audited(request, token, before, before,
-                             error(503, f"{exc.strerror}: the override was not applied"))  # fmt: skip
+        return await audited(
+            request,
+            token,
+            before,
+            before,
+            error(503, f"{exc.strerror}: the override was not applied"),
+        )
     try:
         with acting_as(token.name):
             apply(store, value, meta)

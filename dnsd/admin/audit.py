@@ -96,10 +96,16 @@ class AuditLog:
         lines = []
         for key, budget in self._budgets.items():
             if budget.suppressed:
-                lines.append({
-                    "time": now_iso(), "kind": "audit_suppressed", "token": key,
-                    "count": budget.suppressed, "first": budget.first, "last": budget.last,
-                })  # fmt: skip
+                lines.append(
+                    {
+                        "time": now_iso(),
+                        "kind": "audit_suppressed",
+                        "token": key,
+                        "count": budget.suppressed,
+                        "first": budget.first,
+                        "last": budget.last,
+                    }
+                )
                 budget.suppressed, budget.first, budget.last = 0, "", ""
         return lines
 
@@ -173,8 +179,9 @@ class AuditLog:
                     self._logged_at, self._logged, self._unlogged = now, 0, 0
                 if self._logged < 10:
                     self._logged += 1
-                    log.error("audit entry not written to %s (%s): %s", self.path,
-                              _reason(exc), text)  # fmt: skip
+                    log.error(
+                        "audit entry not written to %s (%s): %s", self.path, _reason(exc), text
+                    )
                 else:
                     self._unlogged += 1
             return False

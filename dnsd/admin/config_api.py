@@ -40,7 +40,7 @@ CONFIG_ROUTES: tuple[tuple[str, str, fields.Fields, list[str]], ...] = (
     ("load_balancers/{lb}", "a load balancer", fields.LOAD_BALANCER, ["lb"]),
     ("zones/{zone}", "a zone's settings (a new zone: its YAML file)", fields.ZONE, ["zone"]),
     ("zones/{zone}/records/{name}", "the records of one name", fields.RECORD, ["zone", "name"]),
-)  # fmt: skip
+)
 NO_DELETE = ("zones/{zone}",)  # a zone goes with its file, by hand
 
 
@@ -146,8 +146,9 @@ async def _apply(
     changes: list[Change],
     single: bool = True,
 ) -> web.Response:
-    routes = ", ".join(f"{'DELETE' if c.body is None else 'PUT'} {c.target.route}"
-                       for c in changes[:5])  # fmt: skip
+    routes = ", ".join(
+        f"{'DELETE' if c.body is None else 'PUT'} {c.target.route}" for c in changes[:5]
+    )
     more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
 
     async def room_for_the_entry(prepared: Prepared) -> None:

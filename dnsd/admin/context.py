@@ -47,8 +47,11 @@ def authorize(request: web.Request, scope: str) -> Token | web.Response:
     request[CHARGED] = True
     if not request.app[AUDIT].allow(found.name, time.monotonic()):
         request[AUDITED] = True  # counted in the next audit_suppressed line
-        return error(429, f"token {found.name!r}: more than {RATE_PER_S:g} audited "
-                         "writes a second; retry in a second")  # fmt: skip
+        return error(
+            429,
+            f"token {found.name!r}: more than {RATE_PER_S:g} audited "
+            "writes a second; retry in a second",
+        )
     return found
 
 
@@ -75,11 +78,16 @@ async def audit_refusal(request: web.Request, response: web.StreamResponse) -> N
         except (ValueError, AttributeError):
             message = ""
     entry = {
-        "time": now_iso(), "token": token.name if token else None,
-        "source": request.remote or "-", "method": request.method,
-        "route": request.path[:300], "before": None, "after": None,
-        "status": response.status, "error": message,
-    }  # fmt: skip
+        "time": now_iso(),
+        "token": token.name if token else None,
+        "source": request.remote or "-",
+        "method": request.method,
+        "route": request.path[:300],
+        "before": None,
+        "after": None,
+        "status": response.status,
+        "error": message,
+    }
     await asyncio.to_thread(audit.append_or_log, entry, request.pop(RESERVED, 0))
 
 
@@ -107,10 +115,15 @@ async def audited(
     not change the answer: the entry goes to the log (the write was applied or refused
     already, and saying otherwise would be false)."""
     entry = {
-        "time": now_iso(), "token": token.name, "source": request.remote or "-",
-        "method": request.method, "route": request.path[:300], "before": before,
-        "after": after, "status": response.status,
-    }  # fmt: skip
+        "time": now_iso(),
+        "token": token.name,
+        "source": request.remote or "-",
+        "method": request.method,
+        "route": request.path[:300],
+        "before": before,
+        "after": after,
+        "status": response.status,
+    }
     request[AUDITED] = True
     await asyncio.to_thread(request.app[AUDIT].append_or_log, entry, request.pop(RESERVED, 0))
     return response

@@ -156,8 +156,9 @@ async def json_object(request: web.Request, allowed: set[str] | None) -> dict[st
         raise BadRequest("the body must be UTF-8")
     raw = await request.read()
     try:
-        body = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates,
-                          parse_constant=_no_constant)  # fmt: skip
+        body = json.loads(
+            raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+        )
     except BadRequest:
         raise
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included

@@ -240,11 +240,16 @@ class ConnectionGuard:
 
     def counts(self) -> dict[str, int]:
         return {
-            "open": len(self.open), "reserved": len(self.reserved), "refused": self.refused,
-            "header_timeouts": self.timed_out, "write_timeouts": self.write_timeouts,
+            "open": len(self.open),
+            "reserved": len(self.reserved),
+            "refused": self.refused,
+            "header_timeouts": self.timed_out,
+            "write_timeouts": self.write_timeouts,
             "request_timeouts": self.request_timeouts,
-            "evicted": self.evicted, "busy": self.busy, "throttled": self.throttled,
-        }  # fmt: skip
+            "evicted": self.evicted,
+            "busy": self.busy,
+            "throttled": self.throttled,
+        }
 
 
 class GuardedProtocol(asyncio.Protocol):
@@ -406,9 +411,16 @@ class GuardedProtocol(asyncio.Protocol):
             self.guard.busy += 1
         self.awaiting_headers = False
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(refusal(status, message or (
-                f"too many admin connections (from {self.source} or in all): "
-                "only a request with a valid token is served now")))  # fmt: skip
+            self.transport.write(
+                refusal(
+                    status,
+                    message
+                    or (
+                        f"too many admin connections (from {self.source} or in all): "
+                        "only a request with a valid token is served now"
+                    ),
+                )
+            )
             self.transport.close()
 
     def eof_received(self) -> bool | None:

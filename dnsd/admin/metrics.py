@@ -64,15 +64,19 @@ class Metrics:
         )
         self.reloads = Counter("dnsd_reloads", "Configuration reloads", ["result"], registry=r)
         self.failovers = Counter(
-            "dnsd_failovers", "Failover events: regions of the LB left their first-choice pool",
-            ["lb"], registry=r,
-        )  # fmt: skip
+            "dnsd_failovers",
+            "Failover events: regions of the LB left their first-choice pool",
+            ["lb"],
+            registry=r,
+        )
         self.publish_seconds = Histogram(
             "dnsd_health_publish_seconds",
             "Event-loop time one health view publication took, listeners included "
             "(change=states: a verdict or override moved; rtt: only RTTs)",
-            ["change"], buckets=PUBLISH_BUCKETS, registry=r,
-        )  # fmt: skip
+            ["change"],
+            buckets=PUBLISH_BUCKETS,
+            registry=r,
+        )
         for result in ("ok", "failed"):
             self.reloads.labels(result)
         # The latest reload's outcome: an alert resolves at the next good reload (a
@@ -126,10 +130,16 @@ class Metrics:
             dropped[tally.transport] = dropped.get(tally.transport, 0) + tally.dropped[0]
             latency = [a + b for a, b in zip(latency, tally.latency, strict=True)]
             latency_sum += tally.sums[0]
-        return {"queries": queries, "dropped": dropped, "latency": latency,
-                "latency_sum": latency_sum, "lb": lb, "fallback": fallback,
-                "transfers": dict(self.transfer_counts),
-                "transfer_bytes": dict(self.transfer_bytes)}  # fmt: skip
+        return {
+            "queries": queries,
+            "dropped": dropped,
+            "latency": latency,
+            "latency_sum": latency_sum,
+            "lb": lb,
+            "fallback": fallback,
+            "transfers": dict(self.transfer_counts),
+            "transfer_bytes": dict(self.transfer_bytes),
+        }
 
     def set_worker_counts(self, worker: int, counts: dict[str, Any]) -> None:
         """The latest counts a worker process reported (dnsd.workers)."""

@@ -66,13 +66,15 @@ def active_overrides(overrides: Overrides) -> list[dict[str, Any]]:
     for table, kind, entries in tables:
         for key, value in sorted(entries.items()):
             meta = overrides.meta.get(entry_key(table, key)) or OverrideMeta()
-            out.append({
-                "kind": kind,
-                "target": "/".join(key) if isinstance(key, tuple) else key,
-                "trickle_ratio" if table == "trickle" else "state": value,
-                "actor": meta.actor or None,
-                "reason": meta.reason,
-                "since": iso(meta.since or None),
-                "expires": iso(meta.expires),
-            })  # fmt: skip
+            out.append(
+                {
+                    "kind": kind,
+                    "target": "/".join(key) if isinstance(key, tuple) else key,
+                    "trickle_ratio" if table == "trickle" else "state": value,
+                    "actor": meta.actor or None,
+                    "reason": meta.reason,
+                    "since": iso(meta.since or None),
+                    "expires": iso(meta.expires),
+                }
+            )
     return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dnsd.admin.html import attrs, esc, shorten
+from dnsd.config.pool_refs import names_lb
 from dnsd.geo.regions import REGIONS, region_table
 
 FAIL_OPEN = " (fail open)"  # how the status document marks a region answered with nothing healthy
@@ -23,15 +24,29 @@ WIDTH, HEIGHT = 680, 320
 # Top-left corner of each tile: the Americas left, Europe and Africa in the middle, Asia
 # and Oceania right; clients without a location bottom left.
 PLACES: Mapping[str, tuple[int, int]] = {
-    "WNAM": (20, 40), "ENAM": (112, 64), "NSAM": (140, 150), "SSAM": (160, 240),
-    "WEU": (258, 28), "EEU": (350, 20), "NAF": (262, 118), "SAF": (300, 230), "ME": (368, 104),
-    "SAS": (460, 140), "NEAS": (520, 44), "SEAS": (548, 178), "OC": (584, 258),
+    "WNAM": (20, 40),
+    "ENAM": (112, 64),
+    "NSAM": (140, 150),
+    "SSAM": (160, 240),
+    "WEU": (258, 28),
+    "EEU": (350, 20),
+    "NAF": (262, 118),
+    "SAF": (300, 230),
+    "ME": (368, 104),
+    "SAS": (460, 140),
+    "NEAS": (520, 44),
+    "SEAS": (548, 178),
+    "OC": (584, 258),
     UNKNOWN: (20, 258),
-}  # fmt: skip
+}
 LAND = (  # continents, faint, for orientation only: (cx, cy, rx, ry)
-    (110, 85, 105, 62), (190, 215, 48, 88), (330, 55, 78, 38), (320, 190, 62, 92),
-    (500, 105, 150, 78), (610, 270, 58, 32),
-)  # fmt: skip
+    (110, 85, 105, 62),
+    (190, 215, 48, 88),
+    (330, 55, 78, 38),
+    (320, 190, 62, 92),
+    (500, 105, 150, 78),
+    (610, 270, 58, 32),
+)
 
 State = Literal["first", "failover", "manual", "fail_open"]
 
@@ -89,7 +104,7 @@ def pool_colours(lbs: list[Mapping[str, Any]]) -> dict[str, str]:
             p.removesuffix(FAIL_OPEN).split(" -> ")[-1] for p in lb.get("active", {}).values()
         ]
         for name in (*lb.get("default_pools", ()), lb.get("fallback_pool"), *answering):
-            if name and not name.startswith("lb:") and name not in order:
+            if name and not names_lb(name) and name not in order:
                 order.append(name)
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
 

@@ -121,9 +121,12 @@ class CockpitCollector(Collector):
     read at every scrape)."""
 
     def __init__(
-        self, holder: SnapshotHolder, store: HealthStore, serving_loop: Callable[[], str],
+        self,
+        holder: SnapshotHolder,
+        store: HealthStore,
+        serving_loop: Callable[[], str],
         version: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.holder, self.store = holder, store
         self.serving_loop, self.version = serving_loop, version
 

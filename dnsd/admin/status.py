@@ -15,12 +15,12 @@ from dnslib import QTYPE
 from dnsd import __version__
 from dnsd.admin.control import ServerControl
 from dnsd.admin.override_meta import active_overrides
-from dnsd.config.model import LB_PREFIX
+from dnsd.config.pool_refs import nested_lb
 from dnsd.events.record import iso_z
 from dnsd.geo.age import geoip_status
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
-from dnsd.health.store import SourceHealth
+from dnsd.health.sources import SourceHealth
 from dnsd.steering import ClientInfo, SteeringInputs, ramp, steer, waterfall
 from dnsd.xfr.lb_answers import lb_index
 
@@ -434,9 +434,9 @@ def all_down_rule(config: Any, lb: Any, active: str) -> str | None:
     if not active.endswith(FAIL_OPEN):
         return None
     parts = [part for part in active[: -len(FAIL_OPEN)].split(" -> ") if part]
-    if parts and not parts[-1].startswith(LB_PREFIX):
+    if parts and (inner := nested_lb(parts[-1])) is None:
         return "fallback"
-    owner = config.load_balancers.get(parts[-1][len(LB_PREFIX) :]) if parts else lb
+    owner = config.load_balancers.get(inner) if parts else lb
     return None if owner is None else str(owner.when_all_down)
 
 
@@ -489,7 +489,7 @@ def lbs_reached(config: Any, lb: Any) -> frozenset[str]:
     seen, todo = {lb.name}, [lb]
     while todo:
         for ref in lb_pools(todo.pop()):
-            name = ref[len(LB_PREFIX) :] if ref.startswith(LB_PREFIX) else None
+            name = nested_lb(ref)
             if name is not None and name not in seen and name in config.load_balancers:
                 seen.add(name)
                 todo.append(config.load_balancers[name])

@@ -17,10 +17,19 @@ from typing import Any
 from dnsd.admin.html import esc, parse_utc, utc
 
 LANES = ("health", "failover", "override", "config")
-LANE_OF = {"health": "health", "backend": "health", "pool": "health",
-           "backend_health": "health", "pool_health": "health",
-           "failover": "failover", "failback": "failover", "fail_open": "failover",
-           "override": "override", "config": "config", "reload": "config"}  # fmt: skip
+LANE_OF = {
+    "health": "health",
+    "backend": "health",
+    "pool": "health",
+    "backend_health": "health",
+    "pool_health": "health",
+    "failover": "failover",
+    "failback": "failover",
+    "fail_open": "failover",
+    "override": "override",
+    "config": "config",
+    "reload": "config",
+}
 COLOUR = {"health": "#cf222e", "failover": "#bf8700", "override": "#8250df", "config": "#57606a"}
 BAD = frozenset({"unhealthy", "down"})  # a health event that starts a bar
 CLEARED = frozenset({"", "none", "null", "removed"})  # an override event that ends one

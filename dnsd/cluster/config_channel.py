@@ -5,7 +5,8 @@ A node that applied a change set for its own client appends it to the Redis stre
 atomically (WATCH/MULTI) with the sealed head `dnsd:config:seq` = {seq, digest}, and
 publishes it on `dnsd:config`. Every node follows the chain from the digest of the last
 record it applied: it applies what follows exactly like an API write — whole-config check,
-atomic write, reload — and remembers its history in `STATE_DIR/config-sync.json`.
+atomic write, reload — and remembers its history in `STATE_DIR/config-sync.json`
+(`sync_state.py`).
 
 Nothing unsealed is trusted: an entry of the stream that is not sealed by the cluster, or
 does not link into the chain, or a head that is not the chain's, is counted in
@@ -21,11 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,10 @@ import redis.asyncio as aioredis
 from prometheus_client.core import GaugeMetricFamily
 from redis.exceptions import RedisError, WatchError
 
-from dnsd.atomic_files import write_file
 from dnsd.cluster.bus import RedisBus
-from dnsd.cluster.config_log import GENESIS, Record, chain, new_record, plan, record_of
+from dnsd.cluster.config_log import GENESIS, Record, chain, new_record, plan, record_of, restorable
 from dnsd.cluster.seal import Rejected
+from dnsd.cluster.sync_state import audit_record, load_history, save_history, sync_gauges
 from dnsd.events.record import SYSTEM, acting_as
 from dnsd.provision.edit import ChangeRefused
 from dnsd.provision.targets import Change, parse_route
@@ -72,7 +71,7 @@ class ConfigSync:
         self.on_synced = on_synced  # the audit trail: each set applied or refused here
         self.on_state = on_state  # in_sync / diverged, for the webhook
         self._state_file = state_dir / STATE_FILE if state_dir is not None else None
-        self.history: list[Record] = self._load()
+        self.history: list[Record] = load_history(self._state_file)
         self.state = "connecting"
         self.diverged_reason: str | None = None
         self.last_error: str | None = None
@@ -116,23 +115,7 @@ class ConfigSync:
         }
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        diverged = GaugeMetricFamily(
-            "dnsd_config_sync_diverged",
-            "1 while this node's config cannot follow the cluster's shared history",
-        )
-        diverged.add_metric([], 1.0 if self.state == "diverged" else 0.0)
-        yield diverged
-        stalled = GaugeMetricFamily(
-            "dnsd_config_sync_stalled",
-            "1 while Redis is reachable but the shared config history cannot be read or written",
-        )
-        stalled.add_metric([], 1.0 if self.state == "stalled" else 0.0)
-        yield stalled
-        seq = GaugeMetricFamily(
-            "dnsd_config_sync_seq", "Records of the shared config history applied here"
-        )
-        seq.add_metric([], float(self.seq))
-        yield seq
+        return sync_gauges(self.state, self.seq)
 
     # -- the bus's hooks ----------------------------------------------------------------------
     async def catch_up(self, client: aioredis.Redis) -> None:
@@ -248,7 +231,7 @@ class ConfigSync:
     async def _follow(self, client: aioredis.Redis) -> None:
         shared = await self._read_chain(client)
         if shared and shared[0].prev != GENESIS:  # trimmed (XTRIM): the start is missing
-            whole = self._restorable(shared)
+            whole = restorable(self.history, shared)
             if whole is not None:
                 if not await self._restore(client, shared, whole):
                     self._wake.set()  # the stream moved meanwhile: look again
@@ -286,19 +269,6 @@ class ConfigSync:
             return
         await self._write_head(client, shared[-1] if shared else None)
         self._in_sync()
-
-    def _restorable(self, shared: Sequence[Record]) -> list[Record] | None:
-        """The whole history, when the shared one lacks its start and ours holds it: our
-        records up to the shared first, then the shared ones (they must agree where both
-        have a record). None when ours cannot fill the gap."""
-        at = {r.digest: i for i, r in enumerate(self.history)}
-        k = at.get(shared[0].digest)
-        if not k:  # not ours, or (impossible: ours starts at GENESIS) our first
-            return None
-        for j, record in enumerate(shared):
-            if k + j < len(self.history) and self.history[k + j].digest != record.digest:
-                return None  # the two fork after the gap: plan() says diverged
-        return [*self.history[:k], *shared]
 
     async def _restore(
         self, client: aioredis.Redis, shared: Sequence[Record], whole: Sequence[Record]
@@ -412,7 +382,7 @@ class ConfigSync:
                     return
                 if written_on == record.prev:
                     self.history.append(record)
-                    await asyncio.to_thread(self._save)
+                    await asyncio.to_thread(save_history, self._state_file, self.history)
                 self.shared_seq = record.seq
                 self._in_sync()
                 return
@@ -469,7 +439,7 @@ class ConfigSync:
         prepared = applied.prepared
         await self._audit(records, origins, 200, prepared.before, prepared.after, None)
         self.history.extend(records)
-        await asyncio.to_thread(self._save)
+        await asyncio.to_thread(save_history, self._state_file, self.history)
         log.info(
             "applied %d config record(s) from Redis (seq %d..%d): generation %d",
             len(records),
@@ -517,54 +487,10 @@ class ConfigSync:
         after: Any,
         error: str | None,
     ) -> None:
-        if self.on_synced is None:
-            return
-        routes = [route for r in records for route, _ in r.entries]
-        record = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "token": None,
-            "source": "redis",
-            "origin_node": ", ".join(origins)[:200],
-            "method": "SYNC",
-            "route": routes[0][:300] if routes else "",
-            "routes": routes[:200],
-            "seq": [records[0].seq, records[-1].seq],
-            "before": before,
-            "after": after,
-            "status": status,
-            **({"error": error[:300]} if error else {}),
-        }
-        await self.on_synced(record)
+        if self.on_synced is not None:
+            await self.on_synced(audit_record(records, origins, status, before, after, error))
 
     # -- from this node -----------------------------------------------------------------------
     def _local(self, changes: Sequence[Change]) -> None:
         self._pending.append((changes, self.head))
         self._wake.set()
-
-    # -- state --------------------------------------------------------------------------------
-    def _load(self) -> list[Record]:
-        if self._state_file is None or not self._state_file.exists():
-            return []
-        try:
-            data = json.loads(self._state_file.read_text())
-            history = [record_of(body) for body in data.get("history", [])]
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            log.error(
-                "%s unreadable (%s): following the shared history from its start",
-                self._state_file,
-                exc,
-            )
-            return []
-        linked, orphans = chain(history)
-        if orphans or (linked and linked[0].prev != GENESIS):
-            log.error(
-                "%s: a broken history: following the shared one from its start", self._state_file
-            )
-            return []
-        return linked
-
-    def _save(self) -> None:
-        if self._state_file is None:
-            return
-        body = {"digest": self.head, "seq": self.seq, "history": [r.body() for r in self.history]}
-        write_file(self._state_file, json.dumps(body, sort_keys=True))

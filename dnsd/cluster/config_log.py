@@ -141,3 +141,17 @@ def plan(history: Sequence[Record], shared: Sequence[Record]) -> Plan:
         # Others wrote after what we share: theirs, then ours again on top.
         return Plan(apply=tuple(shared[j + 1 :]), reappend=ours)
     return Plan(diverged="this node's history and the shared one have nothing in common")
+
+
+def restorable(history: Sequence[Record], shared: Sequence[Record]) -> list[Record] | None:
+    """The whole history, when the shared one lacks its start and ours holds it: our
+    records up to the shared first, then the shared ones (they must agree where both
+    have a record). None when ours cannot fill the gap."""
+    at = {r.digest: i for i, r in enumerate(history)}
+    k = at.get(shared[0].digest)
+    if not k:  # not ours, or (impossible: ours starts at GENESIS) our first
+        return None
+    for j, record in enumerate(shared):
+        if k + j < len(history) and history[k + j].digest != record.digest:
+            return None  # the two fork after the gap: plan() says diverged
+    return [*history[:k], *shared]

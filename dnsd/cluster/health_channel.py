@@ -28,7 +28,8 @@ from dnsd.cluster.bus import RedisBus
 from dnsd.cluster.seal import Rejected
 from dnsd.health.fsm import State
 from dnsd.health.probes import ProbeTarget
-from dnsd.health.store import HealthStore, SourceHealth
+from dnsd.health.sources import SourceHealth
+from dnsd.health.store import HealthStore
 
 log = logging.getLogger("dnsd.cluster.health")
 

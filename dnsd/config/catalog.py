@@ -64,9 +64,14 @@ def fill_catalogs(config: Config, reasons: list[Reason]) -> Config:
     for zone in catalogs:
         assert zone.catalog is not None
         if wire_length(zone.name) + _SUFFIX_BYTES > 255:
-            reasons.append(Reason(zone.file, 0, "zone",
-                                  "name too long for a catalog zone: its member names would "
-                                  "pass 255 octets"))  # fmt: skip
+            reasons.append(
+                Reason(
+                    zone.file,
+                    0,
+                    "zone",
+                    "name too long for a catalog zone: its member names would pass 255 octets",
+                )
+            )
             continue
         names = zone.catalog.members
         if names is None:  # `all`: every other transferable zone but catalogs

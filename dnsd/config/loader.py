@@ -20,10 +20,11 @@ from dnsd.config.answer_pools import check_answer_pools
 from dnsd.config.catalog import fill_catalogs
 from dnsd.config.checker import Checker
 from dnsd.config.files import UnsafeFile, read_config_file
-from dnsd.config.global_sections import Ref, Section, parse_sections
+from dnsd.config.global_sections import Section, parse_sections
 from dnsd.config.lb_records import check_lb_records
 from dnsd.config.model import LB_PREFIX, ClientNetwork, ClientZone, Config, LoadBalancer, Zone
 from dnsd.config.outage import name_budgets, outage_budget
+from dnsd.config.refs import Ref
 from dnsd.config.yamlio import LineDict, YamlSyntaxError, load_yaml
 from dnsd.config.zone_section import ZONE_KEYS, LbUse, parse_zone
 from dnsd.config.zonefile import LoadCancelled, cancel_check
@@ -31,8 +32,13 @@ from dnsd.errors import ConfigError, Reason
 from dnsd.process_tools import gc_paused
 
 GLOBAL_KEYS = (
-    "monitors", "pools", "load_balancers", "client_zones", "client_networks", "tsig_keys",
-)  # fmt: skip
+    "monitors",
+    "pools",
+    "load_balancers",
+    "client_zones",
+    "client_networks",
+    "tsig_keys",
+)
 T = TypeVar("T")
 
 
@@ -102,8 +108,16 @@ def _load_config(
     try:  # a config write that was interrupted is finished or undone first
         recover(directory)
     except (WriteFailed, OSError) as exc:
-        raise ConfigError([Reason(str(directory), 0, "", f"an interrupted config write "
-                                  f"could not be finished: {exc}")]) from None  # fmt: skip
+        raise ConfigError(
+            [
+                Reason(
+                    str(directory),
+                    0,
+                    "",
+                    f"an interrupted config write could not be finished: {exc}",
+                )
+            ]
+        ) from None
     present = {p.name for p in directory.glob("*.yaml")} | set(overlay)
     files = sorted(directory / n for n in present if overlay.get(n, "") is not None)
     if not files:
@@ -351,8 +365,11 @@ def _check_transfer_keys(config: Config, reasons: list[Reason]) -> None:
         for i, grant in enumerate(zone.update or ()):
             if grant.key not in config.tsig_keys:
                 hint = _hint(grant.key, config.tsig_keys)
-                reasons.append(Reason(zone.file, 0, f"update[{i}].key",
-                                      f"undefined TSIG key {grant.key!r}{hint}"))  # fmt: skip
+                reasons.append(
+                    Reason(
+                        zone.file, 0, f"update[{i}].key", f"undefined TSIG key {grant.key!r}{hint}"
+                    )
+                )
 
 
 def _check_cycles(lbs: Mapping[str, LoadBalancer], where: Where, reasons: list[Reason]) -> None:

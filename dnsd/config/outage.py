@@ -145,13 +145,22 @@ def outage_budget(config: Config, lb_name: str) -> OutageBudget:
             if best is None or s > best[0]:
                 best = (s, pool, m)
     if best is None:
-        return OutageBudget(lb.name, lb.ttl, None, unprobed=tuple(unprobed),
-                            max_outage_s=lb.max_outage_s)  # fmt: skip
+        return OutageBudget(
+            lb.name, lb.ttl, None, unprobed=tuple(unprobed), max_outage_s=lb.max_outage_s
+        )
     seconds, pool, m = best
     return OutageBudget(
-        lb.name, lb.ttl, round(seconds, 3), pool, m.name, m.interval_s, m.unhealthy_threshold,
-        m.timeout_s, tuple(unprobed), lb.max_outage_s,
-    )  # fmt: skip
+        lb.name,
+        lb.ttl,
+        round(seconds, 3),
+        pool,
+        m.name,
+        m.interval_s,
+        m.unhealthy_threshold,
+        m.timeout_s,
+        tuple(unprobed),
+        lb.max_outage_s,
+    )
 
 
 def name_budgets(config: Config) -> list[tuple[str, OutageBudget]]:

@@ -216,7 +216,11 @@ def _check_weighed(root: yaml.Node) -> None:
                 raise _limit(node, f"a value longer than {MAX_SCALAR} characters")
             weight[id(node)] = 1
             continue
-        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)  # fmt: skip
+        children = (
+            [n for pair in node.value for n in pair]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+        )
         if not done:
             if id(node) in weight:
                 continue
@@ -369,7 +373,9 @@ def load_yaml(text: str, prefer: str | None = None) -> Any:
             return _load_with_libyaml(text, _stack_needed(text))
         return yaml.load(text, Loader=_Loader)
     except RecursionError:
-        raise YamlSyntaxError(0, f"YAML error: too large: nested deeper than {MAX_DEPTH} levels") from None  # fmt: skip
+        raise YamlSyntaxError(
+            0, f"YAML error: too large: nested deeper than {MAX_DEPTH} levels"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0

@@ -17,6 +17,8 @@ from typing import Any, cast, get_args
 
 from dnsd.atomic_files import discard_leftovers, write_file
 from dnsd.config.model import Config
+from dnsd.events import current_actor
+from dnsd.events.record import SYSTEM, Event, iso_z, make
 from dnsd.health.view import BackendOverride, PoolOverride
 
 log = logging.getLogger("dnsd.health")
@@ -58,9 +60,11 @@ class OverrideMeta:
 
     def document(self) -> dict[str, Any]:
         return {
-            "actor": self.actor, "reason": self.reason, "since": self.since,
+            "actor": self.actor,
+            "reason": self.reason,
+            "since": self.since,
             "expires": self.expires,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_document(cls, data: Any) -> OverrideMeta:
@@ -194,9 +198,13 @@ class Overrides:
 
     def copy(self) -> Overrides:
         return Overrides(
-            dict(self.backends), dict(self.pools), dict(self.trickle), self.updated_at,
-            dict(self.versions), dict(self.meta),
-        )  # fmt: skip
+            dict(self.backends),
+            dict(self.pools),
+            dict(self.trickle),
+            self.updated_at,
+            dict(self.versions),
+            dict(self.meta),
+        )
 
     def __len__(self) -> int:
         return len(self.backends) + len(self.pools) + len(self.trickle)
@@ -230,3 +238,30 @@ class Overrides:
         if loaded:
             log.info("loaded %d override(s) from %s", len(loaded), path)
         return loaded
+
+
+def override_event(
+    table: str, key: Any, old: Any, value: Any, meta: OverrideMeta | None, cause: str, at: float
+) -> Event:
+    """The `override` event of one change: its cause (`override`, `override removed`,
+    `override expired`, `trickle 1.0`, `trickle removed`) and who made it."""
+    actor = meta.actor if meta is not None and meta.actor else current_actor()
+    if cause == "expired":
+        why, actor = "override expired", SYSTEM
+    elif table == "trickle":
+        why = "trickle removed" if value is None else f"trickle {float(value)}"
+    else:
+        why = "override removed" if value is None else "override"
+    where: dict[str, Any]
+    if table == "backends":
+        where = {"pool": key[0], "backend": key[1]}
+    elif table == "pools":
+        where = {"pool": key}
+    else:
+        where = {"lb": key}
+    details: dict[str, Any] = {"old": old, "new": value}
+    if meta is not None and meta.reason:
+        details["reason"] = meta.reason
+    if meta is not None and meta.expires:
+        details["expires"] = iso_z(meta.expires)
+    return make(at, "override", why, actor, **where, **details)

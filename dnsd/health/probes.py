@@ -130,9 +130,15 @@ def one_line(text: str, limit: int = ERROR_LIMIT) -> str:
 # Failures that say something about this machine, not about the backend: out of
 # descriptors or buffers, no local address or route. Such a probe gives no result.
 LOCAL_ERRNOS = frozenset(
-    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL,
-     errno.ENETUNREACH}
-)  # fmt: skip
+    {
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOBUFS,
+        errno.ENOMEM,
+        errno.EADDRNOTAVAIL,
+        errno.ENETUNREACH,
+    }
+)
 
 
 def is_local_failure(exc: BaseException) -> bool:

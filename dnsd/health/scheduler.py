@@ -180,9 +180,14 @@ class ProbeScheduler:
             self.probes_total += 1
             if result.local:  # this machine's trouble, not the backend's: no verdict
                 self.local_failures += 1
-                LOCAL_LOG.log(self.clock.time(), logging.ERROR,
-                              "probe of %s:%d could not run here (%s): no result",
-                              target.host, target.port, result.error)  # fmt: skip
+                LOCAL_LOG.log(
+                    self.clock.time(),
+                    logging.ERROR,
+                    "probe of %s:%d could not run here (%s): no result",
+                    target.host,
+                    target.port,
+                    result.error,
+                )
             else:
                 self.store.record(target, source, result, monitor)
             if self.on_probe is not None:

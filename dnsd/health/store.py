@@ -2,7 +2,8 @@
 
 Probes write results here; each (probe target, source region) has its own state machine
 and RTT EWMA. The verdicts are pure functions (`verdict.py`: quorum, overrides applied,
-the next view); overrides are validated and persisted by `overrides.py`; other nodes'
+the next view); what each source says and why a verdict is what it is is in `sources.py`;
+overrides are validated, persisted and told as events by `overrides.py`; other nodes'
 observations and their freshness live in `remote.py`. A new view is published at once on
 every health transition or override change; RTT-only changes are published at most every
 `rtt_publish_interval_s`, so 500 backends probed every second stay cheap.
@@ -13,14 +14,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from dnsd.config.model import Backend, Monitor, Pool
-from dnsd.events import EventLog, current_actor
-from dnsd.events.record import PROBE, SYSTEM, Event, iso_z, make
+from dnsd.events import EventLog
+from dnsd.events.record import PROBE, SYSTEM, iso_z, make
 from dnsd.health import ewma
 from dnsd.health.fsm import ProbeResult, SourceState, State, on_result
 from dnsd.health.overrides import (
@@ -29,9 +29,11 @@ from dnsd.health.overrides import (
     Overrides,
     PersistError,
     entry_key,
+    override_event,
 )
 from dnsd.health.probes import ProbeTarget, target_of
 from dnsd.health.remote import RemoteObservation, RemoteObservations
+from dnsd.health.sources import SourceHealth, probe_cause
 from dnsd.health.verdict import (
     QuorumVerdict,
     Verdict,
@@ -45,22 +47,7 @@ from dnsd.snapshot import NodeSettings, Snapshot
 
 log = logging.getLogger("dnsd.health")
 
-__all__ = ["HealthStore", "OverrideError", "PersistError", "SourceHealth"]
-
-
-@dataclass(slots=True)
-class SourceHealth:
-    state: SourceState
-    rtt: RttSample | None = None
-    node: str | None = None  # another node's observation (shared through Redis)
-    # Another node's last observation, older than the bus's max age (its node died or was
-    # cut off): shown with its last state and time, but it does not vote (docs/health.md).
-    stale: bool = False
-
-    @property
-    def vote(self) -> State | None:
-        """What this source says for the quorum: None when it is stale."""
-        return None if self.stale else self.state.state
+__all__ = ["HealthStore", "OverrideError", "PersistError"]
 
 
 class HealthStore:
@@ -177,11 +164,19 @@ class HealthStore:
             self.transitions_total += 1
             if transition.old != "unknown":  # a first result after a start is no news
                 why = "probe ok" if result.ok else (result.error or "probe failed")
-                self.events.add(make(
-                    transition.at, "probe", f"{why} from {source}", PROBE,
-                    subject=f"{target.host}:{target.port}", source=source,
-                    old=transition.old, new=transition.new, reason=transition.reason,
-                ))  # fmt: skip
+                self.events.add(
+                    make(
+                        transition.at,
+                        "probe",
+                        f"{why} from {source}",
+                        PROBE,
+                        subject=f"{target.host}:{target.port}",
+                        source=source,
+                        old=transition.old,
+                        new=transition.new,
+                        reason=transition.reason,
+                    )
+                )
             self.publish()
         elif self._clock() - self._last_publish >= self._rtt_interval:
             self.publish()
@@ -229,11 +224,19 @@ class HealthStore:
         rtt = RttSample(ewma_ms, samples, last_at) if ewma_ms is not None else None
         if self.remote.add(key, RemoteObservation(state, rtt, published_at), self._clock()):
             if previous is not None and previous not in (state, "unknown"):
-                self.events.add(make(
-                    published_at, "probe", f"{state} from {source} (another node)", PROBE,
-                    subject=f"{target.host}:{target.port}", source=source, old=previous,
-                    new=state, reason="observed by another node",
-                ))  # fmt: skip
+                self.events.add(
+                    make(
+                        published_at,
+                        "probe",
+                        f"{state} from {source} (another node)",
+                        PROBE,
+                        subject=f"{target.host}:{target.port}",
+                        source=source,
+                        old=previous,
+                        new=state,
+                        reason="observed by another node",
+                    )
+                )
             self.publish()
         elif self._clock() - self._last_publish >= self._rtt_interval:
             self.publish()
@@ -271,9 +274,14 @@ class HealthStore:
             votes = [h.vote for h in sources.values()]
             before = self._quorum.get(key)
             decision = quorum_verdict(
-                votes, monitor.quorum, monitor.initial, previous,
-                before.since if before else None, now, monitor.quorum_hold_s,
-            )  # fmt: skip
+                votes,
+                monitor.quorum,
+                monitor.initial,
+                previous,
+                before.since if before else None,
+                now,
+                monitor.quorum_hold_s,
+            )
             self._quorum[key] = decision
             fresh = sum(1 for v in votes if v is not None)
             self._quorum_news(pool.name, backend.name, before, decision, fresh, len(votes), now)
@@ -284,10 +292,18 @@ class HealthStore:
                     level, "backend %s/%s is %s (was %s)", pool.name, backend.name, probed, previous
                 )
                 if previous != "unknown":  # a first verdict after a start is not an event
-                    self.events.add(make(
-                        now, "backend_health", probe_cause(sources, probed), PROBE,
-                        pool=pool.name, backend=backend.name, old=previous, new=probed,
-                    ))  # fmt: skip
+                    self.events.add(
+                        make(
+                            now,
+                            "backend_health",
+                            probe_cause(sources, probed),
+                            PROBE,
+                            pool=pool.name,
+                            backend=backend.name,
+                            old=previous,
+                            new=probed,
+                        )
+                    )
             self._verdicts[key] = probed
             override = overrides.backends.get(key)
             backends[key] = BackendHealth(
@@ -337,11 +353,21 @@ class HealthStore:
             why = f"quorum lost: {fresh} of {sources} sources fresh decide"
         else:
             why = "quorum back"
-        self.events.add(make(
-            now, "quorum", why, SYSTEM, pool=pool, backend=backend, old=old, new=after.mode,
-            verdict=after.verdict, sources_fresh=fresh,
-            since=iso_z(after.since) if after.since is not None else None,
-        ))  # fmt: skip
+        self.events.add(
+            make(
+                now,
+                "quorum",
+                why,
+                SYSTEM,
+                pool=pool,
+                backend=backend,
+                old=old,
+                new=after.mode,
+                verdict=after.verdict,
+                sources_fresh=fresh,
+                since=iso_z(after.since) if after.since is not None else None,
+            )
+        )
 
     # -- overrides ---------------------------------------------------------------------------
     def set_backend_override(
@@ -442,8 +468,17 @@ class HealthStore:
         self.override_changes_total += 1
         origin = document.get("node", "?")
         log.warning("overrides from node %s applied", origin)
-        self.events.add(make(self._clock(), "override", f"overrides from node {origin}", SYSTEM,
-                             subject="all overrides", old="-", new="shared"))  # fmt: skip
+        self.events.add(
+            make(
+                self._clock(),
+                "override",
+                f"overrides from node {origin}",
+                SYSTEM,
+                subject="all overrides",
+                old="-",
+                new="shared",
+            )
+        )
         self.publish()
         return True
 
@@ -457,49 +492,3 @@ class HealthStore:
             raise PersistError(
                 f"the override was not applied: cannot write the state file ({exc.strerror})"
             ) from None
-
-
-def probe_cause(sources: dict[str, SourceHealth], verdict: str) -> str:
-    """Why a backend's verdict is what it is, from its sources: `HTTP 503 from WEU` (each
-    failing source's last error), or `probe ok from WEU, NAM`."""
-    if verdict == "unhealthy":
-        failing: dict[str, list[str]] = {}
-        for source, h in sources.items():
-            if h.state.state != "unhealthy":
-                continue
-            last = h.state.last
-            why = (last.error if last and not last.ok and last.error else None) or (
-                "unhealthy (another node)" if h.node else "probe failed"
-            )
-            failing.setdefault(why, []).append(source)
-        parts = [f"{why} from {', '.join(names)}" for why, names in failing.items()]
-        return "; ".join(parts) or "unhealthy"
-    ok = [source for source, h in sources.items() if h.state.state == "healthy"]
-    return f"probe ok from {', '.join(ok)}" if ok else f"{verdict}"
-
-
-def override_event(
-    table: str, key: Any, old: Any, value: Any, meta: OverrideMeta | None, cause: str, at: float
-) -> Event:
-    """The `override` event of one change: its cause (`override`, `override removed`,
-    `override expired`, `trickle 1.0`, `trickle removed`) and who made it."""
-    actor = meta.actor if meta is not None and meta.actor else current_actor()
-    if cause == "expired":
-        why, actor = "override expired", SYSTEM
-    elif table == "trickle":
-        why = "trickle removed" if value is None else f"trickle {float(value)}"
-    else:
-        why = "override removed" if value is None else "override"
-    where: dict[str, Any]
-    if table == "backends":
-        where = {"pool": key[0], "backend": key[1]}
-    elif table == "pools":
-        where = {"pool": key}
-    else:
-        where = {"lb": key}
-    details: dict[str, Any] = {"old": old, "new": value}
-    if meta is not None and meta.reason:
-        details["reason"] = meta.reason
-    if meta is not None and meta.expires:
-        details["expires"] = iso_z(meta.expires)
-    return make(at, "override", why, actor, **where, **details)

@@ -31,6 +31,7 @@ from typing import Any
 
 from octodns.record.geo_data import geo_data
 
+from dnsd.config.pool_refs import nested_lb
 from dnsd.geo.regions import region_table
 
 PREFIX = "octodns~"
@@ -188,7 +189,7 @@ def dynamic_record(base: str, config: Mapping[str, Any]) -> dict[str, Any] | Non
     where: dict[str, int] = {}  # country/subdivision → rule index
     for table in ("country_pools", "subdivision_pools"):
         for code, refs in (lb.get(table) or {}).items():
-            nested = refs[0].removeprefix("lb:")
+            nested = nested_lb(refs[0]) or refs[0]
             where[code] = int(nested.rsplit("~rule", 1)[1])
     for nested_name, nested in sorted(lbs.items()):
         if not nested_name.startswith(f"{base}~rule"):

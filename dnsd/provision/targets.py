@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dnsd.config.pool_refs import names_lb
+
 Kind = Literal["pool", "backend", "monitor", "load_balancer", "zone", "record"]
 SECTIONS: dict[str, str] = {
     "pool": "pools",
@@ -76,7 +78,7 @@ def parse_route(route: str) -> Target:
     for name in target.names:
         if not name or len(name) > MAX_NAME or not name.isprintable():
             raise BadTarget(f"{name[:40]!r}: a name is 1 to {MAX_NAME} printable characters")
-    if target.kind not in ("record", "zone") and target.names[-1].startswith("lb:"):
+    if target.kind not in ("record", "zone") and names_lb(target.names[-1]):
         raise BadTarget("names must not start with 'lb:'")
     return target
 

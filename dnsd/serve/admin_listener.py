@@ -60,12 +60,16 @@ class AdminListener:
         reserve = max(2, self.connections // 8)  # places only a valid token gets
         general = max(self.connections - reserve, 2)
         self.guard = ConnectionGuard(
-            factory, general, ADMIN_HEADER_TIMEOUT_S, reserve=reserve,
-            per_source=min(ADMIN_PER_SOURCE, general), write_timeout_s=ADMIN_WRITE_TIMEOUT_S,
+            factory,
+            general,
+            ADMIN_HEADER_TIMEOUT_S,
+            reserve=reserve,
+            per_source=min(ADMIN_PER_SOURCE, general),
+            write_timeout_s=ADMIN_WRITE_TIMEOUT_S,
             request_timeout_s=ADMIN_REQUEST_TIMEOUT_S,
             authorized=lambda secret: gate.find(secret) is not None,
             rate_per_source=ADMIN_RATE_PER_SOURCE,
-        )  # fmt: skip
+        )
         loop = asyncio.get_running_loop()
         # --reuse-port: a new dnsd binds the same admin port while the old one still runs.
         self._server = await loop.create_server(

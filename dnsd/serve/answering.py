@@ -68,9 +68,14 @@ class Answering:
         every query takes this function)."""
 
         def uncached(
-            wire: bytes, client: Client, snap: Snapshot, view: HealthView, rng: random.Random,
-            now: float, decided: DecisionObserver,
-        ) -> bytes | None:  # fmt: skip
+            wire: bytes,
+            client: Client,
+            snap: Snapshot,
+            view: HealthView,
+            rng: random.Random,
+            now: float,
+            decided: DecisionObserver,
+        ) -> bytes | None:
             return resolve(Request(wire, client, snap, view, rng, now, decided))
 
         # The cache takes the request's parts as they are: a memo hit builds no object.
@@ -129,8 +134,13 @@ class Answering:
                     else:
                         reply = answer(wire, client, snap, view, rng, now, observe)
                 except Exception:  # a bug must cost one answer, never the listener
-                    ERROR_LOG.log(now, logging.ERROR, "error answering a query from %s",
-                                  client.address, exc_info=True)  # fmt: skip
+                    ERROR_LOG.log(
+                        now,
+                        logging.ERROR,
+                        "error answering a query from %s",
+                        client.address,
+                        exc_info=True,
+                    )
                     reply = None
                 replies.append(reply)
                 if reply is None:
@@ -146,9 +156,11 @@ class Answering:
             return replies
 
         def tapped_batch(
-            wires: list[bytes], clients: list[Client], drawn: list[Any] | None,
+            wires: list[bytes],
+            clients: list[Client],
+            drawn: list[Any] | None,
             sources: list[Source],
-        ) -> list[bytes | None]:  # fmt: skip
+        ) -> list[bytes | None]:
             """dnstap: each query answered on its own, its decision noted, and handed to
             the writer's queue with its addresses and times (the writer encodes)."""
             assert tap is not None
@@ -163,17 +175,32 @@ class Answering:
                 replies.append(reply)
                 if wire:
                     port, server, server_port = sources[i]
-                    tap.put((wire, reply, client.address, port, server, server_port,
-                             client.transport, now, wall_clock(), noted[0]))  # fmt: skip
+                    tap.put(
+                        (
+                            wire,
+                            reply,
+                            client.address,
+                            port,
+                            server,
+                            server_port,
+                            client.transport,
+                            now,
+                            wall_clock(),
+                            noted[0],
+                        )
+                    )
             return replies
 
         hits = None
         if cache is not None and not sample:  # the query log sees every reply
             hits = CacheHits(
-                cache, rng, tally,
-                lambda: cache.prepare(holder.current, current_view(), wall_clock()), record,
+                cache,
+                rng,
+                tally,
+                lambda: cache.prepare(holder.current, current_view(), wall_clock()),
+                record,
                 tap,
-            )  # fmt: skip
+            )
         return answer_batch, hits
 
 

@@ -67,19 +67,25 @@ class ClusterNews:
         """The config sync between nodes, applying through this node's config writer."""
         from dnsd.cluster.config_channel import ConfigSync
 
-        return ConfigSync(self.bus, writer, state_dir, self.refused, on_synced=self.synced,
-                          on_state=self.sync_state)  # fmt: skip
+        return ConfigSync(
+            self.bus,
+            writer,
+            state_dir,
+            self.refused,
+            on_synced=self.synced,
+            on_state=self.sync_state,
+        )
 
     def connection(self, up: bool) -> None:
         cause = "connected again" if up else "connection lost"
         status = self.bus.status()
         url = str(status["url"]) if status else ""
-        self.events.add(make(time.time(), "redis", cause, SYSTEM, connected=up,
-                             url=url))  # fmt: skip
+        self.events.add(make(time.time(), "redis", cause, SYSTEM, connected=up, url=url))
 
     def sync_state(self, state: str, reason: str | None) -> None:
-        self.events.add(make(time.time(), "config_sync", reason or state, SYSTEM, state=state,
-                             reason=reason))  # fmt: skip
+        self.events.add(
+            make(time.time(), "config_sync", reason or state, SYSTEM, state=state, reason=reason)
+        )
 
     async def synced(self, entry: dict[str, Any]) -> None:
         """A change set from another node, applied here or refused: in the audit trail
@@ -89,6 +95,13 @@ class ClusterNews:
 
     def refused(self, errors: list[str]) -> None:
         generation = self.holder.current.generation
-        self.events.add(make(time.time(), "reload_failed", (errors or ["refused"])[0][:300],
-                             current_actor(), generation=generation,
-                             errors=errors[:20]))  # fmt: skip
+        self.events.add(
+            make(
+                time.time(),
+                "reload_failed",
+                (errors or ["refused"])[0][:300],
+                current_actor(),
+                generation=generation,
+                errors=errors[:20],
+            )
+        )

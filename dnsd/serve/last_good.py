@@ -60,8 +60,11 @@ def remembered(
         if only is not None and lb.name not in only:
             continue
         for region in (*REGIONS, None):
-            client = ClientInfo(PLACEHOLDER, location=Location(region=region, source="pop_region"),
-                                pop=snap.node.name)  # fmt: skip
+            client = ClientInfo(
+                PLACEHOLDER,
+                location=Location(region=region, source="pop_region"),
+                pop=snap.node.name,
+            )
             for qtype in (A, AAAA):
                 inputs = SteeringInputs(snap, view, client, random.Random(0), now)
                 decision = steer(inputs, lb, qtype)
@@ -84,10 +87,15 @@ def unprobed(snap: Any, view: HealthView, decision: Any) -> bool:
 def to_json(entries: Mapping[Key, LastGoodAnswer]) -> str:
     names = {code: name for name, code in TYPES.items()}
     rows = [
-        {"lb": lb, "region": region, "type": names[qtype], "addresses": list(addresses),
-         "cname": cname}
+        {
+            "lb": lb,
+            "region": region,
+            "type": names[qtype],
+            "addresses": list(addresses),
+            "cname": cname,
+        }
         for (lb, region, qtype), (addresses, cname) in sorted(entries.items())
-    ]  # fmt: skip
+    ]
     return json.dumps({"version": 1, "answers": rows}, separators=(",", ":")) + "\n"
 
 
@@ -130,9 +138,12 @@ class LastGood:
     file; `load` puts the file's entries in the store's view before anything answers."""
 
     def __init__(
-        self, holder: SnapshotHolder, store: HealthStore, state_dir: Path | None,
+        self,
+        holder: SnapshotHolder,
+        store: HealthStore,
+        state_dir: Path | None,
         clock: Callable[[], float] = time.time,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.holder, self.store, self.clock = holder, store, clock
         self.path = state_dir / FILE if state_dir is not None else None
         self._seen: tuple[int, int] | None = None  # (config id, states generation) recorded
@@ -154,8 +165,9 @@ class LastGood:
                 raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
             entries = from_json(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
-            log.warning("%s: ignored (%s): last_good answers fallback until a pool is up",
-                        self.path, exc)  # fmt: skip
+            log.warning(
+                "%s: ignored (%s): last_good answers fallback until a pool is up", self.path, exc
+            )
             return 0
         view = self.store.view
         self.store.view = replace(view, last_good=MappingProxyType({**view.last_good, **entries}))

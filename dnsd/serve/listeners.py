@@ -56,8 +56,7 @@ class DnsListeners:
         for host, port in listen:
             self.bound.append(await self.bind(host, port))
         for host, port in self.bound:
-            log.info("listening on %s port %d (udp+tcp; udp loop: %s)", host, port,
-                     self.udp_loop)  # fmt: skip
+            log.info("listening on %s port %d (udp+tcp; udp loop: %s)", host, port, self.udp_loop)
 
     async def bind(self, host: str, port: int) -> tuple[str, int]:
         """Bind TCP and UDP on the same port; with port 0, find one free for both."""
@@ -91,8 +90,17 @@ class DnsListeners:
                 sock.setblocking(True)
                 # Each thread has its own cache and tally: nothing per query is shared.
                 own, hits = self.thread_answering()
-                thread = UdpThread(sock, own, self.rrl, hits, self.serving_loop, self.loops,
-                                   self._from_thread(loop), self.proxy, self.tapped)  # fmt: skip
+                thread = UdpThread(
+                    sock,
+                    own,
+                    self.rrl,
+                    hits,
+                    self.serving_loop,
+                    self.loops,
+                    self._from_thread(loop),
+                    self.proxy,
+                    self.tapped,
+                )
                 self.udp_threads.append(thread)
                 thread.start()
             else:

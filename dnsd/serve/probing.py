@@ -33,5 +33,6 @@ async def start_probing(
         async with asyncio.timeout(first_round_wait_s):
             await scheduler.first_round.wait()
     except TimeoutError:
-        log.warning("first probe round not complete after %.0fs: serving anyway",
-                    first_round_wait_s)  # fmt: skip
+        log.warning(
+            "first probe round not complete after %.0fs: serving anyway", first_round_wait_s
+        )

@@ -88,9 +88,17 @@ class Reloader:
         changed on disk (the location caches start afresh with it), then the config."""
         geo = reopened(geo) if geo is not None else None
         current = self.holder.current
-        return load_snapshot(self.config_dir, generation, geo, current.node, self.key_dir,
-                             self.create_keys, previous=current, cache=self.parse_cache,
-                             cancelled=self.cancelled)  # fmt: skip
+        return load_snapshot(
+            self.config_dir,
+            generation,
+            geo,
+            current.node,
+            self.key_dir,
+            self.create_keys,
+            previous=current,
+            cache=self.parse_cache,
+            cancelled=self.cancelled,
+        )
 
     async def _reload_now(self) -> ReloadResult:
         current = self.holder.current
@@ -111,9 +119,16 @@ class Reloader:
             snapshot = self.with_serials(snapshot)
             release_later(self.holder.swap(snapshot))  # freed off the loop, in slices
             # Before the new health view: a failover the new config makes names it as cause.
-            self.events.add(make(time.time(), "config", current_cause("reload"), current_actor(),
-                                 generation=generation,
-                                 warnings=len(snapshot.warnings)))  # fmt: skip
+            self.events.add(
+                make(
+                    time.time(),
+                    "config",
+                    current_cause("reload"),
+                    current_actor(),
+                    generation=generation,
+                    warnings=len(snapshot.warnings),
+                )
+            )
             self.store.set_snapshot(snapshot)
             self.metrics.reloads.labels("ok").inc()
             self.metrics.last_reload_ok.set(1)
@@ -125,9 +140,16 @@ class Reloader:
             return ReloadResult(True, generation, [str(w) for w in snapshot.warnings], restart)
         self.metrics.reloads.labels("failed").inc()
         self.metrics.last_reload_ok.set(0)
-        self.events.add(make(time.time(), "reload_failed", reasons[0][:300] if reasons else
-                             "reload failed", current_actor(), generation=current.generation,
-                             errors=reasons[:20]))  # fmt: skip
+        self.events.add(
+            make(
+                time.time(),
+                "reload_failed",
+                reasons[0][:300] if reasons else "reload failed",
+                current_actor(),
+                generation=current.generation,
+                errors=reasons[:20],
+            )
+        )
         log.error("reload failed, still serving generation %d:", current.generation)
         for reason in reasons:
             log.error("  %s", reason)

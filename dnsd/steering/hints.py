@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dnsd.config.model import LoadBalancer
 from dnsd.steering.decision import LbDecision
+from dnsd.steering.describe import describe
 from dnsd.steering.draws import Outcome, Taken, walk
 from dnsd.steering.inputs import SteeringInputs
 from dnsd.steering.records import A, decision_records
-from dnsd.steering.select import build_plan, compile_plan, describe
+from dnsd.steering.select import build_plan, compile_plan
 
 
 def steer_hints(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:

@@ -6,7 +6,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dnsd.config.model import LB_PREFIX, LoadBalancer, Pool
+from dnsd.config.model import LoadBalancer, Pool
+from dnsd.config.pool_refs import names_lb
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot
 from dnsd.steering.client import ClientInfo
@@ -52,7 +53,7 @@ def pool_rtt_ms(
     """docs/steering.md, dynamic: mean EWMA of the pool's healthy backends as seen from `region` (a
     probe source: a region code, or `local`), counting only current data (≥ min_samples
     samples, newest within rtt_max_age)."""
-    if region is None or ref.startswith(LB_PREFIX):
+    if region is None or names_lb(ref):
         return None
     pool = inp.snap.config.pools.get(ref)
     if pool is None:

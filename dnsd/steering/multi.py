@@ -34,7 +34,7 @@ Texts = tuple[str, ...]
 @dataclass(frozen=True, slots=True)
 class PoolChoice:
     """One pool in the order steering chose: its name, the pool and the modified eligible
-    backends of the asked family (`select.PoolPlan.matching`), and who owns its draw."""
+    backends of the asked family (`plan.PoolPlan.matching`), and who owns its draw."""
 
     ref: str
     pool: Pool

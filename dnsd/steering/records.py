@@ -17,12 +17,9 @@ Every record has the decision's TTL (the load balancer's, for a nested one the o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from dnsd.steering.client import steered_type
-
-if TYPE_CHECKING:  # the decision's explanation lists these records' values
-    from dnsd.steering.decision import LbDecision
 
 A: Final = 1
 CNAME: Final = 5
@@ -39,7 +36,24 @@ class LbRecord:
     value: str
 
 
-def decision_records(decision: LbDecision, qtype: int) -> tuple[LbRecord, ...]:
+class Decided(Protocol):
+    """What the records are made of: the decision's TTL and its innermost level's CNAME
+    target or addresses. `LbDecision` is one; this module does not import it, because the
+    decision's explanation lists these records' values (`LbDecision.to_json`)."""
+
+    @property
+    def ttl(self) -> int: ...
+
+    @property
+    def cname(self) -> str | None: ...
+
+    @property
+    def addresses(self) -> tuple[str, ...]: ...
+
+    def innermost(self) -> Decided: ...
+
+
+def decision_records(decision: Decided, qtype: int) -> tuple[LbRecord, ...]:
     """The records answering `qtype` with `decision` (empty: a negative answer)."""
     final = decision.innermost()
     if final.cname:

@@ -6,7 +6,8 @@
   nested `lb:` plans, and zonal affinity's eligible backends for each candidate pool. Pure
   and cacheable per (config generation, health generation, client location).
 * `compile_plan` — the per-query draws over a plan as one tree (`draws.py`), walked by
-  every server path; `describe` explains one walk from the draws it took.
+  every server path; `describe.py` explains one walk from the draws it took. The plan's
+  types are in `plan.py`.
 
 Nothing healthy anywhere, the fallback included → the LB's `when_all_down` rule answers
 (docs/steering.md, when all pools are down): `fallback` (the default) sends the fallback pool
@@ -21,22 +22,30 @@ pool the region is moving away from. A plan with a ramp holds only until the nex
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
 
-from dnsd.affinity import AffinityDecision, original_eligible, select_backends
-from dnsd.config.model import LB_PREFIX, Backend, LoadBalancer, Pool
+from dnsd.affinity import original_eligible, select_backends
+from dnsd.config.model import LoadBalancer, Pool
+from dnsd.config.pool_refs import names_lb, nested_lb
 from dnsd.geo.locate import NOWHERE, Location
-from dnsd.health.view import LastGoodAnswer, RampStart
+from dnsd.health.view import LastGoodAnswer
 from dnsd.rdata import SVC_TYPES
 from dnsd.steering import dynamic, failover, geo, proximity, waterfall, weighted
 from dnsd.steering.decision import Candidate, LbDecision
+from dnsd.steering.describe import describe
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
 from dnsd.steering.inputs import Ordering, SteeringInputs, pool_rtt_ms
-from dnsd.steering.multi import PoolChoice, Texts, answer_pools_node, skipped
+from dnsd.steering.multi import Texts, answer_pools_node
 from dnsd.steering.pick import Answer, answer_node, candidates_for
+from dnsd.steering.plan import (
+    LbPlan,
+    PoolPlan,
+    consulted_scopes,
+    pool_order,
+    ramp_share,
+    several_apply,
+)
 from dnsd.steering.ramp import step_at, step_ends, trickle_at
 from dnsd.steering.records import AAAA, A
 from dnsd.steering.skips import unable_reason
@@ -51,44 +60,6 @@ POLICIES: dict[str, Policy] = {
 }
 MAX_DEPTH = 8
 HASH_PREFIX = {4: 24, 6: 56}
-
-
-@dataclass(slots=True)
-class PoolPlan:
-    pool: Pool
-    affinity: AffinityDecision
-    scope_prefixes: list[int]
-    matching: list[Backend]  # the modified eligible set, of the asked address family
-    scope_max: int = 0
-    # an HTTPS/SVCB answer's IPv6 hints (`matching` holds the IPv4 ones); None otherwise
-    matching6: list[Backend] | None = None
-
-
-@dataclass(slots=True)
-class LbPlan:
-    lb: LoadBalancer
-    qtype: int
-    candidates: list[Candidate]
-    ordering: Ordering
-    trickle_ratio: float
-    fail_open_ref: str | None  # set when nothing is healthy
-    backup: str | None  # the trickle's other branch: set only while the primary is healthy
-    children: dict[str, LbPlan | PoolPlan] = field(default_factory=dict)
-    scope_prefixes: list[int] = field(default_factory=list)
-    too_deep: bool = False
-    scope_max: int = 0
-    # nothing healthy and a rule other than `fallback`: that rule answers, no pool does
-    all_down: str | None = None
-    all_addresses: tuple[str, ...] = ()  # `all`: every enabled address of the asked family
-    all_cname: str | None = None  # `last_good`: a CNAME answer remembered
-    # docs/steering.md, ramps: the move in force (None: none) and its step (1 … steps - 1)
-    ramp: RampStart | None = None
-    ramp_step: int = 0
-    until: float = math.inf  # wall clock: the plan (with its nested ones) holds until then
-    trickle_step: int | None = None  # the trickle ratio's ramp: its step in force
-    # docs/steering.md, capacity waterfall: per pool in the order, the share it takes
-    admits: dict[str, float] = field(default_factory=dict)
-    all_addresses6: tuple[str, ...] | None = None  # an HTTPS/SVCB answer's IPv6 hints
 
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
@@ -147,11 +118,11 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         plan.admits = {ref: inp.health.pool_admit.get(ref, 1.0) for ref in ordering.refs}
     refs = ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]
     for ref in [*refs, plan.ramp.from_ref] if plan.ramp is not None else refs:
-        if ref.startswith(LB_PREFIX):
+        if (name := nested_lb(ref)) is not None:
             if depth >= MAX_DEPTH:
                 plan.too_deep = True
                 continue
-            inner_lb = inp.snap.config.load_balancers[ref[len(LB_PREFIX) :]]
+            inner_lb = inp.snap.config.load_balancers[name]
             inner = build_plan(inp, inner_lb, qtype, depth + 1)
             plan.children[ref] = inner
             plan.until = min(plan.until, inner.until)
@@ -201,7 +172,7 @@ def first_choice(plan: LbPlan) -> str | None:
 def left_healthy(inp: SteeringInputs, ref: str, able: Callable[[str], bool]) -> bool:
     """The pool a ramp moves away from still answers for it: healthy by its probes (an
     override that drains it aside), or a nested load balancer able to answer."""
-    if ref.startswith(LB_PREFIX):
+    if names_lb(ref):
         return able(ref)
     pool = inp.snap.config.pools.get(ref)
     return pool is not None and inp.health.probed_healthy(pool)
@@ -237,8 +208,8 @@ def every_address(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> tuple[st
     todo = [lb]
     while todo:
         for ref in todo.pop(0).pool_refs():
-            if ref.startswith(LB_PREFIX):
-                inner = config.load_balancers.get(ref[len(LB_PREFIX) :])
+            if (name := nested_lb(ref)) is not None:
+                inner = config.load_balancers.get(name)
                 if inner is not None and inner.name not in seen and len(seen) <= MAX_DEPTH:
                     seen.add(inner.name)
                     todo.append(inner)
@@ -290,8 +261,9 @@ def compile_plan(plan: LbPlan, subnet: bytes) -> Node:
     return _compile(plan, subnet, (), False, 0)
 
 
-def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_open: bool,
-             outer_scope: int) -> Node:  # fmt: skip
+def _compile(
+    plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_open: bool, outer_scope: int
+) -> Node:
     fail_open = outer_fail_open or plan.fail_open_ref is not None
     scope = max(outer_scope, plan.scope_max)
 
@@ -349,50 +321,6 @@ def _compile(plan: LbPlan, subnet: bytes, route: tuple[str, ...], outer_fail_ope
     return now
 
 
-def ramp_share(plan: LbPlan) -> float:
-    """The share of answers the plan's ramp gives its new first choice."""
-    return plan.ramp_step / plan.lb.ramp.steps if plan.lb.ramp is not None else 1.0
-
-
-def pool_order(plan: LbPlan, chosen: str, v6: bool = False) -> list[PoolChoice]:
-    """docs/steering.md, several pools per answer: the pools in the order steering chose for
-    this walk — the one drawn or trickled to first, then the others in policy order.
-    `v6`: with an HTTPS/SVCB answer's IPv6 addresses instead of the IPv4 ones."""
-    refs = [chosen, *(ref for ref in plan.ordering.refs if ref != chosen)]
-    children = [(ref, plan.children.get(ref)) for ref in refs]
-    return [
-        PoolChoice(r, c.pool, (c.matching6 or []) if v6 else c.matching, c)
-        for r, c in children
-        if isinstance(c, PoolPlan)
-    ]
-
-
-def several_apply(plan: LbPlan, chosen: str) -> bool:
-    """`answer_pools` answers this walk: configured, a pool answering (not the fallback
-    regardless of health), and an address of the asked family (or an HTTPS/SVCB answer's
-    IPv6 hint) in some pool of the order."""
-    if plan.lb.answer_pools < 2 or plan.fail_open_ref is not None:
-        return False
-    order = pool_order(plan, chosen)
-    return any(c.matching for c in order) or (
-        plan.qtype in SVC_TYPES and any(c.matching for c in pool_order(plan, chosen, v6=True))
-    )
-
-
-def consulted_scopes(order: list[PoolChoice], pools: Texts, every: bool = False) -> list[int]:
-    """The ECS scope prefixes of every pool the answer looked at: those in it and those
-    skipped before the last of them (a skipped pool's eligible set decided it was skipped);
-    `every`: all of them (an HTTPS/SVCB answer, whose IPv6 hints may come from others)."""
-    found = [i for i, c in enumerate(order) if c.ref in pools]
-    last = len(order) - 1 if every or not found else max(found)
-    return [
-        p
-        for c in order[: last + 1]
-        if isinstance(c.owner, PoolPlan)
-        for p in c.owner.scope_prefixes
-    ]
-
-
 def _several(
     plan: LbPlan, chosen: str, subnet: bytes, route: tuple[str, ...], fail_open: bool, scope: int
 ) -> Node | None:
@@ -412,178 +340,6 @@ def _several(
     return answer_pools_node(plan.lb, order, subnet, leaf, order6)
 
 
-def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) -> LbDecision:
-    """The explanation of one walk of `compile_plan(plan)`: the outcome's route and the
-    draws on `path`; nothing is decided here."""
-    lb = plan.lb
-    decision = LbDecision(lb=lb.name, policy=lb.steering, ttl=lb.ttl)
-    decision.candidates = plan.candidates
-    decision.trickle_ratio = plan.trickle_ratio
-    decision.primary, decision.backup = plan.ordering.primary, plan.backup
-    decision.rtt_source, decision.client_region = plan.ordering.rtt_source, lb.client_region
-    decision.scope_prefixes = list(plan.scope_prefixes)
-    decision.reasons.append(plan.ordering.reason)
-    if lb.client_region == "pop":
-        decision.reasons.append("client_region pop: the client is placed in this node's region")
-    if plan.all_down is not None:
-        return _describe_all_down(plan, outcome, decision)
-    if plan.fail_open_ref is not None:
-        decision.when_all_down = "fallback"
-    chosen = outcome.route[level]
-    drawn = {node.kind: value for node, value in path if node.owner is plan}
-    refs = plan.ordering.refs
-    decision.ordered = list(refs)
-    if "pool" in drawn:  # the drawn pool first, the others in configured order
-        decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
-    left = _describe_ramp(plan, drawn, decision)
-    if left:
-        decision.ordered = [chosen, *(ref for ref in refs if ref != chosen)]
-    if plan.fail_open_ref is not None:
-        decision.fail_open = True
-        decision.reasons.append(
-            f"nothing healthy: when_all_down fallback: {chosen} answers regardless of its health"
-        )
-    elif left:
-        pass  # the ramp's reason says it
-    elif spills := waterfall.spilled(path, plan, plan.admits, refs):
-        decision.reasons.extend([*spills, f"chosen {chosen}"])
-    elif "trickle" in drawn:
-        if plan.trickle_step is not None and plan.lb.ramp is not None:
-            moving = f"{plan.trickle_step} of {plan.lb.ramp.steps}"
-            decision.reasons.append(f"ramp of the trickle ratio: step {moving} in force")
-        draw = decision.trickle_draw = drawn["trickle"]
-        decision.reasons.append(
-            f"trickle {plan.trickle_ratio} (primary {refs[0]}, backup {plan.backup}): "
-            f"draw {draw:.3f} -> {chosen}"
-        )
-    elif "pool" in drawn:
-        decision.reasons.append(f"weighted draw {drawn['pool']:.3f} -> {chosen}{_no_trickle(plan)}")
-    else:
-        decision.reasons.append(f"chosen {chosen}{_no_trickle(plan)}")
-    decision.pool = chosen
-    decision.not_chosen = _not_chosen(plan, chosen, drawn)
-    if plan.ramp is not None:
-        to, gone = plan.ramp.to_ref, plan.ramp.from_ref
-        other, why = (to, "has the share moved so far") if left else (gone, "keeps the rest")
-        decision.not_chosen[other] = f"ramp from {gone} to {to}: {why}, not this draw"
-    child = plan.children.get(chosen)
-    if child is None:
-        decision.reasons.append("nesting too deep: no answer")
-    elif isinstance(child, LbPlan):
-        decision.nested = describe(child, outcome, path, level + 1)
-    else:
-        decision.affinity = child.affinity
-        decision.scope_prefixes.extend(child.scope_prefixes)
-        decision.addresses, decision.cname = outcome.addresses, outcome.cname
-        if several_apply(plan, chosen):  # several pools answered, at this level
-            _describe_several(plan, outcome, decision)
-    return decision
-
-
-def _describe_ramp(plan: LbPlan, drawn: Mapping[Any, Any], decision: LbDecision) -> bool:
-    """The ramp's reason and record; True when its draw kept the pool being left."""
-    if plan.ramp is None or plan.lb.ramp is None:
-        return False
-    ramp, share, draw = plan.ramp, ramp_share(plan), drawn.get("ramp")
-    left = draw is not None and draw >= share
-    decision.ramp = {
-        "from": ramp.from_ref,
-        "to": ramp.to_ref,
-        "since": ramp.start_s,
-        "step": plan.ramp_step,
-        "steps": plan.lb.ramp.steps,
-        "share": share,
-        "draw": draw,
-        "until": plan.until,
-    }
-    where = f"draw {draw:.3f} -> " if draw is not None else ""
-    decision.reasons.append(
-        f"ramp from {ramp.from_ref} to {ramp.to_ref}: step {plan.ramp_step} of "
-        f"{plan.lb.ramp.steps}, {share:.0%} to {ramp.to_ref}: "
-        f"{where}{ramp.from_ref if left else ramp.to_ref}"
-    )
-    return left
-
-
-def _describe_several(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> None:
-    """docs/steering.md, several pools per answer: which pools the answer holds and why the
-    others before the last of them are not in it."""
-    lb = plan.lb
-    order = pool_order(plan, decision.pool or outcome.route[-1])
-    every = outcome.hints6 is not None  # HTTPS/SVCB: the IPv6 hints' pools count too
-    decision.scope_prefixes.extend(consulted_scopes(order, outcome.pools, every))
-    if not outcome.pools:  # HTTPS/SVCB with IPv6 hints only
-        return
-    decision.answer_pools = outcome.pools
-    rule = f"answer_pools {lb.answer_pools}" + (f", distinct {lb.distinct}" if lb.distinct else "")
-    parts = [f"{ref} {addr}" for ref, addr in zip(outcome.pools, outcome.addresses, strict=False)]
-    decision.reasons.append(f"{rule}: one address from each of {', '.join(parts)}")
-    first = plan.children.get(outcome.pools[0])
-    if outcome.pools[0] != decision.pool and isinstance(first, PoolPlan):
-        # steering's choice has no address of the asked family: the answer's first pool
-        # stands for it (as in the metrics)
-        decision.pool, decision.affinity = outcome.pools[0], first.affinity
-    for ref in outcome.pools:
-        decision.not_chosen.pop(ref, None)
-    decision.not_chosen.update(skipped(lb, order, outcome))
-
-
-ALL_DOWN_REASONS = {
-    "closed": "NOERROR with no answer (the SOA with the load balancer's TTL as negative TTL)",
-    "servfail": "SERVFAIL",
-    "all": "every enabled address of its pools, health ignored",
-    "last_good": "the answer last given to this client region while something was healthy",
-}
-
-
-def _describe_all_down(plan: LbPlan, outcome: Outcome, decision: LbDecision) -> LbDecision:
-    """Nothing healthy and a rule other than `fallback`: the rule answered, no pool did."""
-    rule = str(plan.all_down)  # set: the caller checked
-    decision.fail_open, decision.when_all_down = True, rule
-    decision.reasons.append(f"nothing healthy: when_all_down {rule}: {ALL_DOWN_REASONS[rule]}")
-    decision.not_chosen = {c.pool: c.why_not or "unhealthy" for c in plan.candidates}
-    decision.addresses, decision.cname = outcome.addresses, outcome.cname
-    return decision
-
-
-def _not_chosen(plan: LbPlan, chosen: str, drawn: Mapping[Any, Any]) -> dict[str, str]:
-    """Why each pool the LB names did not answer this query (the chosen one is absent)."""
-    refs, why = plan.ordering.refs, {}
-    for c in plan.candidates:
-        if c.pool == chosen or c.pool in why:
-            continue
-        if c.why_not is not None:
-            why[c.pool] = c.why_not
-        elif c.pool not in refs and c.pool == plan.lb.fallback_pool:
-            why[c.pool] = "the fallback: it answers only when no default pool is healthy"
-        elif c.pool not in refs:
-            why[c.pool] = f"not in this client's order ({plan.ordering.reason})"
-        elif plan.admits.get(c.pool, 1.0) < 1.0 and chosen in refs[refs.index(c.pool) :]:
-            why[c.pool] = f"full: takes {plan.admits[c.pool]:.0%} of what reaches it, spilled"
-        elif "trickle" in drawn and c.pool in (plan.backup, refs[0]):
-            draw, ratio = drawn["trickle"], plan.trickle_ratio
-            why[c.pool] = (
-                f"trickle backup: draw {draw:.3f} >= ratio {ratio}, the primary answers"
-                if c.pool == plan.backup
-                else f"trickle: draw {draw:.3f} < ratio {ratio} sent this answer to the backup"
-            )
-        elif "pool" in drawn:
-            why[c.pool] = f"weighted draw {drawn['pool']:.3f} picked {chosen}"
-        else:
-            why[c.pool] = f"standby: {chosen} comes first"
-    return why
-
-
-def _no_trickle(plan: LbPlan) -> str:
-    """Why a configured trickle made no draw, for the explanation."""
-    if plan.trickle_ratio <= 0 or plan.ordering.weights is not None:
-        return "" if plan.trickle_ratio <= 0 else " (random steering: trickle ignored)"
-    primary = plan.ordering.primary
-    if primary is not None and plan.ordering.refs and plan.ordering.refs[0] != primary:
-        return f" (primary {primary} unhealthy: failover, no trickle)"
-    return " (no backup: the primary answers)"
-
-
 def able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
     """ref → healthy and able to answer this client (memoised for this plan).
 
@@ -598,8 +354,8 @@ def able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
         if ref in memo:
             return memo[ref]
         memo[ref] = False  # guards against cycles (also rejected at load time)
-        if ref.startswith(LB_PREFIX):
-            inner = config.load_balancers.get(ref[len(LB_PREFIX) :])
+        if (name := nested_lb(ref)) is not None:
+            inner = config.load_balancers.get(name)
             ok = inner is not None and depth < MAX_DEPTH and any(able(r) for r in inner.pool_refs())
         else:
             pool = config.pools.get(ref)

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from dnsd.affinity import original_eligible
-from dnsd.config.model import LB_PREFIX
+from dnsd.config.pool_refs import names_lb
 from dnsd.steering.inputs import SteeringInputs
 
 
 def unable_reason(inp: SteeringInputs, ref: str) -> str:
     """The reason `ref` is not able (call only for a ref the able checker refused)."""
     config = inp.snap.config
-    if ref.startswith(LB_PREFIX):
+    if names_lb(ref):
         return "no healthy pool inside (or nested too deep)"
     pool = config.pools.get(ref)
     if pool is None:

@@ -31,7 +31,8 @@ from dns.rdtypes.IN.A import A
 from dns.rdtypes.IN.AAAA import AAAA
 from dnslib import QTYPE
 
-from dnsd.config.model import LB_PREFIX, Config, Zone
+from dnsd.config.model import Config, Zone
+from dnsd.config.pool_refs import nested_lb
 from dnsd.geo.locate import NOWHERE
 from dnsd.health.view import HealthView
 from dnsd.snapshot import CompiledZone, Snapshot
@@ -122,7 +123,7 @@ def lb_index(config: Config) -> LbIndex:
         pools: set[str] = set()
         rtt = lb.steering == "dynamic"
         for ref in {*lb.pool_refs(), *([lb.fallback_pool] if lb.fallback_pool else [])}:
-            inner = ref[len(LB_PREFIX) :] if ref.startswith(LB_PREFIX) else None
+            inner = nested_lb(ref)
             if inner is None:
                 pools.add(ref)
             elif inner in lbs and inner not in seen:

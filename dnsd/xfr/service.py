@@ -84,16 +84,28 @@ class TransferService:
         signing = snap.signing.get(name)
         async with self._building:  # content (a worker makes its own) and messages: a thread
             current, replies, form = await asyncio.to_thread(
-                _build, query, qtype, kept or (snap, view, name, now), old, asked,
+                _build,
+                query,
+                qtype,
+                kept or (snap, view, name, now),
+                old,
+                asked,
                 (signing, compiled.config.ttl, now) if signing is not None else None,
-            )  # fmt: skip
+            )
         self.transfers += 1
         self._counted(wire, name, form, sum(len(reply) for reply in replies))
         kind = dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
         key = tsig.key_name(query.keyring) if query.had_tsig else None
-        log.info("%s %s to %s%s: serial %d%s, %d message(s)", kind, name, client.address,
-                 f" (key {key})" if key else "", current.serial,
-                 f" from {asked}" if asked is not None else "", len(replies))  # fmt: skip
+        log.info(
+            "%s %s to %s%s: serial %d%s, %d message(s)",
+            kind,
+            name,
+            client.address,
+            f" (key {key})" if key else "",
+            current.serial,
+            f" from {asked}" if asked is not None else "",
+            len(replies),
+        )
         return replies
 
     def _refused(

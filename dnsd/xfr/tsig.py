@@ -113,9 +113,16 @@ def notauth(query: dns.message.Message, error: int, now: float) -> bytes:
     assert query.tsig is not None
     asked = query.tsig[0]
     rdata = dns.rdtypes.ANY.TSIG.TSIG(
-        dns.rdataclass.ANY, dns.rdatatype.TSIG, asked.algorithm, int(now), FUDGE,
-        b"", asked.original_id, error, b"",
-    )  # fmt: skip
+        dns.rdataclass.ANY,
+        dns.rdatatype.TSIG,
+        asked.algorithm,
+        int(now),
+        FUDGE,
+        b"",
+        asked.original_id,
+        error,
+        b"",
+    )
     out = io.BytesIO()
     dns.rrset.from_rdata(query.tsig.name, 0, rdata).to_wire(out)
     (arcount,) = struct.unpack_from("!H", wire, 10)

@@ -46,8 +46,11 @@ def export_text(content: ZoneContent, lbs: dict[str, str], source: str) -> str:
 def signed_text(name: str, soa: dns.rrset.RRset, rrsets: list[dns.rrset.RRset], source: str) -> str:
     """A signed zone as a master file (what AXFR sends for it)."""
     origin = dns.name.from_text(name)
-    lines = [f"; {name} exported by dnsd from {source}, signed", f"$ORIGIN {name}",
-             _rrset_text(soa, origin)]  # fmt: skip
+    lines = [
+        f"; {name} exported by dnsd from {source}, signed",
+        f"$ORIGIN {name}",
+        _rrset_text(soa, origin),
+    ]
     lines += [_rrset_text(rrset, origin) for rrset in rrsets]
     return "\n".join(lines) + "\n"
 
@@ -69,9 +72,15 @@ def import_yaml(origin: str, records: Iterable[FileRecord], source: str) -> tupl
     if soa is not None:
         mname, rname, serial, refresh, retry, expire, minimum = soa.text.split()
         document["soa"] = {
-            "mname": mname, "rname": rname, "serial": int(serial), "refresh": int(refresh),
-            "retry": int(retry), "expire": int(expire), "minimum": int(minimum), "ttl": soa.ttl,
-        }  # fmt: skip
+            "mname": mname,
+            "rname": rname,
+            "serial": int(serial),
+            "refresh": int(refresh),
+            "retry": int(retry),
+            "expire": int(expire),
+            "minimum": int(minimum),
+            "ttl": soa.ttl,
+        }
     owners: dict[str, dict[str, object]] = {}
     owner_ttls: dict[str, Counter[int]] = {}
     for record in records:

@@ -18,8 +18,9 @@ from dnsd.config.loader import check_directory
 from dnsd.config.model import ClientZone
 from dnsd.health.view import view_of
 from dnsd.steering import ClientInfo, SteeringInputs, steer
+from dnsd.steering.describe import describe
 from dnsd.steering.draws import walk
-from dnsd.steering.select import build_plan, compile_plan, describe
+from dnsd.steering.select import build_plan, compile_plan
 from tests.builders import backend, lb, pool
 from tests.unit.test_config_check import HEADER, write
 from tests.unit.test_steering import CLIENT, NOW, snapshot
