@@ -13,16 +13,29 @@ is as long as a step, or longer), so there only the end is checked: every answer
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from dnsd.drill.dnsclient import Answer, DnsClient
 from dnsd.drill.plan import Expectation, Step, expected_addresses
 from dnsd.drill.plan_results import ExpectationResult, LaneResult, StepResult
+from dnsd.drill.plan_timing import HOLD_S, POLL_S, SLACK_S
 from dnsd.drill.ramp_judge import RampVerdict, judge_ramp
 from dnsd.explain import ecs_option
 
-if TYPE_CHECKING:
-    from dnsd.drill.run_plan import PlanRunner
+
+class PlanRunner(Protocol):
+    """What a ramp's measurement takes from dnsd.drill.run_plan.PlanRunner."""
+
+    live: Any
+    bounds: dict[tuple[int, int], Any]
+    plan: Any
+    dns: tuple[str, int]
+    resolvers: list[tuple[str, int]]
+
+    def now(self) -> float: ...
+
+    def faulted_addresses(self) -> frozenset[str]: ...
+
 
 ANSWERS_PER_STEP = 400  # aimed at; the judgement needs ramp_judge.MIN_ANSWERS per window
 MIN_RATE, MAX_RATE = 10.0, 1000.0  # queries per second at dnsd
@@ -37,8 +50,6 @@ def query_rate(duration_s: float, steps: int) -> float:
 async def expect_ramp(
     runner: PlanRunner, step: Step, index: int, e: Expectation, t0: float, out: StepResult
 ) -> ExpectationResult:
-    from dnsd.drill.run_plan import HOLD_S, POLL_S, SLACK_S  # run_plan imports this lazily
-
     live = runner.live
     assert live is not None and e.ramp is not None
     bound = runner.bounds[(step.index, index)]

@@ -36,17 +36,10 @@ from dnsd.drill.plan import (
     fault_for_s,
 )
 from dnsd.drill.plan_results import ExpectationResult, LaneResult, PlanResult, StepResult
+from dnsd.drill.plan_timing import HOLD_S, POLL_S, SLACK_S
 from dnsd.errors import Reason
 from dnsd.explain import ecs_option
 
-POLL_S = 0.1
-SLACK_S = 1.0  # polling, a query's retry and scheduling, on top of the bound
-# An expectation is met only by an answer that the answers after it keep fulfilling for this
-# long: one stray answer (a 10% trickle's, or one a random policy drew) must not pass a drill.
-# At dnsd every answer is a fresh decision, so 1 s (10 polls) makes a stray streak from a 10%
-# trickle a 1e-10 chance; a resolver repeats its cached answer for a TTL, so through one the
-# answers must hold for the TTL + 1 s (the cached answer replaced at least once).
-HOLD_S = 1.0
 COMMAND_TIMEOUT_S = 60.0
 
 
@@ -302,7 +295,7 @@ class PlanRunner:
     ) -> ExpectationResult:
         assert self.live is not None
         if e.ramp is not None:
-            from dnsd.drill.ramp_watch import expect_ramp  # it uses this module's timing
+            from dnsd.drill.ramp_watch import expect_ramp
 
             return await expect_ramp(self, step, index, e, t0, out)
         bound = self.bounds[(step.index, index)]
