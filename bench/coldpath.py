@@ -1,6 +1,6 @@
 """The cold path: questions a server has not seen before, dnsd beside gdnsd and Knot.
 
-    python bench/coldpath.py [--runs 3] [--seconds 5] [--harness T,C,Q] [--skip-lb]
+    python bench/coldpath.py [--runs 3] [--seconds 5] [--harness T,C,Q] [--skip-lb] [--only-lb]
 
 Each server serves the same zone of 100,000 A records (`s0` … `s99999`) on core 0 and
 dnsperf drives it from core 1 (the harness is tuned on gdnsd as in bench/peers.py, and
@@ -12,7 +12,10 @@ order and reported as the median of `--runs`:
 * once: each of the 100,000 names once (dnsperf -n 1), from a fresh start.
 
 Then dnsd alone: a cold pass over 10,000 load-balanced names (each once, fresh start)
-against its own cached rate for those names. Loopback only; every run ends by itself.
+against its own cached rate for those names, twice: each load balancer with a pool of its
+own (10,000 classes: nothing alike to share), and 10,000 load balancers configured alike in
+LB_CLASSES classes (their pools shared: a name's first answer can come from its class's
+table, dnsd/lb_classes.py). Loopback only; every run ends by itself.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from peers import ZONE, dnsperf, serve
 
 RECORDS = 100_000
 LB_NAMES = 10_000
+LB_CLASSES = 25  # the alike configuration: load balancer i answers from pool i % LB_CLASSES
 
 
 def records() -> list[str]:
@@ -72,17 +76,19 @@ def gdnsd_big(d: Path, port: int) -> list[str]:
     return ["gdnsd", "-c", str(d), "start"]
 
 
-def dnsd_lbs(d: Path, port: int) -> list[str]:
+def dnsd_lbs(d: Path, port: int, classes: int = LB_NAMES) -> list[str]:
+    """10,000 load-balanced names, each on a load balancer of its own answering from pool
+    i % classes (`classes` LB_NAMES: every one its own pool)."""
     (d / "zones").mkdir()
     lines = [f"zone: {ZONE}", f"soa: {{mname: ns1.{ZONE}., rname: h.{ZONE}.}}", "records:",
              f'  "@": {{NS: ns1.{ZONE}.}}', "  ns1: {A: 127.0.0.1}", "  static: {A: 127.0.0.80}"]  # fmt: skip
     lines += [f"  lb{i}: {{lb: w{i}}}" for i in range(LB_NAMES)]
     lines += ["pools:"] + [
         f"  p{i}: {{backends: [{{name: a, address: 127.0.9.{i % 250 + 1}}}]}}"
-        for i in range(LB_NAMES)
+        for i in range(classes)
     ]
     lines += ["load_balancers:"] + [
-        f"  w{i}: {{ttl: 30, default_pools: [p{i}]}}" for i in range(LB_NAMES)
+        f"  w{i}: {{ttl: 30, default_pools: [p{i % classes}]}}" for i in range(LB_NAMES)
     ]
     (d / "zones" / "lbs.yaml").write_text("\n".join(lines) + "\n")
     return [sys.executable, "-m", "dnsd", "serve", str(d / "zones"), "--listen", f"127.0.0.1:{port}",
@@ -112,17 +118,24 @@ def stream(kind: str, seconds: int) -> Callable[[int, Path], dict[str, float]]:
     return run
 
 
+def lb_names(d: Path) -> Path:
+    order = list(range(LB_NAMES))
+    random.shuffle(order)
+    return names_file(d, [f"lb{i}.{ZONE} A" for i in order], "q.txt")
+
+
 def lb_pass(cached: bool, seconds: int) -> Callable[[int, Path], dict[str, float]]:
     def run(port: int, d: Path) -> dict[str, float]:
-        order = list(range(LB_NAMES))
-        random.shuffle(order)
-        path = names_file(d, [f"lb{i}.{ZONE} A" for i in order], "q.txt")
         if cached:
-            dnsperf(port, path, 0, ("-n", "1"))  # each once first (not measured)
-            return dnsperf(port, path, seconds)
-        return dnsperf(port, path, 0, ("-n", "1"))
+            return dnsperf(port, lb_names(d), seconds)
+        return dnsperf(port, lb_names(d), 0, ("-n", "1"))
 
     return run
+
+
+def lb_warm(port: int, d: Path) -> None:
+    """Before a cached run (not measured: neither its rate nor its CPU time): each once."""
+    dnsperf(port, lb_names(d), 0, ("-n", "1"))
 
 
 FLOOD_SOURCES = 8  # source /24s: 127.0.1.0/24 … 127.0.8.0/24
@@ -195,9 +208,16 @@ def main() -> None:
     parser.add_argument("--harness", help="THREADS,CLIENTS,INFLIGHT: skip tuning, use these")
     parser.add_argument("--skip-lb", action="store_true", help="skip the 10,000 LB names pass")
     parser.add_argument("--only-flood", action="store_true", help="only the flood latency runs")
+    parser.add_argument("--only-lb", action="store_true", help="only the 10,000 LB names passes")
+    parser.add_argument("--label", default="", help="a label for the LB lines (e.g. before)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {1})
+    if args.only_lb:
+        if args.harness:
+            peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
+        lb_passes(args.runs, args.seconds, args.label)
+        return
     if args.harness:
         peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
     else:
@@ -240,14 +260,36 @@ def main() -> None:
               f"{statistics.median(r['rss_mib'] for r in done):.0f} MiB")  # fmt: skip
     if args.skip_lb:
         return
-    cold = [serve("dnsd lb cold", dnsd_lbs, lb_pass(False, args.seconds)) for _ in range(args.runs)]
-    warm = [
-        serve("dnsd lb cached", dnsd_lbs, lb_pass(True, args.seconds)) for _ in range(args.runs)
-    ]
-    cold_qps = statistics.median(r["qps"] for r in cold if r)
-    warm_qps = statistics.median(r["qps"] for r in warm if r)
-    print(f"10,000 LB names: a cold pass {cold_qps:.0f} QPS, cached {warm_qps:.0f} QPS: "
-          f"{cold_qps / warm_qps:.2f}× (target ≥ 0.25)")  # fmt: skip
+    lb_passes(args.runs, args.seconds, args.label)
+
+
+def lb_passes(runs: int, seconds: int, label: str) -> None:
+    """The cold pass and the cached rate over 10,000 LB names, alternating, median of
+    `runs`, with the server's CPU time per answer (µs) and the load average."""
+    configs = {
+        "own pools": dnsd_lbs,
+        f"alike ({LB_CLASSES} classes)": lambda d, port: dnsd_lbs(d, port, LB_CLASSES),
+    }
+    for kind, build in configs.items():
+        cold, warm = [], []
+        for _ in range(runs):  # alternating: a cold pass, then a cached run
+            cold.append(serve(f"dnsd lb cold {kind}", build, lb_pass(False, seconds)))
+            warm.append(serve(f"dnsd lb cached {kind}", build, lb_pass(True, seconds), lb_warm))
+        done_cold, done_warm = [r for r in cold if r], [r for r in warm if r]
+        cold_qps = statistics.median(r["qps"] for r in done_cold)
+        warm_qps = statistics.median(r["qps"] for r in done_warm)
+        cold_us = statistics.median(r["cpu_us"] for r in done_cold)
+        warm_us = statistics.median(r["cpu_us"] for r in done_warm)
+        runs_text = (
+            f"cold {[round(r['qps']) for r in done_cold]}, "
+            f"cached {[round(r['qps']) for r in done_warm]}"
+        )
+        print(
+            f"{label}10,000 LB names, {kind}: a cold pass {cold_qps:.0f} QPS "
+            f"({cold_us:.1f} µs CPU per answer), cached {warm_qps:.0f} QPS ({warm_us:.1f} µs): "
+            f"{cold_qps / warm_qps:.3f}× (target ≥ 0.25), at saturation (CPU cached ÷ cold) "
+            f"{warm_us / cold_us:.3f}×; runs: {runs_text}; load {os.getloadavg()[0]:.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -1183,8 +1183,134 @@ static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *lim
     return rc;
 }
 
-/* answer_hits(tables, rng, counters, limit, clients, zones=None, policies=None) ->
- * (misses, answered, fallbacks)
+/* -- class answer tables (dnsd/lb_classes.py) -------------------------------------- */
+
+#define CLASS_COUNTED 8 /* after the name in a count key: lb counter, fallback counter */
+
+/* Answer datagram i, a query for a member name of a load-balancer class, from its class's
+ * table `classes` (member names -> class tags, class key -> table, counts): 1 answered, 0
+ * not (w->code NO_TABLE: Python answers, as without a table), -1 a Python error. The same
+ * steps as dnsd.lb_classes.answer: the class key is the tag, then the query's bytes after
+ * the ID without its name; the stored reply lacks its question, copied in from the query. */
+static int class_answer(Batch *self, Py_ssize_t i, PyObject *classes, PyObject *random,
+                        Py_buffer *counters, PyObject *limit, PyObject *clients, Walked *w) {
+    PyObject *names = PyTuple_GET_ITEM(classes, 0), *tables = PyTuple_GET_ITEM(classes, 1);
+    PyObject *counts = PyTuple_GET_ITEM(classes, 2);
+    const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
+    Py_ssize_t n = self->rmsg[i].msg_len - self->skip[i];
+    w->code = NO_TABLE;
+    w->value = 0;
+    if (PyDict_GET_SIZE(names) == 0 || n < 17 || wire[2] & 0xF8 ||
+        memcmp(wire + 4, "\x00\x01\x00\x00\x00\x00", 6) != 0 || wire[10])
+        return 0;
+    unsigned char lowered[256 + CLASS_COUNTED];
+    Py_ssize_t pos = 12, name_len = 0;
+    for (;;) {
+        if (pos >= n)
+            return 0;
+        int size = wire[pos];
+        if (size == 0)
+            break;
+        if (size > 63 || pos + 1 + size > n || name_len + 1 + size + 1 > 255)
+            return 0;
+        lowered[name_len++] = (unsigned char)size;
+        for (int k = 1; k <= size; k++) {
+            unsigned char c = wire[pos + k];
+            if (!is_name_byte(c))
+                return 0;
+            lowered[name_len++] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+        }
+        pos += 1 + size;
+    }
+    lowered[name_len++] = 0;
+    Py_ssize_t qend = pos + 5;
+    if (qend > n)
+        return 0;
+    PyObject *name = PyBytes_FromStringAndSize((const char *)lowered, name_len);
+    if (name == NULL)
+        return -1;
+    PyObject *tag = PyDict_GetItemWithError(names, name);
+    Py_DECREF(name);
+    if (tag == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyBytes_CheckExact(tag))
+        return 0;
+    Py_ssize_t tag_len = PyBytes_GET_SIZE(tag), after = n - (pos + 1);
+    PyObject *key = PyBytes_FromStringAndSize(NULL, tag_len + 10 + after);
+    if (key == NULL)
+        return -1;
+    char *k = PyBytes_AS_STRING(key);
+    memcpy(k, PyBytes_AS_STRING(tag), (size_t)tag_len);
+    memcpy(k + tag_len, wire + 2, 10);
+    memcpy(k + tag_len + 10, wire + pos + 1, (size_t)after);
+    PyObject *table = PyDict_GetItemWithError(tables, key);
+    Py_DECREF(key);
+    if (table == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyBytes_CheckExact(table))
+        return 0;
+    Py_INCREF(table); /* held: the random source and the limiter run Python */
+    PyObject *client = NULL;
+    int rc = known_client(self, i, limit, clients, &client); /* 1, 0: not known, -1 */
+    const unsigned char *source;
+    Py_ssize_t source_len = source_address(self, i, &source);
+    Table t = {(const unsigned char *)PyBytes_AS_STRING(table), PyBytes_GET_SIZE(table)};
+    if (rc > 0)
+        rc = walk_table(&t, source, source_len, random, w) < 0 ? -1 : 1;
+    if (rc <= 0 || w->code != HIT) {
+        if (rc >= 0)
+            w->code = NO_TABLE, w->value = 0, rc = 0;
+        Py_XDECREF(client);
+        Py_DECREF(table);
+        return rc;
+    }
+    Py_ssize_t leaf = w->value, reply_at = u32(&t, leaf + 8), reply_len = u32(&t, leaf + 12);
+    int32_t reply_counter = i32(&t, leaf + 16), lb = i32(&t, leaf + 20);
+    int32_t fallback = i32(&t, leaf + 24);
+    Py_ssize_t room = PLAIN_UDP_LIMIT, question = qend - 12;
+    if (wire[11] && n >= qend + 11) {
+        room = be16(wire + qend + 3);
+        room = room < PLAIN_UDP_LIMIT ? PLAIN_UDP_LIMIT : room > EDNS_PAYLOAD ? EDNS_PAYLOAD : room;
+    }
+    Py_ssize_t n_counters = counters->len / (Py_ssize_t)sizeof(long long);
+    unsigned char body[SEND_SLOT];
+    w->code = NO_TABLE, w->value = 0;
+    if (reply_len < 10 || !has(&t, reply_at, reply_len) || 2 + reply_len + question > room ||
+        reply_counter < -1 || reply_counter >= n_counters) {
+        Py_XDECREF(client);
+        Py_DECREF(table);
+        return 0; /* too large for the client (or unreadable): Python answers */
+    }
+    memcpy(body, t.at + reply_at, 10);
+    memcpy(body + 10, wire + 12, (size_t)question);
+    memcpy(body + 10 + question, t.at + reply_at + 10, (size_t)(reply_len - 10));
+    Py_DECREF(table);
+    if (reply_counter >= 0)
+        ((long long *)counters->buf)[reply_counter]++;
+    if (lb >= 0 || fallback >= 0) {
+        int32_t which[2] = {lb, fallback};
+        memcpy(lowered + name_len, which, CLASS_COUNTED); /* little-endian, as struct "<ii" */
+        PyObject *counted = PyBytes_FromStringAndSize((const char *)lowered,
+                                                      name_len + CLASS_COUNTED);
+        PyObject *was = counted ? PyDict_GetItemWithError(counts, counted) : NULL;
+        long long before = was ? PyLong_AsLongLong(was) : 0;
+        PyObject *now = (counted && !PyErr_Occurred()) ? PyLong_FromLongLong(before + 1) : NULL;
+        rc = now ? PyDict_SetItem(counts, counted, now) : -1;
+        Py_XDECREF(now);
+        Py_XDECREF(counted);
+        if (rc < 0) {
+            Py_XDECREF(client);
+            return -1;
+        }
+    }
+    w->code = HIT;
+    rc = deliver(self, i, wire, n, (const char *)body, reply_len + question, limit, client);
+    Py_XDECREF(client);
+    return rc;
+}
+
+/* answer_hits(tables, rng, counters, limit, clients, zones=None, policies=None,
+ *             classes=None) -> (misses, answered, fallbacks)
  * Answers and queues every datagram of the batch whose table leads to a finished reply,
  * and, without a table, those the zone tables answer (`zones`: dnsd.zone_tables.Tables.
  * for_c(), or None).
@@ -1192,14 +1318,23 @@ static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *lim
  * NO_TABLE); `counters`: the cache's int64 array the tables index; `limit`: None, or the
  * response rate limiter as limit(reply, client, query) -> reply | None, with `clients`
  * (source key → Client) to find the client; `policies`: with dnstap on (`tap`), the
- * cache's encoded Message.policy per counter. A Python error is raised, never cleared. */
+ * cache's encoded Message.policy per counter; `classes`: the class tables
+ * (dnsd.lb_classes.ClassTables.for_c(), or None). A Python error is raised, never cleared. */
 static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
     PyObject *tables, *rng, *counters_obj, *limit, *clients, *zones = Py_None;
-    PyObject *policies = Py_None;
+    PyObject *policies = Py_None, *classes = Py_None;
     Py_buffer counters;
-    if (!PyArg_ParseTuple(args, "O!OOOO!|OO", &PyDict_Type, &tables, &rng, &counters_obj, &limit,
-                          &PyDict_Type, &clients, &zones, &policies))
+    if (!PyArg_ParseTuple(args, "O!OOOO!|OOO", &PyDict_Type, &tables, &rng, &counters_obj,
+                          &limit, &PyDict_Type, &clients, &zones, &policies, &classes))
         return NULL;
+    if (classes != Py_None &&
+        (!PyTuple_CheckExact(classes) || PyTuple_GET_SIZE(classes) != 3 ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(classes, 0)) ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(classes, 1)) ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(classes, 2)))) {
+        PyErr_SetString(PyExc_TypeError, "classes must be (dict, dict, dict) or None");
+        return NULL;
+    }
     if (zones != Py_None &&
         (!PyTuple_CheckExact(zones) || PyTuple_GET_SIZE(zones) != 3 ||
          !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 0)) ||
@@ -1255,8 +1390,11 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
                 Py_DECREF(table);
             } else if (tail == NULL || PyErr_Occurred()) {
                 rc = -1;
-            } else if (zones != Py_None) {
-                rc = zone_answer(self, i, zones, limit, clients, &batch_counts);
+            } else {
+                if (classes != Py_None) /* a load-balanced name's first: its class's table */
+                    rc = class_answer(self, i, classes, random, &counters, limit, clients, w);
+                if (rc == 0 && zones != Py_None)
+                    rc = zone_answer(self, i, zones, limit, clients, &batch_counts);
             }
         }
         if (rc < 0)

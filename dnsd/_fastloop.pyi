@@ -32,6 +32,7 @@ class Batch:
         clients: dict[Any, Any],
         zones: tuple[dict[bytes, tuple[bytes, list[bytes]]], dict[bytes, int], bytes] | None = None,
         policies: list[bytes] | None = None,
+        classes: tuple[dict[bytes, bytes], dict[bytes, bytes], dict[bytes, int]] | None = None,
     ) -> tuple[list[tuple[int, Walked]], int, int]: ...
     def tap(
         self,

@@ -45,7 +45,7 @@ from typing import Any
 from dnslib import QTYPE, RCODE, DNSRecord
 from prometheus_client.core import CounterMetricFamily
 
-from dnsd import answer_table, zone_tables
+from dnsd import answer_table, lb_classes, zone_tables
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
@@ -76,6 +76,7 @@ from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
 from dnsd.steering.hints import set_hints
 from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
+from dnsd.tally import CountsView
 from dnsd.zone_lookup import SVC_TYPES, Lookup, lookup
 
 MAX_ENTRIES = 100_000
@@ -246,7 +247,7 @@ class AnswerCache:
         self._count_lock = threading.Lock()
         self._folded: dict[str, dict[Any, int]] = {"lb": {}, "fallback": {}}
         self._tally: Any = None  # where reply counts go (DnsServer's tally of this loop)
-        self.lb_counts = _Counts(self, "lb")
+        self.lb_counts = CountsView(self.counted, "lb")
         # Told the decision of a load-balanced answer a table finished (dnstap; the other
         # paths tell the request's on_decision). None: nobody asks.
         self.note: Callable[[tuple[str, str, str]], None] | None = None
@@ -254,11 +255,12 @@ class AnswerCache:
         # counter's answers carry (b"" for the others), made by `encode_policy` when set.
         self.encode_policy: Callable[[tuple[str, str, str]], bytes] | None = None
         self.policies: list[bytes] = []
-        self.fallback_counts = _Counts(self, "fallback")
+        self.fallback_counts = CountsView(self.counted, "fallback")
         # The snapshot's zone answer tables (dnsd.zone_tables) once built, and the compiled
         # loop's answers from them by count key (it writes them; a scrape reads them).
         self._zones: zone_tables.Tables | None = None
         self._zone_counts: dict[bytes, int] = {}
+        self.shared = lb_classes.ClassTables()  # a member name's first answers (its class's)
 
     def answer(
         self,
@@ -302,6 +304,9 @@ class AnswerCache:
                     drawn = _drawn(memo, code, value, order)
                 return self._balanced_memo(memo, query, drawn)
             self.hits -= 1  # drawn for a memo that is gone since: from the start
+        elif self.note is None and (shared := self.shared.answer(wire, client, rng)):
+            self.hits += 1
+            return shared
         memo = (self._memo_udp if udp else self._memo_tcp).get(tail)
         if memo is not None:  # no table (its plan expired, or it has none): the memo's path
             self.hits += 1
@@ -345,6 +350,7 @@ class AnswerCache:
             or now >= self._next_expiry
         ):
             self._refresh(snap, health, now)
+        self.shared.poll()  # the load-balancer classes, until made
         if self._zones is None:  # until the tables are built (in a thread of their own)
             self._zones = zone_tables.ready(snap)
 
@@ -389,6 +395,7 @@ class AnswerCache:
         """The counts of one kind ("lb", "fallback"): folded and current."""
         with self._count_lock:
             out = dict(self._folded[kind])
+            self.shared.add_counted(out, self._counter_keys, kind)
             for (counted_kind, key), n in zip(self._counter_keys, self.counters, strict=True):
                 if counted_kind == kind and n:
                     out[key] = out.get(key, 0) + n
@@ -445,6 +452,7 @@ class AnswerCache:
             self._clients.clear()
             self._outcomes.clear()
             self._clear_tables()
+            self.shared.refresh(snap, health)  # after the tables: their counts are folded
         if health.generation != self._health_generation or now >= self._next_expiry:
             # New RTTs, or a sample some plan used ages out: RTT-steered plans expire.
             self._health_generation = health.generation
@@ -457,6 +465,8 @@ class AnswerCache:
     def _clear_tables(self) -> None:
         for table in (self._tables_udp, self._tables_tcp, self._memo_udp, self._memo_tcp):
             table.clear()
+        with self._count_lock:
+            self.shared.clear(self._folded, self._counter_keys)
         self._bucket_ids.clear()
         for entry in self._plans.values():
             entry.valid = False
@@ -473,7 +483,7 @@ class AnswerCache:
             self._entries.clear()
             self._outcomes.clear()
         if (
-            len(self._tables_udp) + len(self._tables_tcp) > limit
+            len(self._tables_udp) + len(self._tables_tcp) + len(self.shared) > limit
             or len(self._memo_udp) + len(self._memo_tcp) > limit
             or len(self._bucket_ids) > limit
             or len(self._counter_keys) > MAX_COUNTERS
@@ -604,6 +614,7 @@ class AnswerCache:
             return
         memo.outcomes, memo.samples = built.outcomes, built.samples
         memo.tables[memo.key] = built.table
+        self.shared.publish(memo, memo.tables is self._tables_udp)
 
 
 class AnswerCaches:
@@ -817,28 +828,3 @@ def _drawn(memo: _LbMemo, code: int, value: int, order: Any) -> Node:
     if code == NOT_CACHED:
         return memo.outcomes[value]
     return memo.samples[value].outcome(order)
-
-
-class _Counts(Mapping[Any, int]):
-    """An answer cache's counts of one kind as a mapping (what the metrics read)."""
-
-    def __init__(self, cache: AnswerCache, kind: str) -> None:
-        self._cache, self._kind = cache, kind
-
-    def _now(self) -> dict[Any, int]:
-        return self._cache.counted(self._kind)
-
-    def __getitem__(self, key: Any) -> int:
-        return self._now()[key]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._now())
-
-    def __len__(self) -> int:
-        return len(self._now())
-
-    def items(self) -> Any:
-        return self._now().items()
-
-    def values(self) -> Any:
-        return self._now().values()

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from dnsd import zone_tables
+from dnsd import lb_classes, zone_tables
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
 from dnsd.dnssec.apex import with_keys
@@ -76,6 +76,7 @@ def _load_snapshot(
     if key_dir is not None:
         snapshot = with_keys(snapshot, zone_keys(config.zones, key_dir, create_keys))
     zone_tables.ready(snapshot, background=False)  # served from its first query
+    lb_classes.prepare(snapshot)  # the same: a load-balanced name's first answer too
     release_free_memory()
     return snapshot
 

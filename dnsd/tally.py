@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from dnslib import QTYPE, RCODE
 
@@ -79,3 +80,29 @@ def qtype_of(key: bytes) -> str:
         return "NONE"
     name = QTYPE.get(struct.unpack_from("!H", key, 2)[0], "OTHER")
     return name if name in KNOWN_QTYPES else "OTHER"
+
+
+class CountsView(Mapping[Any, int]):
+    """An answer cache's counts of one kind ("lb", "fallback") as a mapping, read afresh
+    each time (what the metrics read): `counted(kind)` folded and current."""
+
+    def __init__(self, counted: Callable[[str], dict[Any, int]], kind: str) -> None:
+        self._counted, self._kind = counted, kind
+
+    def _now(self) -> dict[Any, int]:
+        return self._counted(self._kind)
+
+    def __getitem__(self, key: Any) -> int:
+        return self._now()[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def items(self) -> Any:
+        return self._now().items()
+
+    def values(self) -> Any:
+        return self._now().values()

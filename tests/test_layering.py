@@ -109,7 +109,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Features around the core: DNSSEC, zone transfers and TSIG.
     ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
-    ("query", ["resolve", "fastpath", "explain", "loading", "tally", "zone_tables"]),
+    ("query", ["resolve", "fastpath", "lb_classes", "explain", "loading", "tally", "zone_tables"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: the services `server` constructs and starts in order (listeners, reloading,
     # systemd, the key and loop watches, a worker's pipe, …), one module each.
@@ -162,9 +162,10 @@ ALLOWED: dict[str, set[str]] = {
     "resolve": {"ratelog", "cookies", "request", "snapshot", "health", "steering", "reply",
                 "zone_lookup", "dnssec", "xfr"},
     "fastpath": {"_fastloop", "answer_table", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
-                 "reply", "zone_lookup", "dnssec", "resolve", "zone_tables"},
+                 "reply", "zone_lookup", "dnssec", "resolve", "zone_tables", "lb_classes", "tally"},
     "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
-                "zone_keys", "zone_tables"},
+                "zone_keys", "zone_tables", "lb_classes"},
+    "lb_classes": {"answer_table", "dnsname", "health", "reply", "snapshot", "steering", "xfr", "zone_tables"},
     "tally": {"dnsname"},
     "zone_tables": {"dnsname", "rdata", "reply", "snapshot", "tally", "zone_lookup"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},

@@ -252,6 +252,7 @@ class UdpThread:
                     clients,
                     cache.zone_tables(),
                     cache.policies if tap is not None else None,
+                    cache.shared.for_c() if tap is None else None,
                 )
                 cache.hits += answered
                 cache.fallbacks += fallbacks

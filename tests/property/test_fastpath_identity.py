@@ -35,6 +35,8 @@ NAMES = [
     "dyn.fast.test", "shut.fast.test", "sf.fast.test", "every.fast.test", "remember.fast.test",
     "ramped.fast.test", "fall.fast.test",
     "spread.fast.test", "zoned.fast.test", "racks.fast.test", "wrap.fast.test",
+    "geo-b.fast.test", "geo2.fast.test", "geo3.fast.test", "sticky2.fast.test", "host2.fast.test",
+    "shut2.fast.test",
 ]  # fmt: skip
 # `remember` (when_all_down: last_good): answers remembered for some regions, not others
 LAST_GOOD = MappingProxyType({
@@ -178,7 +180,7 @@ def test_cached_and_full_path_agree_byte_for_byte(dnssec: bool, tmp_path: Path) 
                 assert len(full) <= udp_limit(wire)
             compared += 1
     assert compared == 12 * examples(500)
-    assert cache.hits > (compared // 10 if FAST else 2000)  # the cache was really used
+    assert cache.hits > (compared // 10 if FAST else 1800)  # the cache was really used
     memos = [m for m in cache.memos("udp").values() if not isinstance(m, bytes)]
     assert any(m.tree is not None and any(m.tails) for m in memos)  # compiled draws answered
 
