@@ -77,10 +77,13 @@ def serve_rss(d: Path, names: list[str], label: str, target: int) -> None:
         listening = rss_mib(proc.proc.pid)
         answered = ask(proc.port, names)
         asked = rss_mib(proc.proc.pid)
-    print(f"{label}: answering after {took:.1f} s; RSS {listening:.0f} MiB "
-          f"({listening * 1.048576:.0f} MB) once answering, {asked:.0f} MiB "
-          f"({asked * 1.048576:.0f} MB) after {answered} of {len(names)} names asked once "
-          f"(target ≤ {target} MB)", flush=True)  # fmt: skip
+    print(
+        f"{label}: answering after {took:.1f} s; RSS {listening:.0f} MiB "
+        f"({listening * 1.048576:.0f} MB) once answering, {asked:.0f} MiB "
+        f"({asked * 1.048576:.0f} MB) after {answered} of {len(names)} names asked once "
+        f"(target ≤ {target} MB)",
+        flush=True,
+    )
 
 
 def zone(tmp: Path) -> None:
@@ -113,10 +116,13 @@ def million(tmp: Path, records: int) -> None:
         cpu = cpu_s(proc.proc.pid)
         rss = rss_mib(proc.proc.pid)
         answered = ask(proc.port, [f"h{records - 8}.{zonefile_load.ORIGIN}"])
-    print(f"{records + 1} records ({size:.0f} MB zone file): dnsd serve answering after "
-          f"{took:.1f} s, {cpu:.1f} s of CPU (target ≤ 60 s), RSS {rss:.0f} MiB, {answered} answer to a last "
-          f"name; load average {before:.1f} before, {os.getloadavg()[0]:.1f} after on "
-          f"{os.cpu_count()} CPUs", flush=True)  # fmt: skip
+    print(
+        f"{records + 1} records ({size:.0f} MB zone file): dnsd serve answering after "
+        f"{took:.1f} s, {cpu:.1f} s of CPU (target ≤ 60 s), RSS {rss:.0f} MiB, {answered} answer to a last "
+        f"name; load average {before:.1f} before, {os.getloadavg()[0]:.1f} after on "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
 
 
 def main() -> None:
