@@ -73,6 +73,7 @@ bench:
 	$(PYTHON) bench/bigconfig.py
 	$(PYTHON) bench/probe_load.py
 	$(PYTHON) bench/memory_flood.py
+	$(PYTHON) bench/memory_zone.py
 	$(PYTHON) bench/health_churn.py
 	$(PYTHON) bench/dnssec_flood.py
 	$(PYTHON) bench/zonefile_load.py

@@ -27,6 +27,11 @@ class Derived:
             value: T = self._values[key]
             return value
 
+    def peek(self, key: str) -> Any:
+        """The value under `key` if one was made (None when not), making nothing."""
+        with self._lock:
+            return self._values.get(key)
+
     def built(self) -> dict[str, Any]:
         """What was made so far (a copy): what a successor object may reuse."""
         with self._lock:

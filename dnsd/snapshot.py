@@ -310,7 +310,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         nodes[zone.name] = replace(apex, rrsets=sets)
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
         # What consumers made from the zone, for them to reuse: only the SOA changed.
-        zones[name].derived.put(SERIAL_CHANGED, (zone.derived.built(), old, soa.rdata))
+        zones[name].derived.put(SERIAL_CHANGED, (zone.derived, old, soa.rdata))
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
 

@@ -22,6 +22,7 @@ import dns.exception
 import dns.grange
 import dns.name
 import dns.node
+import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.tokenizer
@@ -55,10 +56,17 @@ class FileRecord:
     owner: str
     rtype: str
     ttl: int
-    text: str
     file: str
     line: int
-    wire: bytes = b""  # the RDATA as dnspython read it: what dnsd serves (dnsd.rdata)
+    wire: bytes  # the RDATA as dnspython read it: what dnsd serves (dnsd.rdata)
+
+    @property
+    def text(self) -> str:
+        """The presentation form, made when asked (an error message, the SOA, an import):
+        a load of 1,000,000 records asks for none of the others."""
+        rdtype = dns.rdatatype.from_text(self.rtype)
+        rdata = dns.rdata.from_wire(dns.rdataclass.IN, rdtype, self.wire, 0, len(self.wire))
+        return str(rdata.to_text(origin=None, relativize=False))
 
 
 class ZoneFileError(Exception):
@@ -334,16 +342,17 @@ class _Collect(dns.zonefile.RRsetsReaderTransaction):
 
     def records(self) -> list[FileRecord]:
         out = []
+        ttls: dict[int, int] = {}  # one int object per TTL (above 256 each is its own)
         for (name, rdtype, _covers), rdataset in self.rdatasets.items():
             owner = name.to_text().lower()
+            ttl = ttls.setdefault(rdataset.ttl, rdataset.ttl)
             for rdata in rdataset:
                 file, line = self.lines.get((name, rdtype, rdata), ("", 0))
                 out.append(
                     FileRecord(
                         owner,
                         dns.rdatatype.to_text(rdtype),
-                        rdataset.ttl,
-                        rdata.to_text(origin=None, relativize=False),
+                        ttl,
                         file,
                         line,
                         rdata.to_wire(),
