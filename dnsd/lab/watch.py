@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from dnsd.drill.dnsclient import Answer
+from dnsd.drill.plan_timing import SLACK_S
 from dnsd.drill.runner import DrillResult
 from dnsd.lab.lab import ask
 from dnsd.lab.topology import INTERVAL_S, REGIONS, THRESHOLD, TTL_S, ZONE, Region
@@ -92,11 +93,13 @@ class Watch:
 
     def within_bound(self, result: DrillResult) -> bool:
         """The resolver moved within TTL of the last node's move, that one within the
-        detection bound or as late as the machine made it."""
+        detection bound or as late as the machine made it; with a drill plan's slack (the
+        poll period, and the resolver's whole-second clock: an answer cached at 2.4 s with
+        TTL 2 may be served until 5 s)."""
         return (
             self.late_s is not None
             and result.client_s is not None
-            and result.client_s <= BOUND_S + self.late_s
+            and result.client_s <= BOUND_S + self.late_s + SLACK_S
         )
 
     def hold(self, seconds: float, ok: Callable[[dict[str, tuple[str, ...] | None]], bool]) -> bool:
