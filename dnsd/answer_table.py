@@ -168,8 +168,17 @@ class _Writer:
             self.out += LEAF.pack(KIND_LEAF, 0, 0, leaf_id, 0, 0, -1, -1, -1)
             return
         self.leaves.append((len(self.out), done))
-        self.out += LEAF.pack(KIND_LEAF, HAS_REPLY, 0, leaf_id, 0, len(done.reply),
-                              done.reply_counter, done.lb_counter, done.fallback_counter)  # fmt: skip
+        self.out += LEAF.pack(
+            KIND_LEAF,
+            HAS_REPLY,
+            0,
+            leaf_id,
+            0,
+            len(done.reply),
+            done.reply_counter,
+            done.lb_counter,
+            done.fallback_counter,
+        )
 
     def replies(self) -> None:
         """The finished replies after the nodes, each once; their leaves point at them."""

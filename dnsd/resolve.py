@@ -95,9 +95,13 @@ def resolve(request: Request) -> bytes | None:
         return header_only(ident, flags, RCODE.FORMERR)
     except Exception:  # a bug costs one answer and a bounded amount of log
         SERVFAIL_LOG.log(
-            now, logging.ERROR, "SERVFAIL for query %r from %s", query.q.qname.label,
-            client.address, exc_info=True,
-        )  # fmt: skip
+            now,
+            logging.ERROR,
+            "SERVFAIL for query %r from %s",
+            query.q.qname.label,
+            client.address,
+            exc_info=True,
+        )
         return _servfail(query, ident, flags)
     on_decision = request.on_decision
     if on_decision is not None and result.decision is not None and result.client is not None:
@@ -154,8 +158,9 @@ def _signed(request: Request, query: DNSRecord) -> bytes:
     try:
         checked = tsig.check(wire, request.snap.tsig_keyring, now)
     except tsig.TsigFailure as failure:
-        TSIG_LOG.log(now, logging.WARNING, "%s from %s: NOTAUTH", failure.describe(),
-                     client.address)  # fmt: skip
+        TSIG_LOG.log(
+            now, logging.WARNING, "%s from %s: NOTAUTH", failure.describe(), client.address
+        )
         return failure.reply
     except Exception:  # dnspython's view of a malformed message
         return header_only(ident, flags, RCODE.FORMERR)
@@ -167,8 +172,9 @@ def _signed(request: Request, query: DNSRecord) -> bytes:
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
     except Exception:
-        SERVFAIL_LOG.log(now, logging.ERROR, "SERVFAIL for a signed query from %s",
-                         client.address, exc_info=True)  # fmt: skip
+        SERVFAIL_LOG.log(
+            now, logging.ERROR, "SERVFAIL for a signed query from %s", client.address, exc_info=True
+        )
         return _servfail(query, ident, flags)
 
 
@@ -185,9 +191,11 @@ def signer_for(
 
 
 def _cookie_only(
-    query: DNSRecord, source: ipaddress.IPv4Address | ipaddress.IPv6Address, snap: Snapshot,
+    query: DNSRecord,
+    source: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    snap: Snapshot,
     now: float,
-) -> QueryResult:  # fmt: skip
+) -> QueryResult:
     """RFC 7873 §5.4: a query with no question but a COOKIE option learns a server cookie."""
     edns = parse_edns(query)
     if edns is None or edns.cookie is None:

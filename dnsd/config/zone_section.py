@@ -29,9 +29,18 @@ RECORD_TYPES = tuple(
     t.name for t in dns.rdatatype.RdataType if t.value and type_problem(t.value) is None
 )
 ZONE_KEYS = (
-    "zone", "ttl", "soa", "records", "file", "transfer", "notify", "dnssec", "catalog",
-    "catalog_group", "update",
-)  # fmt: skip
+    "zone",
+    "ttl",
+    "soa",
+    "records",
+    "file",
+    "transfer",
+    "notify",
+    "dnssec",
+    "catalog",
+    "catalog_group",
+    "update",
+)
 # A catalog zone's SOA when it has no `soa:` (RFC 9432 §4: its values mean nothing to a
 # consumer but the serial; dnsd numbers that itself).
 CATALOG_SOA = Soa("invalid.", "invalid.", 1, 3600, 600, 2419200, 0, 0)
@@ -144,8 +153,11 @@ def _catalog_zone(ck: Checker, doc: LineDict, origin: str, ttl: int) -> Zone | N
     read (dnsd.config.catalog); here only its own settings are checked."""
     for key in ("records", "file", "catalog_group"):
         if key in doc:
-            ck.error(doc.line_of(key), key,
-                     f"a catalog zone has no {key}: dnsd makes its records from its members")  # fmt: skip
+            ck.error(
+                doc.line_of(key),
+                key,
+                f"a catalog zone has no {key}: dnsd makes its records from its members",
+            )
     d = ck.mapping(doc["catalog"], doc.line_of("catalog"), "catalog")
     if d is None:
         return None
@@ -206,8 +218,11 @@ def _catalog_group(ck: Checker, doc: LineDict) -> str | None:
         return None
     text = str(group)
     if not text or len(text.encode()) > MAX_GROUP:
-        ck.error(doc.line_of("catalog_group"), "catalog_group",
-                 f"expected a group name of 1 to {MAX_GROUP} bytes")  # fmt: skip
+        ck.error(
+            doc.line_of("catalog_group"),
+            "catalog_group",
+            f"expected a group name of 1 to {MAX_GROUP} bytes",
+        )
         return None
     return text
 
@@ -338,8 +353,12 @@ def _update(ck: Checker, doc: LineDict, origin: str) -> tuple[UpdateGrant, ...]:
         ):
             pattern = _name_pattern(text, origin)
             if pattern is None:
-                ck.error(at, f"{path}.names", f"not a name relative to the zone: {text!r} "
-                         "(use @ for the apex, * for one or more labels)")  # fmt: skip
+                ck.error(
+                    at,
+                    f"{path}.names",
+                    f"not a name relative to the zone: {text!r} "
+                    "(use @ for the apex, * for one or more labels)",
+                )
             else:
                 names.append(pattern)
         types = set()
@@ -392,8 +411,7 @@ def _dnssec(ck: Checker, doc: LineDict) -> tuple[int | None, bool]:
     algorithm = ck.get_int(d, "algorithm", "dnssec", default=13)
     split_keys = bool(ck.get_bool(d, "split_keys", "dnssec", default=False))
     if algorithm not in DNSSEC_ALGORITHMS:
-        ck.error(d.line_of("algorithm"), "dnssec.algorithm",
-                 "13 (ECDSAP256SHA256) or 15 (ED25519)")  # fmt: skip
+        ck.error(d.line_of("algorithm"), "dnssec.algorithm", "13 (ECDSAP256SHA256) or 15 (ED25519)")
         return None, False
     return int(algorithm), split_keys
 
@@ -492,7 +510,11 @@ def _parse_soa(
 def _parse_owner(
     ck: Checker, node: LineDict, path: str, owner: str, origin: str, zone_ttl: int
 ) -> tuple[list[RRset], str | None]:
-    ttl = ck.get_int(node, "ttl", path, default=zone_ttl, lo=0, hi=MAX_TTL) if "ttl" in node else zone_ttl  # fmt: skip
+    ttl = (
+        ck.get_int(node, "ttl", path, default=zone_ttl, lo=0, hi=MAX_TTL)
+        if "ttl" in node
+        else zone_ttl
+    )
     lb = None
     sets: list[RRset] = []
     for key, value in node.items():
@@ -572,8 +594,11 @@ def _check_signed(ck: Checker, doc: LineDict, rrsets: list[RRset]) -> None:
     for rrset in rrsets:
         if rrset.rtype in SIGNER_MANAGED:
             name = rtype_name(rrset.rtype)
-            ck.error(doc.line_of("dnssec"), "dnssec",
-                     f"{name} at {rrset.owner}: a signed zone publishes its own {name} records")  # fmt: skip
+            ck.error(
+                doc.line_of("dnssec"),
+                "dnssec",
+                f"{name} at {rrset.owner}: a signed zone publishes its own {name} records",
+            )
 
 
 def _check_owner(

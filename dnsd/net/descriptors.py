@@ -44,6 +44,10 @@ def share_descriptors(tcp_dns_wanted: int) -> Descriptors:
         log.warning(
             "descriptor limit %d: DNS over TCP capped at %d connections (of %d wanted), "
             "admin at %d, %d kept for probes and files",
-            soft, shares.tcp_dns, tcp_dns_wanted, shares.admin, RESERVE,
-        )  # fmt: skip
+            soft,
+            shares.tcp_dns,
+            tcp_dns_wanted,
+            shares.admin,
+            RESERVE,
+        )
     return shares

@@ -99,9 +99,12 @@ def settings_from(
                 "dnstap needs the dnstap-pb package: pip install 'dnsd[dnstap]'"
             ) from None
     return DnstapSettings(
-        socket_path or None, file or None,
-        identity if identity is not None else socket.gethostname(), chosen, sample,
-    )  # fmt: skip
+        socket_path or None,
+        file or None,
+        identity if identity is not None else socket.gethostname(),
+        chosen,
+        sample,
+    )
 
 
 def control(kind: int, content_type: bytes | None = CONTENT_TYPE) -> bytes:
@@ -275,12 +278,20 @@ class DnstapWriter:
             except OSError as exc:
                 self._close(clean=False)
                 if self.settings.file:  # a file that cannot be written: nothing more to do
-                    log.error("dnstap: cannot write %s (%s): dnstap stops; queries are "
-                              "dropped and counted", self.settings.file, exc)  # fmt: skip
+                    log.error(
+                        "dnstap: cannot write %s (%s): dnstap stops; queries are "
+                        "dropped and counted",
+                        self.settings.file,
+                        exc,
+                    )
                     return
-                FAILURE_LOG.log(time.monotonic(), logging.WARNING,
-                                "dnstap: the reader at %s went away (%s): connecting again",
-                                self.settings.socket, exc)  # fmt: skip
+                FAILURE_LOG.log(
+                    time.monotonic(),
+                    logging.WARNING,
+                    "dnstap: the reader at %s went away (%s): connecting again",
+                    self.settings.socket,
+                    exc,
+                )
                 continue
             if self._stopping and not self._queue and not self._taken:
                 self._close(clean=True)
@@ -353,8 +364,9 @@ class DnstapWriter:
         try:
             return b"".join(self._frames(entry))
         except Exception:
-            FAILURE_LOG.log(time.monotonic(), logging.ERROR, "dnstap: cannot encode a message",
-                            exc_info=True)  # fmt: skip
+            FAILURE_LOG.log(
+                time.monotonic(), logging.ERROR, "dnstap: cannot encode a message", exc_info=True
+            )
             return b""
 
     def _write(self, data: bytes) -> None:
@@ -375,8 +387,9 @@ class DnstapWriter:
         for kind in kinds:
             if kind not in wanted or (kind.endswith("response") and reply is None):
                 continue
-            tap = pb.Dnstap(identity=self.settings.identity.encode(), version=VERSION,
-                            type=pb.Dnstap.MESSAGE)  # fmt: skip
+            tap = pb.Dnstap(
+                identity=self.settings.identity.encode(), version=VERSION, type=pb.Dnstap.MESSAGE
+            )
             m = tap.message
             m.type = getattr(pb.Message, kind.upper())
             m.socket_family = pb.INET if client.version == 4 else pb.INET6

@@ -61,8 +61,13 @@ def _libc() -> ctypes.CDLL | None:
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.recvmmsg.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int,
-                                  ctypes.c_void_p]  # fmt: skip
+        libc.recvmmsg.argtypes = [
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_uint,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
         libc.sendmmsg.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int]
     except (OSError, AttributeError):
         return None
@@ -183,8 +188,11 @@ class DatagramBatch:
         """Send every queued reply; returns how many could not be sent."""
         sent_from, failed = 0, 0
         while sent_from < self.queued:
-            count = int(self._sendmmsg(self._fd, self._smsg_at + sent_from * HDR,
-                                       self.queued - sent_from, 0))  # fmt: skip
+            count = int(
+                self._sendmmsg(
+                    self._fd, self._smsg_at + sent_from * HDR, self.queued - sent_from, 0
+                )
+            )
             if count <= 0:
                 err = ctypes.get_errno()
                 if count < 0 and err == errno.EINTR:

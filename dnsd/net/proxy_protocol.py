@@ -40,8 +40,16 @@ BAD_COMMAND = "bad_command"  # neither LOCAL nor PROXY
 BAD_FAMILY = "bad_family"  # PROXY for a family dnsd does not serve (unix, unspecified, other)
 BAD_ADDRESS = "bad_address"  # the address block is shorter than its family needs
 UNLISTED = "unlisted_peer"  # a header from a peer not in --proxy-protocol-from
-REASONS = (MISSING, TRUNCATED, TOO_LONG, BAD_VERSION, BAD_COMMAND, BAD_FAMILY, BAD_ADDRESS,
-           UNLISTED)  # fmt: skip
+REASONS = (
+    MISSING,
+    TRUNCATED,
+    TOO_LONG,
+    BAD_VERSION,
+    BAD_COMMAND,
+    BAD_FAMILY,
+    BAD_ADDRESS,
+    UNLISTED,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,9 +138,11 @@ def limited(
 
 
 def has_valid_cookie(
-    query: bytes, client: ipaddress.IPv4Address | ipaddress.IPv6Address, cookies: ServerCookies,
+    query: bytes,
+    client: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    cookies: ServerCookies,
     now: float,
-) -> bool:  # fmt: skip
+) -> bool:
     """Whether a query's OPT record holds a COOKIE with a server cookie this server made."""
     option = query_option(query, COOKIE_OPTION)
     if option is None or len(option) != 24:

@@ -136,9 +136,14 @@ class TcpHandler:
             # A bug: this connection ends, the listener goes on. Logged through our logger
             # (not asyncio's raw stderr), at a bounded rate, and counted.
             self.state.restarts += 1
-            FAILURE_LOG.log(time.monotonic(), logging.ERROR,
-                            "tcp: a connection's handler failed (%s: %s); the listener goes on",
-                            type(exc).__name__, exc, exc_info=True)  # fmt: skip
+            FAILURE_LOG.log(
+                time.monotonic(),
+                logging.ERROR,
+                "tcp: a connection's handler failed (%s: %s); the listener goes on",
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
         finally:
             self.active -= 1
             left = self._per_client.pop(network, 1) - 1
@@ -180,9 +185,12 @@ class TcpHandler:
                 data += await reader.readexactly(length - len(data))
         except (TimeoutError, asyncio.IncompleteReadError) as exc:
             partial = getattr(exc, "partial", b"")
-            gate.drop(proxy_protocol.MISSING if len(data + partial) < 12
-                      and not proxy_protocol.SIGNATURE.startswith(data + partial)
-                      else proxy_protocol.TRUNCATED)  # fmt: skip
+            gate.drop(
+                proxy_protocol.MISSING
+                if len(data + partial) < 12
+                and not proxy_protocol.SIGNATURE.startswith(data + partial)
+                else proxy_protocol.TRUNCATED
+            )
             return None
         header = proxy_protocol.parse(data)
         if isinstance(header, str):
@@ -240,9 +248,10 @@ class TcpHandler:
                 replies = [await self.updates(body, client)]
             else:
                 replies = [
-                    self._answer(body, client) if source is None else
-                    self._answer(body, client, source)
-                ]  # fmt: skip
+                    self._answer(body, client)
+                    if source is None
+                    else self._answer(body, client, source)
+                ]
             for reply in replies:
                 if reply is None:  # unanswerable (counted by the answerer): close
                     return

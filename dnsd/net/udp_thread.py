@@ -169,8 +169,9 @@ class UdpThread:
 
     def start(self) -> None:
         host, port = self.sock.getsockname()[:2]
-        log.info("udp %s port %d: the %s serving loop answers (%s)", host, port, self.loop,
-                 self.why)  # fmt: skip
+        log.info(
+            "udp %s port %d: the %s serving loop answers (%s)", host, port, self.loop, self.why
+        )
         self._thread.start()
 
     def _run(self) -> None:
@@ -417,8 +418,11 @@ class UdpThread:
                     for i, key in enumerate(batch.source_keys(count))
                 ]
             if self._updates is not None:
-                kept = [j for j, i in enumerate(indices)
-                        if not self._divert(wires[j], whos[j], batch.source(i))]  # fmt: skip
+                kept = [
+                    j
+                    for j, i in enumerate(indices)
+                    if not self._divert(wires[j], whos[j], batch.source(i))
+                ]
                 indices = [indices[j] for j in kept]
                 wires, whos = [wires[j] for j in kept], [whos[j] for j in kept]
             sources = self._sources([batch.source(i) for i in indices]) if self._tapped else None
