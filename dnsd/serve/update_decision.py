@@ -21,7 +21,7 @@ import dns.rdatatype
 import dns.update
 
 from dnsd.config.model import RRset, UpdateGrant, Zone
-from dnsd.config.zone_section import NOT_UPDATABLE
+from dnsd.config.zone_options import NOT_UPDATABLE
 from dnsd.rdata import to_dnspython, type_number
 
 MAX_UPDATE_RECORDS: Final = 500  # prerequisite and update records in one UPDATE
