@@ -86,22 +86,12 @@ def main() -> None:
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {1})  # this script stays off the server's core
     peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
-    variants = {"off": peers.dnsd, "on": tapped}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-    for _ in range(args.runs):  # alternating: each variant once per round
-        for name, build in variants.items():
-            result = serve(f"dnsd dnstap {name}", build, run(args.seconds), warm)
-            if result is None:
-                sys.exit(f"dnsd with dnstap {name} did not start")
-            results[name].append(result)
-            print(
-                f"  dnstap {name}: {result['qps']:.0f} QPS, {result['cpu_us']:.2f} µs CPU "
-                f"per answer",
-                file=sys.stderr,
-            )
+    measure = run(args.seconds)
+    results = peers.alternate(
+        {"off": (peers.dnsd, measure), "on": (tapped, measure)}, args.runs, warm, "dnsd dnstap"
+    )
     ceiling = serve("responder", peers.responder, run(args.seconds))
-    qps = {name: statistics.median(r["qps"] for r in rs) for name, rs in results.items()}
-    cpu = {name: statistics.median(r["cpu_us"] for r in rs) for name, rs in results.items()}
+    qps, cpu = peers.medians(results, "qps"), peers.medians(results, "cpu_us")
     print(
         f"\ndnstap on vs off, {peers.HARNESS}, dnsd on core 0, median of {args.runs}, load "
         f"average {os.getloadavg()[0]:.2f}; harness ceiling (bench/responder.c) "

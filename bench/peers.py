@@ -306,6 +306,36 @@ def serve(
     return None
 
 
+Measure = Callable[[int, Path], dict[str, float]]
+
+
+def alternate(
+    variants: dict[str, tuple[Callable[[Path, int], list[str]], Measure]],
+    runs: int,
+    warm: Callable[[int, Path], None] | None = None,
+    label: str = "dnsd",
+) -> dict[str, list[dict[str, float]]]:
+    """Each variant (its server, its measurement) served and measured once per round,
+    `runs` rounds, so the machine's drift hits every variant alike; exits when one does
+    not start."""
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, (build, measure) in variants.items():
+            result = serve(f"{label} {name}", build, measure, warm)
+            if result is None:
+                sys.exit(f"{label} {name} did not start")
+            results[name].append(result)
+            print(
+                f"  {name}: {result['qps']:.0f} QPS, {result['cpu_us']:.2f} µs CPU per answer",
+                file=sys.stderr,
+            )
+    return results
+
+
+def medians(results: dict[str, list[dict[str, float]]], key: str) -> dict[str, float]:
+    return {name: statistics.median(r[key] for r in rs) for name, rs in results.items()}
+
+
 def _serve_once(
     name: str,
     build: Callable[[Path, int], list[str]],

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -93,25 +92,18 @@ def main() -> None:
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {1})  # this script stays off the server's core
-    variants = {"plain": (peers.dnsd, b""), "proxy": (proxied, header(CLIENT))}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-    for _ in range(args.runs):  # alternating: each variant once per round
-        for name, (build, prefix) in variants.items():
-            run = drive(args.seconds, args.sockets, args.window, prefix)
-            result = serve(f"dnsd {name}", compiled(build), run)
-            if result is None:
-                sys.exit(f"dnsd {name} did not start")
-            results[name].append(result)
-            print(
-                f"  {name}: {result['qps']:.0f} answers/s, {result['cpu_us']:.2f} µs CPU "
-                "per answer",
-                file=sys.stderr,
-            )
+    variants = {
+        name: (compiled(build), drive(args.seconds, args.sockets, args.window, prefix))
+        for name, (build, prefix) in {
+            "plain": (peers.dnsd, b""),
+            "proxy": (proxied, header(CLIENT)),
+        }.items()
+    }
+    results = peers.alternate(variants, args.runs)
     ceiling = serve(
         "responder", peers.responder, drive(args.seconds, args.sockets, args.window, b"")
     )
-    qps = {name: statistics.median(r["qps"] for r in rs) for name, rs in results.items()}
-    cpu = {name: statistics.median(r["cpu_us"] for r in rs) for name, rs in results.items()}
+    qps, cpu = peers.medians(results, "qps"), peers.medians(results, "cpu_us")
     print(
         f"\nPROXY v2, bench/proxy_sender.c ({args.sockets} sockets × {args.window} in flight) "
         f"on core 1, dnsd (compiled loop) on core 0, median of {args.runs}, load average "

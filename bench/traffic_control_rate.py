@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import peers
-from peers import dnsperf, query_file, serve
+from peers import dnsperf, query_file
 
 FEATURES = {
     "  www: {lb: www}": '  www: {lb: www, HTTPS: "1 . alpn=h2,h3"}',
@@ -62,25 +61,13 @@ def main() -> None:
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {1})  # this script stays off the server's core
     peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
-    variants = {"without": peers.dnsd, "with": featured}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-    for _ in range(args.runs):  # alternating: each variant once per round
-        for name, build in variants.items():
-            result = serve(
-                f"dnsd {name} traffic control",
-                build,
-                lambda port, d: dnsperf(port, query_file(d), args.seconds),
-                warm,
-            )
-            if result is None:
-                sys.exit(f"dnsd {name} traffic control did not start")
-            results[name].append(result)
-            print(
-                f"  {name}: {result['qps']:.0f} QPS, {result['cpu_us']:.2f} µs CPU per answer",
-                file=sys.stderr,
-            )
-    qps = {name: statistics.median(r["qps"] for r in rs) for name, rs in results.items()}
-    cpu = {name: statistics.median(r["cpu_us"] for r in rs) for name, rs in results.items()}
+
+    def measure(port: int, d: Path) -> dict[str, float]:
+        return dnsperf(port, query_file(d), args.seconds)
+
+    variants = {"without": (peers.dnsd, measure), "with": (featured, measure)}
+    results = peers.alternate(variants, args.runs, warm, "dnsd traffic control")
+    qps, cpu = peers.medians(results, "qps"), peers.medians(results, "cpu_us")
     print(
         f"\ntraffic control configured vs not, {peers.HARNESS}, dnsd on core 0, median of "
         f"{args.runs}, load average {os.getloadavg()[0]:.2f}"

@@ -286,27 +286,20 @@ class ConfigSync:
                 for record in whole:
                     pipe.xadd(LOG_KEY, {"record": self.bus.sealer.seal(record.body())})
                 last = whole[-1]
-                pipe.set(
-                    SEQ_KEY,
-                    self.bus.sealer.seal(
-                        {
-                            "node": self.bus.node,
-                            "at": self.bus.now(),
-                            "seq": last.seq,
-                            "digest": last.digest,
-                        }
-                    ),
-                )
+                pipe.set(SEQ_KEY, self._sealed_head(last))
                 await pipe.execute()
             except WatchError:
                 return False
         return True
 
-    async def _write_head(self, client: aioredis.Redis, tail: Record | None) -> None:
-        if tail is None:
-            return
+    def _sealed_head(self, tail: Record) -> str:
+        """The chain's head marker: who wrote `tail`, when, its seq and digest."""
         head = {"node": self.bus.node, "at": self.bus.now(), "seq": tail.seq, "digest": tail.digest}
-        await client.set(SEQ_KEY, self.bus.sealer.seal(head))
+        return self.bus.sealer.seal(head)
+
+    async def _write_head(self, client: aioredis.Redis, tail: Record | None) -> None:
+        if tail is not None:
+            await client.set(SEQ_KEY, self._sealed_head(tail))
 
     async def _append(
         self, client: aioredis.Redis, tail: Record | None, records: Sequence[Record]
@@ -331,17 +324,7 @@ class ConfigSync:
                 for text in sealed:
                     pipe.xadd(LOG_KEY, {"record": text})
                 last = records[-1]
-                pipe.set(
-                    SEQ_KEY,
-                    self.bus.sealer.seal(
-                        {
-                            "node": self.bus.node,
-                            "at": self.bus.now(),
-                            "seq": last.seq,
-                            "digest": last.digest,
-                        }
-                    ),
-                )
+                pipe.set(SEQ_KEY, self._sealed_head(last))
                 for text in sealed:
                     pipe.publish(CHANNEL, text)
                 await pipe.execute()
