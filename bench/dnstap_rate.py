@@ -15,7 +15,6 @@ bench/responder.c's rate with the same settings. Loopback only; every run ends b
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import struct
@@ -73,22 +72,14 @@ def run(seconds: int) -> Callable[[int, Path], dict[str, float]]:
     return measure
 
 
-def warm(port: int, d: Path) -> None:
-    dnsperf(port, query_file(d), 1)  # every name once: the cache holds them
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--harness", default="2,20,200", help="dnsperf THREADS,CLIENTS,INFLIGHT")
-    args = parser.parse_args()
-    if len(os.sched_getaffinity(0)) > 1:
-        os.sched_setaffinity(0, {1})  # this script stays off the server's core
-    peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
+    args = peers.rate_arguments()
     measure = run(args.seconds)
     results = peers.alternate(
-        {"off": (peers.dnsd, measure), "on": (tapped, measure)}, args.runs, warm, "dnsd dnstap"
+        {"off": (peers.dnsd, measure), "on": (tapped, measure)},
+        args.runs,
+        peers.warm_query_file,
+        "dnsd dnstap",
     )
     ceiling = serve("responder", peers.responder, run(args.seconds))
     qps, cpu = peers.medians(results, "qps"), peers.medians(results, "cpu_us")

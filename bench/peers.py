@@ -306,6 +306,25 @@ def serve(
     return None
 
 
+def rate_arguments() -> argparse.Namespace:
+    """`--runs`, `--seconds` and `--harness` of a rate benchmark, the harness set, and this
+    script moved off the server's core."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--harness", default="2,20,200", help="dnsperf THREADS,CLIENTS,INFLIGHT")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(0, {1})  # this script stays off the server's core
+    global HARNESS
+    HARNESS = Harness(*(int(x) for x in args.harness.split(",")))
+    return args
+
+
+def warm_query_file(port: int, d: Path) -> None:
+    dnsperf(port, query_file(d), 1)  # every name once: the cache holds them
+
+
 Measure = Callable[[int, Path], dict[str, float]]
 
 

@@ -14,7 +14,6 @@ ratio at saturation). Loopback only; every run ends by itself.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -48,25 +47,14 @@ def featured(d: Path, port: int) -> list[str]:
     return command
 
 
-def warm(port: int, d: Path) -> None:
-    dnsperf(port, query_file(d), 1)  # every name once: the cache holds them
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--harness", default="2,20,200", help="dnsperf THREADS,CLIENTS,INFLIGHT")
-    args = parser.parse_args()
-    if len(os.sched_getaffinity(0)) > 1:
-        os.sched_setaffinity(0, {1})  # this script stays off the server's core
-    peers.HARNESS = peers.Harness(*(int(x) for x in args.harness.split(",")))
+    args = peers.rate_arguments()
 
     def measure(port: int, d: Path) -> dict[str, float]:
         return dnsperf(port, query_file(d), args.seconds)
 
     variants = {"without": (peers.dnsd, measure), "with": (featured, measure)}
-    results = peers.alternate(variants, args.runs, warm, "dnsd traffic control")
+    results = peers.alternate(variants, args.runs, peers.warm_query_file, "dnsd traffic control")
     qps, cpu = peers.medians(results, "qps"), peers.medians(results, "cpu_us")
     print(
         f"\ntraffic control configured vs not, {peers.HARNESS}, dnsd on core 0, median of "
