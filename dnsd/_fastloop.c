@@ -1000,6 +1000,40 @@ static Template zone_template(PyObject *found, int exact, uint16_t qtype) {
     return found_shared;
 }
 
+/* The question's name (from offset 12) lowered into `lowered` (at most 255 bytes, its
+ * root label included) and its length in *name_len; with `starts`, each label's offset
+ * in it (at most MAX_LABELS, counted in *labels, the root's not added). Returns the
+ * offset just past the name, or 0 when it is not a plain uncompressed name. */
+static Py_ssize_t lower_qname(const unsigned char *wire, Py_ssize_t n, unsigned char *lowered,
+                              Py_ssize_t *name_len, int *starts, int *labels) {
+    Py_ssize_t pos = 12, len = 0;
+    for (;;) {
+        if (pos >= n)
+            return 0;
+        int size = wire[pos];
+        if (size == 0)
+            break;
+        if (size > 63 || pos + 1 + size > n || len + 1 + size + 1 > 255)
+            return 0;
+        if (starts != NULL) {
+            if (*labels >= MAX_LABELS)
+                return 0;
+            starts[(*labels)++] = (int)len;
+        }
+        lowered[len++] = (unsigned char)size;
+        for (int k = 1; k <= size; k++) {
+            unsigned char c = wire[pos + k];
+            if (!is_name_byte(c))
+                return 0;
+            lowered[len++] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+        }
+        pos += 1 + size;
+    }
+    lowered[len++] = 0;
+    *name_len = len;
+    return pos;
+}
+
 /* The reply to `wire` from the zone tables, after its ID, written into out (room for
  * SEND_SLOT - 2 bytes): its length, or 0 when Python answers, -1 on a Python error. The
  * same steps as dnsd.zone_tables.answer. */
@@ -1010,27 +1044,10 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
         return 0;
     unsigned char lowered[256];
     int starts[MAX_LABELS + 1], labels = 0;
-    Py_ssize_t pos = 12, name_len = 0;
-    for (;;) {
-        if (pos >= n)
-            return 0;
-        int size = wire[pos];
-        if (size == 0)
-            break;
-        if (size > 63 || pos + 1 + size > n || name_len + 1 + size + 1 > 255 ||
-            labels >= MAX_LABELS)
-            return 0;
-        starts[labels++] = (int)name_len;
-        lowered[name_len++] = (unsigned char)size;
-        for (int k = 1; k <= size; k++) {
-            unsigned char c = wire[pos + k];
-            if (!is_name_byte(c))
-                return 0;
-            lowered[name_len++] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
-        }
-        pos += 1 + size;
-    }
-    lowered[name_len++] = 0;
+    Py_ssize_t name_len = 0;
+    Py_ssize_t pos = lower_qname(wire, n, lowered, &name_len, starts, &labels);
+    if (pos == 0)
+        return 0;
     starts[labels++] = (int)name_len - 1;
     Py_ssize_t qend = pos + 5;
     if (qend > n)
@@ -1204,25 +1221,10 @@ static int class_answer(Batch *self, Py_ssize_t i, PyObject *classes, PyObject *
         memcmp(wire + 4, "\x00\x01\x00\x00\x00\x00", 6) != 0 || wire[10])
         return 0;
     unsigned char lowered[256 + CLASS_COUNTED];
-    Py_ssize_t pos = 12, name_len = 0;
-    for (;;) {
-        if (pos >= n)
-            return 0;
-        int size = wire[pos];
-        if (size == 0)
-            break;
-        if (size > 63 || pos + 1 + size > n || name_len + 1 + size + 1 > 255)
-            return 0;
-        lowered[name_len++] = (unsigned char)size;
-        for (int k = 1; k <= size; k++) {
-            unsigned char c = wire[pos + k];
-            if (!is_name_byte(c))
-                return 0;
-            lowered[name_len++] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
-        }
-        pos += 1 + size;
-    }
-    lowered[name_len++] = 0;
+    Py_ssize_t name_len = 0;
+    Py_ssize_t pos = lower_qname(wire, n, lowered, &name_len, NULL, NULL);
+    if (pos == 0)
+        return 0;
     Py_ssize_t qend = pos + 5;
     if (qend > n)
         return 0;
