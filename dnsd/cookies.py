@@ -20,8 +20,6 @@ from typing import Final
 
 import siphashc
 
-from dnsd.dnsname import name_end
-
 COOKIE_OPTION: Final = 10
 CLIENT_LEN: Final = 8
 SERVER_MIN, SERVER_MAX = 8, 32
@@ -83,33 +81,3 @@ class ServerCookies:
         head = struct.pack("!BBHI", VERSION, 0, 0, stamp)
         digest = siphashc.siphash(secret, client_cookie + head + address.packed)
         return head + struct.pack("<Q", digest)
-
-
-def has_empty_cookie(wire: bytes) -> bool:
-    """Whether a query's OPT record holds a COOKIE option of length 0 — FORMERR by RFC 7873
-    §5.2.2. dnslib's parser drops an empty last option, so the wire itself is read."""
-    if b"\x00\x0a\x00\x00" not in wire:  # the option's code and length, somewhere
-        return False
-    try:
-        qd, an, ns, ar = struct.unpack_from("!4H", wire, 4)
-        pos = 12
-        for index in range(qd + an + ns + ar):
-            end = name_end(wire, pos)
-            if end is None:
-                return False  # malformed: dnslib's parse has refused it already
-            if index < qd:  # a question: type and class only
-                pos = end + 4
-                continue
-            rtype, _, _, size = struct.unpack_from("!HHIH", wire, end)
-            pos = end + 10
-            if rtype == 41:  # OPT
-                at, end = pos, pos + size
-                while at + 4 <= end:
-                    code, length = struct.unpack_from("!HH", wire, at)
-                    if code == COOKIE_OPTION and length == 0:
-                        return True
-                    at += 4 + length
-            pos += size
-    except (struct.error, IndexError):
-        return False
-    return False

@@ -48,12 +48,13 @@ from prometheus_client.core import CounterMetricFamily
 from dnsd import answer_table, lb_classes, zone_tables
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
 from dnsd.config.model import LB_PREFIX, LoadBalancer
-from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
-from dnsd.dnsname import NAME_BYTES, key_of_labels, name_end, wire_labels
+from dnsd.cookies import COOKIE_OPTION
+from dnsd.dnsname import NAME_BYTES, key_of_labels, wire_labels
 from dnsd.dnssec.denial import compact_nxdomain
 from dnsd.dnssec.signature import DAY
-from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
+from dnsd.geo.ecs import ECS_OPTION, ClientSubnet
 from dnsd.health.view import HealthView
+from dnsd.query_view import view_of
 from dnsd.reply import (
     EDNS_PAYLOAD,
     PLAIN_UDP_LIMIT,
@@ -65,7 +66,6 @@ from dnsd.reply import (
     fill,
     lookup_name,
     pack,
-    parse_edns,
     reply_for,
 )
 from dnsd.request import DecisionObserver, Request
@@ -83,7 +83,6 @@ MAX_ENTRIES = 100_000
 MAX_TAILS = 64  # finished replies per load-balanced memo (one per outcome reached)
 MAX_COUNTERS = 65536  # distinct counters the tables index (then counted and started again)
 _MISSING: Any = object()
-OPT_TYPE = 41
 RD_CD = 0x0110
 ECS_MAX = 4 + 4 + 16  # option header + family/prefixes + an IPv6 address
 COOKIE_REPLY = 4 + 8 + 16  # option header + client cookie + the server cookie we make
@@ -164,54 +163,22 @@ class _LbMemo:
 
 
 def parse(wire: bytes, transport: str) -> Parsed | None:
-    """The common query shape, or None (then the full path decides, FORMERR included)."""
-    n = len(wire)
-    if n < 17 or wire[2] & 0xF8 or wire[4:10] != b"\x00\x01\x00\x00\x00\x00":
-        return None  # a response, another opcode, or counts the cache does not handle
-    arcount = (wire[10] << 8) | wire[11]
-    if arcount > 1:
+    """The common query shape (dnsd.query_view's `usual`), or None (then the full path
+    decides, FORMERR included)."""
+    view = view_of(wire)
+    if view is None or not view.usual(len(wire)):
         return None
-    end = name_end(wire, 12, pointers=False)
-    if end is None or end - 12 > 255 or end + 4 > n:
+    qname, qtype, qclass, edns = view.qname or b"", view.qtype, view.qclass, view.edns
+    if len(qname) > 255:
         return None
-    qname = bytes(wire[12:end])
-    qtype, qclass = struct.unpack_from("!HH", wire, end)
-    pos = end + 4
-    if arcount == 0:
-        if pos != n:
-            return None
+    if edns is None:
         limit = "tcp" if transport == "tcp" else PLAIN_UDP_LIMIT
         return Parsed(qname, qtype, qclass, (qname.lower(), qtype, qclass, limit, None), None)
-    if pos + 11 > n or wire[pos] != 0 or (wire[pos + 1] << 8 | wire[pos + 2]) != OPT_TYPE:
-        return None
-    payload, _ext_rcode, version, flags, rdlen = struct.unpack_from("!HBBHH", wire, pos + 3)
-    if version != 0 or pos + 11 + rdlen != n:
-        return None
-    ecs = None
-    cookie = None
-    opt = pos + 11
-    while opt < n:
-        if opt + 4 > n:
-            return None
-        code, size = struct.unpack_from("!HH", wire, opt)
-        if code == COOKIE_OPTION:
-            # RFC 7873 §5.2.2: other lengths are FORMERR, and two cookies too (full path).
-            if cookie is not None or (size != CLIENT_LEN and not 16 <= size <= 40):
-                return None
-            cookie = bytes(wire[opt + 4 : opt + 4 + CLIENT_LEN])
-        elif code == ECS_OPTION:
-            if ecs is not None:
-                return None
-            try:
-                ecs = parse_ecs(wire[opt + 4 : opt + 4 + size])
-            except EcsError:
-                return None
-        opt += 4 + size
-    if opt != n:
-        return None
-    limit = "tcp" if transport == "tcp" else min(max(PLAIN_UDP_LIMIT, payload), EDNS_PAYLOAD)
-    shape = (flags & 0xC000, ecs is not None, cookie is not None)  # DO, CO, ECS, COOKIE
-    return Parsed(qname, qtype, qclass, (qname.lower(), qtype, qclass, limit, shape), ecs, cookie)
+    limit = "tcp" if transport == "tcp" else min(edns.payload, EDNS_PAYLOAD)
+    cookie = edns.cookie[0] if edns.cookie is not None else None  # the client's cookie
+    shape = (view.opts[0].flags & 0xC000, edns.ecs is not None, cookie is not None)  # DO, CO
+    key = (qname.lower(), qtype, qclass, limit, shape)
+    return Parsed(qname, qtype, qclass, key, edns.ecs, cookie)
 
 
 class AnswerCache:
@@ -238,7 +205,7 @@ class AnswerCache:
         self.hits = 0
         self.misses = 0
         self.fallbacks = 0  # tables the compiled loop could not read (the Python path answered)
-        # The counters the tables index: answers per reply (bytes 2..60, the tally's key; the
+        # The counters the tables index: answers per reply (dnsd.reply.count_key; the
         # compiled loop bumps them), per (lb, pool, region) and fallback answers per lb. A
         # scrape reads them under the lock; they are folded when the index starts again.
         self.counters = array("q")
@@ -704,9 +671,10 @@ def _render(
     wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo,
     now: float,
 ) -> bytes:  # fmt: skip
-    """The full path's reply for this query and this decision (no draws here)."""
+    """The full path's reply for this query (of the usual shape, `parse`) and this decision
+    (no draws here)."""
     query = DNSRecord.parse(wire)
-    edns = parse_edns(query)
+    edns = view_of(wire).edns  # type: ignore[union-attr]
     reply = reply_for(query, edns)
     found = lookup(snap, lookup_name(query.q.qname), query.q.qtype)
     fill(reply, found, query, decision)
@@ -731,8 +699,9 @@ def _compact_denial(query: Request, parsed: Parsed, found: Lookup) -> bytes | No
     if keys is None:
         return None
     echo = parsed.ecs.echo(0) if parsed.ecs is not None else None
+    co = bool(parsed.key[4][0] & 0x4000)  # the query's CO flag (RFC 9824 §4)
     return compact_nxdomain(query.wire, parsed.qname, parsed.qtype, zone, keys, query.now,
-                            echo, parsed.key[3])  # fmt: skip
+                            echo, parsed.key[3], co)  # fmt: skip
 
 
 def _static_entry(reply: bytes | None, parsed: Parsed, cookie: bytes | None) -> Static | None:

@@ -1,6 +1,7 @@
 """Reply wire helpers shared by the full answer path (`resolve.py`) and the answer cache
-(`fastpath.py`): EDNS parsing, the reply skeleton, filling it from a lookup and a steering
-decision, the ECS echo, packing with truncation for UDP, and the query's question bytes.
+(`fastpath.py`): the reply skeleton, filling it from a lookup and a steering
+decision, the ECS and COOKIE echoes, and packing with truncation for UDP. The query itself
+is read once, by dnsd.query_view.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from dnslib import (
     EDNSOption,
 )
 
-from dnsd.cookies import COOKIE_OPTION, CookieFormErr, ServerCookies
-from dnsd.cookies import split as split_cookie
+from dnsd.cookies import COOKIE_OPTION, ServerCookies
 from dnsd.dnsname import key_of_labels, name_end, to_label
-from dnsd.geo.ecs import ECS_OPTION, ClientSubnet, EcsError, parse_ecs
+from dnsd.geo.ecs import ECS_OPTION
+from dnsd.query_view import PLAIN_UDP_LIMIT, Edns
 from dnsd.rdata import SVC_TYPES, to_wire, with_hints
 from dnsd.steering import LbDecision
 from dnsd.steering.client import ClientInfo
@@ -38,7 +39,6 @@ from dnsd.steering.records import decision_records
 from dnsd.zone_lookup import Lookup
 
 EDNS_PAYLOAD: Final = 1232  # advertised UDP payload (DNS flag day 2020 value)
-PLAIN_UDP_LIMIT: Final = 512
 BADVERS: Final = 16
 QR_BIT: Final = 0x8000
 CLASS_IN: Final = 1
@@ -60,15 +60,6 @@ class Client:
     transport: Literal["udp", "tcp"]
 
 
-@dataclass(frozen=True, slots=True)
-class Edns:
-    payload: int
-    do: bool
-    ecs: ClientSubnet | None
-    cookie: tuple[bytes, bytes] | None = None  # (client cookie, server cookie or b"")
-    co: bool = False  # "compact answers OK" (RFC 9824 §4): signed denial keeps NXDOMAIN
-
-
 # Signs a finished reply (dnsd.dnssec.signer.sign_reply bound to a zone, its keys, the time).
 Signer = Callable[[bytes], bytes]
 
@@ -84,31 +75,6 @@ class QueryResult:
 
 class FormErr(Exception):
     """The query is malformed in a way that gets FORMERR."""
-
-
-def parse_edns(query: DNSRecord) -> Edns | None:
-    opts = [rr for rr in query.ar if rr.rtype == QTYPE.OPT]
-    if not opts:
-        return None
-    if len(opts) > 1 or str(opts[0].rname) != ".":
-        raise FormErr
-    ecs_options = [o for o in opts[0].rdata if o.code == ECS_OPTION]
-    cookie_options = [o for o in opts[0].rdata if o.code == COOKIE_OPTION]
-    if len(ecs_options) > 1 or len(cookie_options) > 1:
-        raise FormErr
-    try:
-        ecs = parse_ecs(ecs_options[0].data) if ecs_options else None
-        cookie = split_cookie(cookie_options[0].data) if cookie_options else None
-    except (EcsError, CookieFormErr):
-        raise FormErr from None
-    flags = opts[0].ttl
-    return Edns(
-        max(PLAIN_UDP_LIMIT, opts[0].rclass),
-        bool(flags & 0x8000),
-        ecs,
-        cookie,
-        bool(flags & 0x4000),
-    )
 
 
 def echo_ecs(result: QueryResult) -> None:
@@ -145,7 +111,8 @@ def echo_cookie(
 def reply_for(query: DNSRecord, edns: Edns | None) -> DNSRecord:
     """The reply skeleton. The question is rendered in lower case (so name compression is
     the same whatever the query's 0x20 case) and `pack` copies the query's case back into
-    the question; names that point at it show that case too. OPT goes last (see pack)."""
+    the question; names that point at it show that case too. OPT goes last (see pack).
+    `edns`: the query view's (dnsd.query_view), the only reader of the query's OPT."""
     h = query.header
     header = DNSHeader(id=h.id, qr=1, opcode=h.opcode, rd=h.rd, cd=h.cd, ra=0, aa=0)
     lowered = DNSLabel([label.lower() for label in query.q.qname.label])  # labels kept as sent
@@ -231,12 +198,6 @@ def pack(
     if question and wire[12 : 12 + len(question)].lower() == question.lower():
         wire = wire[:12] + question + wire[12 + len(question) :]
     return bytes(wire)  # dnslib packs a bytearray; replies are immutable bytes everywhere
-
-
-def question_bytes(wire: bytes) -> bytes:
-    """The query's question name as sent (uncompressed labels), or b"" if it is unusual."""
-    end = name_end(wire, 12, pointers=False)
-    return b"" if end is None else wire[12:end]
 
 
 def header_only(ident: int, flags: int, rcode: int) -> bytes:

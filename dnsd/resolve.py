@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import struct
 from typing import Final
 
 from dnslib import EDNS0, OPCODE, QTYPE, RCODE, DNSHeader, DNSLabel, DNSRecord
 
-from dnsd.cookies import has_empty_cookie
 from dnsd.dnssec.signer import sign_reply
+from dnsd.query_view import QueryView, view_of
 from dnsd.ratelog import RateLimitedLog
 from dnsd.reply import (
     BADVERS,
@@ -49,8 +48,6 @@ from dnsd.reply import (
     header_only,
     lookup_name,
     pack,
-    parse_edns,
-    question_bytes,
     reply_for,
 )
 from dnsd.request import Request
@@ -72,9 +69,10 @@ FORMERR_QTYPES: Final = frozenset({QTYPE.OPT, 128})  # 128: NXNAME (RFC 9824 §3
 
 def resolve(request: Request) -> bytes | None:
     wire, client, now = request.wire, request.client, request.now
-    if len(wire) < 12:
+    view = view_of(wire)
+    if view is None:
         return None
-    ident, flags = struct.unpack_from("!HH", wire)
+    ident, flags = view.ident, view.flags
     if flags & QR_BIT:
         return None
     opcode = (flags >> 11) & 0xF
@@ -84,13 +82,13 @@ def resolve(request: Request) -> bytes | None:
         query = DNSRecord.parse(wire)
     except Exception:  # dnslib raises many kinds of exception on bad input
         return header_only(ident, flags, RCODE.FORMERR)
-    if has_empty_cookie(wire):  # dnslib hides it: read from the wire
+    if view.edns_error:  # a malformed OPT or option (an empty COOKIE, say): before TSIG
         return header_only(ident, flags, RCODE.FORMERR)
     if query.ar and query.ar[-1].rtype == TSIG_TYPE:
-        return _signed(request, query)
+        return _signed(request, query, view)
     try:
-        result = answer_query(query, request)
-        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire), result.sign)
+        result = answer_query(query, request, view)
+        reply = pack(result.reply, client.transport, result.edns, view.qname or b"", result.sign)
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
     except Exception:  # a bug costs one answer and a bounded amount of log
@@ -112,18 +110,21 @@ def resolve(request: Request) -> bytes | None:
     return reply
 
 
-def answer_query(query: DNSRecord, request: Request) -> QueryResult:
-    """The reply for a parsed query (not yet sized for UDP), with the steering decision."""
+def answer_query(query: DNSRecord, request: Request, view: QueryView | None = None) -> QueryResult:
+    """The reply for a parsed query (not yet sized for UDP), with the steering decision.
+    `view`: the query view of `request.wire` (made here when not given)."""
     source, snap, now = request.client.address, request.snap, request.now
+    view = view or view_of(request.wire)
+    if view is None or view.edns_error:
+        raise FormErr
+    edns = view.edns
     if not query.questions and query.header.q == 0:
-        return _cookie_only(query, source, snap, now)
+        return _cookie_only(query, edns, source, snap, now)
     if len(query.questions) != 1 or not _valid_name(query.q.qname):
         raise FormErr
-    edns = parse_edns(query)
     reply = reply_for(query, edns)
     result = QueryResult(reply, edns)
-    opts = [rr for rr in query.ar if rr.rtype == QTYPE.OPT]
-    if opts and (opts[0].ttl >> 16) & 0xFF:
+    if view.opts and view.opts[0].version:
         reply.header.rcode = 0
         reply.ar = [EDNS0(udp_len=EDNS_PAYLOAD, ext_rcode=BADVERS >> 4)]
         return result
@@ -149,12 +150,12 @@ def answer_query(query: DNSRecord, request: Request) -> QueryResult:
     return result
 
 
-def _signed(request: Request, query: DNSRecord) -> bytes:
+def _signed(request: Request, query: DNSRecord, view: QueryView) -> bytes:
     """A query signed with TSIG (a secondary's SOA check, say): checked, answered as any
     query, and the reply signed with the same key (RFC 8945 §5.3); NOTAUTH when the
     signature does not check."""
     wire, client, now = request.wire, request.client, request.now
-    ident, flags = struct.unpack_from("!HH", wire)
+    ident, flags = view.ident, view.flags
     try:
         checked = tsig.check(wire, request.snap.tsig_keyring, now)
     except tsig.TsigFailure as failure:
@@ -166,8 +167,8 @@ def _signed(request: Request, query: DNSRecord) -> bytes:
         return header_only(ident, flags, RCODE.FORMERR)
     query.ar.pop()  # the TSIG record: answer the query it signed
     try:
-        result = answer_query(query, request)
-        reply = pack(result.reply, client.transport, result.edns, question_bytes(wire), result.sign)
+        result = answer_query(query, request, view)
+        reply = pack(result.reply, client.transport, result.edns, view.qname or b"", result.sign)
         return tsig.sign(reply, checked)
     except FormErr:
         return header_only(ident, flags, RCODE.FORMERR)
@@ -192,12 +193,12 @@ def signer_for(
 
 def _cookie_only(
     query: DNSRecord,
+    edns: Edns | None,
     source: ipaddress.IPv4Address | ipaddress.IPv6Address,
     snap: Snapshot,
     now: float,
 ) -> QueryResult:
     """RFC 7873 §5.4: a query with no question but a COOKIE option learns a server cookie."""
-    edns = parse_edns(query)
     if edns is None or edns.cookie is None:
         raise FormErr
     header = DNSHeader(id=query.header.id, qr=1, opcode=query.header.opcode, rd=query.header.rd)

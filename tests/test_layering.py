@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).parent.parent / "dnsd"
 PURE = [
     "resolve.py",
     "reply.py",
+    "query_view.py",
     "zone_lookup.py",
     "snapshot.py",
     "steering",
@@ -95,7 +96,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
 LAYERS: list[tuple[str, list[str]]] = [
     # Leaf helpers: names, records, files, logs, the protocol pieces everything shares.
     ("base", ["dnsd", "_fastloop", "errors", "dnsname", "rdata", "atomic_files",
-              "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo",
+              "process_tools", "logsetup", "ratelog", "cookies", "cookie_key", "geo", "query_view",
               "reload_result", "reaper", "admin_url", "events", "clock", "derived"]),
     # The validated configuration, and the key material derived from it.
     ("config", ["config", "tsig_keyring", "zone_keys"]),
@@ -141,6 +142,7 @@ ALLOWED: dict[str, set[str]] = {
     "cookies": {"dnsname"},
     "cookie_key": {"atomic_files"},
     "geo": set(),
+    "query_view": {"dnsname", "cookies", "geo"},
     "config": {"errors", "dnsname", "rdata", "atomic_files", "process_tools", "reaper", "geo"},
     "tsig_keyring": {"config"},
     "zone_keys": set(),
@@ -150,7 +152,7 @@ ALLOWED: dict[str, set[str]] = {
     "affinity": {"config", "health"},
     "steering": {"config", "geo", "rdata", "snapshot", "health", "affinity"},
     "zone_lookup": {"config", "dnsname", "rdata", "snapshot"},
-    "reply": {"dnsname", "cookies", "geo", "rdata", "steering", "zone_lookup"},
+    "reply": {"dnsname", "cookies", "geo", "query_view", "rdata", "steering", "zone_lookup"},
     "request": {"snapshot", "health", "reply"},
     "answer_table": {"steering"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
@@ -159,9 +161,9 @@ ALLOWED: dict[str, set[str]] = {
     # The cluster bus shares health observations between nodes: health's data types, the
     # config, files and logs; never the admin API or the server that wires it.
     "cluster": {*BASE, "config", "snapshot", "health", "events", "provision"},
-    "resolve": {"ratelog", "cookies", "request", "snapshot", "health", "steering", "reply",
+    "resolve": {"ratelog", "cookies", "query_view", "request", "snapshot", "health", "steering", "reply",
                 "zone_lookup", "dnssec", "xfr"},
-    "fastpath": {"_fastloop", "answer_table", "config", "cookies", "dnsname", "geo", "request", "snapshot", "health", "steering",
+    "fastpath": {"_fastloop", "answer_table", "config", "cookies", "dnsname", "geo", "query_view", "request", "snapshot", "health", "steering",
                  "reply", "zone_lookup", "dnssec", "resolve", "zone_tables", "lb_classes", "tally"},
     "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
                 "zone_keys", "zone_tables", "lb_classes"},
@@ -169,7 +171,7 @@ ALLOWED: dict[str, set[str]] = {
     "tally": {"dnsname"},
     "zone_tables": {"dnsname", "rdata", "reply", "snapshot", "tally", "zone_lookup"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
-    "net": {"_fastloop", "answer_table", "ratelog", "cookies", "dnsname", "reply", "xfr", "fastpath"},
+    "net": {"_fastloop", "answer_table", "ratelog", "cookies", "dnsname", "query_view", "reply", "xfr", "fastpath"},
     "workers": {"health"},
     "admin": {"dnsd", "events", "dnsname", "tally", "reaper", "config", "geo", "ratelog", "reload_result", "snapshot", "health",
               "steering", "xfr", "explain", "provision"},

@@ -95,22 +95,24 @@ def compact_nxdomain(
     now: float,
     ecs_echo: bytes | None,
     limit: int | str,
+    co: bool,
 ) -> bytes | None:
-    """The whole signed reply to a DO=1 query (`query`, its question name `qname` as sent)
-    for a name that does not exist in `zone`, built without the full path — the same bytes
-    the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
+    """The whole signed reply to a DO=1 query (`query`, its question name `qname` as sent;
+    `co`: its OPT's CO flag, from the query view) for a name that does not exist in `zone`,
+    built without the full path — the same bytes the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
     for this version and day (the full path prepares it) or the reply would not fit."""
     inception, _ = window(now)
     prepared = _prepared.get((id(zone), id(keys), inception))
     if prepared is None or prepared.zone is not zone or prepared.keys is not keys:
         return None
-    co = _query_flags(query, 12 + len(qname) + 4) & wire.CO_FLAG
-    records, counts, rcode = _denial(prepared, qname.lower(), qtype, True, bool(co))
+    records, counts, rcode = _denial(prepared, qname.lower(), qtype, True, co)
     flags = 0x8400 | (query[2] & 0x01) << 8 | (query[3] & 0x10) | rcode  # QR AA, RD and CD kept
     options = b"" if ecs_echo is None else struct.pack("!HH", 8, len(ecs_echo)) + ecs_echo
     opt = (
         b"\x00"
-        + struct.pack("!HHBBHH", wire.OPT, EDNS_PAYLOAD, 0, 0, 0x8000 | co, len(options))
+        + struct.pack(
+            "!HHBBHH", wire.OPT, EDNS_PAYLOAD, 0, 0, 0x8000 | co * wire.CO_FLAG, len(options)
+        )
         + options
     )
     reply = (
@@ -151,14 +153,6 @@ def _denial(
     if qtype == wire.NSEC and not (nxdomain and co):
         return records, (2, 0), 0  # the NSEC is the answer (what Knot does)
     return prepared.soa + records, (0, 4), 3 if nxdomain and co else 0
-
-
-def _query_flags(query: bytes, pos: int) -> int:
-    """The EDNS flags of a query of the usual shape (its OPT record right after the
-    question), else 0."""
-    if len(query) >= pos + 11 and query[pos] == 0 and query[pos + 1 : pos + 3] == b"\x00\x29":
-        return int.from_bytes(query[pos + 7 : pos + 9], "big")
-    return 0
 
 
 def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Prepared:

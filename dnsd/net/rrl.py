@@ -26,8 +26,9 @@ from typing import Literal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from dnsd.cookies import COOKIE_OPTION, ServerCookies
+from dnsd.cookies import ServerCookies
 from dnsd.dnsname import name_end
+from dnsd.query_view import view_of
 
 Verdict = Literal["send", "drop", "slip"]
 NEGATIVE_RCODES = frozenset({2, 3, 5})  # SERVFAIL, NXDOMAIN, REFUSED: keyed without the name
@@ -143,34 +144,11 @@ def has_valid_cookie(
     cookies: ServerCookies,
     now: float,
 ) -> bool:
-    """Whether a query's OPT record holds a COOKIE with a server cookie this server made."""
-    option = query_option(query, COOKIE_OPTION)
-    if option is None or len(option) != 24:
-        return False
-    return cookies.valid(option[:8], option[8:], client, now)
-
-
-def query_option(query: bytes, code: int) -> bytes | None:
-    """The data of EDNS option `code` in a query of the usual shape (one question, no
-    answer or authority records, OPT owned by the root), else None."""
-    if len(query) < 17 or query[4:10] != b"\x00\x01\x00\x00\x00\x00":
-        return None
-    pos = _question_end(query)
-    for _ in range((query[10] << 8) | query[11]):
-        if pos + 11 > len(query) or query[pos] != 0:
-            return None
-        rtype, _cls, _ttl, rdlen = struct.unpack_from("!HHIH", query, pos + 1)
-        rdata = query[pos + 11 : pos + 11 + rdlen]
-        pos += 11 + rdlen
-        if rtype != 41:
-            continue
-        at = 0
-        while at + 4 <= len(rdata):
-            found, size = struct.unpack_from("!HH", rdata, at)
-            if found == code:
-                return rdata[at + 4 : at + 4 + size]
-            at += 4 + size
-    return None
+    """Whether a query's COOKIE option (read by its query view) holds a server cookie this
+    server made for this client."""
+    view = view_of(query)
+    cookie = view.edns.cookie if view is not None and view.edns is not None else None
+    return cookie is not None and cookies.valid(cookie[0], cookie[1], client, now)
 
 
 def _prefix(client: ipaddress.IPv4Address | ipaddress.IPv6Address, s: RrlSettings) -> bytes:
