@@ -13,6 +13,11 @@
  * Python errors (the random source, the rate limiter, memory) are propagated, never
  * cleared. The pure loop walks the same tables with dnsd.answer_table.walk.
  *
+ * Queries are read here as a mirror of dnsd/query_view.py, for the shape this code
+ * answers alone: header, one question as sent, at most one OPT of version 0 whose
+ * payload size and DO flag it reads. It reads no EDNS option: a query with one (ECS,
+ * a cookie, padding) goes to Python, whose query view is the only reader of options.
+ *
  * dnstap (`tap`): each answer given here (or one in N) is appended to a bounded buffer as
  * two Frame Streams data frames, AUTH_QUERY and AUTH_RESPONSE, which the dnstap writer's
  * thread takes (`take_taps`) and writes. The protobuf framing is done here because the

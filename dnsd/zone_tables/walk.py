@@ -1,5 +1,7 @@
 """Zone answer tables, walked in Python: the same steps, in the same order, as
-dnsd/_fastloop.c's `zone_reply` (the pure loop and TCP)."""
+dnsd/_fastloop.c's `zone_reply` (the pure loop and TCP). Like the C walk it reads the
+query's bytes as a mirror of dnsd.query_view for the shape it answers (an OPT without
+options at most): a query with an EDNS option is the query view's."""
 
 from __future__ import annotations
 
