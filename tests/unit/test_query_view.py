@@ -26,7 +26,7 @@ def query(*options: tuple[int, bytes], flags: str = "", version: int = 0) -> byt
 def test_the_header_question_and_opt_of_a_usual_query() -> None:
     wire = query((10, COOKIE), (8, b"\x00\x01\x18\x00\xc0\x00\x02"), flags="do")
     view = view_of(wire)
-    assert view is not None and view.usual(len(wire))
+    assert view is not None and view.usual
     assert view.ident == struct.unpack_from("!H", wire)[0] and view.opcode == 0
     assert view.qname == b"\x03www\x07Example\x04test\x00" and (view.qtype, view.qclass) == (28, 1)
     assert view.end == 12 + len(view.qname) + 4
@@ -52,7 +52,7 @@ def test_the_header_question_and_opt_of_a_usual_query() -> None:
 def test_a_malformed_option_is_a_formerr_value(wire: bytes) -> None:
     view = view_of(wire)
     assert view is not None and view.edns_error and view.edns is None
-    assert not view.usual(len(wire))
+    assert not view.usual
 
 
 def test_several_opts_an_option_past_its_rdata_and_a_named_owner_are_formerr() -> None:
@@ -75,7 +75,7 @@ def test_an_empty_option_last_is_absent_and_a_newer_version_is_not_usual() -> No
     assert view.edns.ecs is None
     badvers = query(version=1)
     view = view_of(badvers)
-    assert view is not None and view.opts[0].version == 1 and not view.usual(len(badvers))
+    assert view is not None and view.opts[0].version == 1 and not view.usual
 
 
 def test_short_compressed_and_questionless_queries() -> None:
@@ -88,7 +88,7 @@ def test_short_compressed_and_questionless_queries() -> None:
     assert view is not None and view.qname is None and view.qtype == 1
     cut = bytes(DNSRecord.question("a.test").pack())[:-2]
     view = view_of(cut)
-    assert view is not None and view.records_end is None and not view.usual(len(cut))
+    assert view is not None and view.records_end is None and not view.usual
 
 
 names = st.lists(st.from_regex(r"[A-Za-z0-9-]{1,20}", fullmatch=True), min_size=1, max_size=6)
@@ -108,7 +108,7 @@ def test_it_reads_what_dnslib_reads(labels, qtype, opts, payload, do, with_opt) 
     wire = bytes(q.pack())
     view = view_of(wire)
     parsed = DNSRecord.parse(wire)
-    assert view is not None and view.usual(len(wire))
+    assert view is not None and view.usual
     assert view.qname is not None and wire_labels(view.qname) == list(parsed.q.qname.label)
     assert (view.qtype, view.qclass) == (parsed.q.qtype, parsed.q.qclass)
     if not with_opt:
