@@ -288,12 +288,6 @@ def lb_pools(lb: Any) -> tuple[str, ...]:
     return (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ()))
 
 
-def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
-    """The pool a client from each region gets now; also what `failover` alerts compare
-    (dnsd.admin.webhooks)."""
-    return region_states(server, lb, now)[0]
-
-
 def region_states(server: ServerControl, lb: Any, now: float) -> tuple[dict[str, str], list[str]]:
     """`region_details` without the first choices."""
     active, failed, _ = region_details(server, lb, now)

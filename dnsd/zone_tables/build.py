@@ -260,10 +260,6 @@ class _ZoneBuilder:
             raise SharingError(f"{self.zone.name}: {name} answers otherwise than other names")
         return made
 
-    def _node_types(self, name: str) -> set[int]:
-        node = self.zone.nodes.get(name)
-        return set(node.rrsets) if node is not None else set()
-
     def _types(self, name: str) -> tuple[set[int], set[int]]:
         """The types that get entries of their own, at the name and below it (the default
         covers the rest: what lookup answers for PROBE it answers for them)."""
