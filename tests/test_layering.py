@@ -193,7 +193,7 @@ ALLOWED: dict[str, set[str]] = {
     "lab": {"drill"},
     "cli": {*BASE, "admin_url", "loading", "geoip_cli", "serverfile_reload", "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
             "health", "dnssec", "xfr", "cluster", "explain", "net", "admin", "serverfile",
-            "server", "drill", "lab", "octodns", "provision"},
+            "serve", "server", "drill", "lab", "octodns", "provision"},
     "__main__": {"cli"},
 }  # fmt: skip
 LAYER_OF = {unit: index for index, (_, units) in enumerate(LAYERS) for unit in units}
