@@ -30,10 +30,10 @@ from dnsd import answer_table
 from dnsd.answer_table import HIT, Finished
 from dnsd.dnsname import NAME_BYTES
 from dnsd.health.view import HealthView
+from dnsd.lb_shapes import SLOT_BYTES, Shape, health_tag, shapes
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, Client
 from dnsd.snapshot import Snapshot
 from dnsd.steering.draws import Outcome
-from dnsd.lb_shapes import SLOT_BYTES, Shape, health_tag, shapes
 from dnsd.xfr.lb_answers import view_change
 from dnsd.zone_tables.templates import key as wire_key
 
@@ -191,9 +191,7 @@ def _shadowed(
     return apex in dnames
 
 
-def class_key(
-    wire: bytes, names: Mapping[bytes, bytes]
-) -> tuple[bytes, bytes, int, bytes] | None:
+def class_key(wire: bytes, names: Mapping[bytes, bytes]) -> tuple[bytes, bytes, int, bytes] | None:
     """(the class key, the lower-case name, the question's end, the member's address
     vector) of a query for a member name, else None: the same steps as dnsd/_fastloop.c's
     `class_answer`."""

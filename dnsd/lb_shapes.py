@@ -84,7 +84,10 @@ def _key(lb: LoadBalancer, refs: tuple[str, ...], pools: tuple[Pool, ...]) -> tu
     parts = [repr(positional)]
     for pool in pools:
         backends = tuple(
-            (replace(b, address=None, address_text=""), 0 if b.address is None else b.address.version)
+            (
+                replace(b, address=None, address_text=""),
+                0 if b.address is None else b.address.version,
+            )
             for b in pool.backends
         )
         parts.append(repr((replace(pool, name="", file="", backends=()), backends)))
