@@ -4,7 +4,8 @@ Two load balancers have the same *shape* when everything a decision reads is the
 the names of their pools and the addresses of those pools' backends: policy, TTL, pool
 count and order (each pool reference becomes its position), every pool's settings and
 backend list (names, weights, zones, roles, families), and which of their backends share
-an address. A member's *slots* are its pools' backends in that order; its address vector
+an address. How backends are probed (monitor, port) is left out: what it finds is their
+health, which the class tag holds. A member's *slots* are its pools' backends in that order; its address vector
 holds each slot's address (16 bytes, an IPv4 one in the first 4). A decision one member
 made names addresses; mapped to slots it holds for every member of the shape whose slots
 are in the same health state (`health_tag`), its addresses put back in (dnsd.lb_classes).
@@ -85,12 +86,12 @@ def _key(lb: LoadBalancer, refs: tuple[str, ...], pools: tuple[Pool, ...]) -> tu
     for pool in pools:
         backends = tuple(
             (
-                replace(b, address=None, address_text=""),
+                replace(b, address=None, address_text="", port=None, monitor=None),
                 0 if b.address is None else b.address.version,
             )
             for b in pool.backends
         )
-        parts.append(repr((replace(pool, name="", file="", backends=()), backends)))
+        parts.append(repr((replace(pool, name="", file="", monitor=None, backends=()), backends)))
     return tuple(parts)
 
 

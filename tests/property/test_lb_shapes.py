@@ -52,7 +52,7 @@ def _shape(rng: random.Random) -> dict:
 
 
 def write_config(
-    d: Path, seed: int, shapes: int = 4, per_shape: int = 12
+    d: Path, seed: int, shapes: int = 4, per_shape: int = 12, shared_address: float = 0.1
 ) -> tuple[list[str], list[Slot]]:
     """Load balancers of a few random shapes, each with pools of its own (random addresses,
     a few sharing one inside a load balancer); the names and every slot."""
@@ -77,7 +77,7 @@ def write_config(
                 refs.append(pool)
                 rows = []
                 for j, (v6, weight, failover) in enumerate(backends):
-                    if given and rng.random() < 0.1 and (":" in given[0]) == v6:
+                    if given and rng.random() < shared_address and (":" in given[0]) == v6:
                         address = given[0]  # two slots, one address
                     elif v6:
                         address = (
@@ -89,6 +89,9 @@ def write_config(
                         )
                     given.append(address)
                     role = ", role: failover" if failover else ""
+                    role += (
+                        f", port: {rng.randrange(1024, 65536)}"  # probed there: no shape of its own
+                    )
                     rows.append(f"{{name: b{j}, address: '{address}', weight: {weight}{role}}}")
                     slots.append((pool, f"b{j}"))
                 pools.append(f"  {pool}: {{backends: [{', '.join(rows)}]}}")
@@ -126,6 +129,11 @@ def test_first_answers_of_own_pool_names_equal_the_full_path(tmp_path: Path, see
     names, slots = write_config(tmp_path, seed)
     config, _ = load_config(tmp_path)
     snap = compile_snapshot(config, 1, geo=GEO)
+    up = lb_classes.members(snap, view_of({}, generation=1))
+    assert (
+        up is not None
+    )  # a few classes (a shape, slots sharing an address or not), not one per name
+    assert len({value[: 1 + value[0]] for value in up.names.values()}) < len(names) // 2
     cache = AnswerCache()
     rng = random.Random(seed)
     now = 1_800_000_000.0
@@ -146,7 +154,7 @@ def test_first_answers_of_own_pool_names_equal_the_full_path(tmp_path: Path, see
 
 
 def test_a_member_whose_backend_is_down_is_in_another_class(tmp_path: Path) -> None:
-    names, slots = write_config(tmp_path, 7, shapes=1, per_shape=3)
+    names, slots = write_config(tmp_path, 7, shapes=1, per_shape=3, shared_address=0.0)
     config, _ = load_config(tmp_path)
     snap = compile_snapshot(config, 1, geo=GEO)
     up = lb_classes.members(snap, view_of({}, generation=1))
