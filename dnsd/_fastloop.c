@@ -1207,7 +1207,7 @@ static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *lim
 
 /* The stored reply's records (after its 10-byte header, `len` bytes at `at`) into `out`,
  * each answer's slot number replaced by that slot's address from the member's `vector`:
- * 0, or -1 when a slot is not in it. dnsd.lb_classes.addressed. */
+ * 0, or -1 when a slot is not in it. dnsd.lb_shapes.addressed. */
 static int addressed(const unsigned char *stored, Py_ssize_t len, const unsigned char *vector,
                      Py_ssize_t vector_len, unsigned char *out) {
     Py_ssize_t count = be16(stored + 4), pos = 0, records = len - 10;

@@ -30,7 +30,7 @@ from dnsd import answer_table
 from dnsd.answer_table import HIT, Finished
 from dnsd.dnsname import NAME_BYTES
 from dnsd.health.view import HealthView
-from dnsd.lb_shapes import SLOT_BYTES, Shape, health_tag, shapes
+from dnsd.lb_shapes import Shape, addressed, health_tag, shapes, slotted
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, Client
 from dnsd.snapshot import Snapshot
 from dnsd.steering.draws import Outcome
@@ -51,10 +51,11 @@ class Base:
     query reaches → its load balancer (`lbs`), every load balancer's shape, and the
     member names by pool (the ones a pool's health change retags)."""
 
-    __slots__ = ("by_pool", "config", "lbs", "shapes")
+    __slots__ = ("by_pool", "compiled", "config", "lbs", "shapes", "signed")
 
     def __init__(self, snap: Snapshot, lbs: dict[bytes, str]) -> None:
         self.config, self.lbs = snap.config, lbs
+        self.compiled, self.signed = snap.compiled, frozenset(snap.signing)
         self.shapes = shapes(snap.config) if lbs else {}
         self.by_pool: dict[str, list[bytes]] = {}
         for key, lb in lbs.items():
@@ -97,7 +98,9 @@ class _Build:
     classes of 10,000 load balancers take about a second): None until then."""
 
     def __init__(self, snap: Snapshot, background: bool | None) -> None:
-        self.members: Base | None = None
+        self.members: Base | None = _made_for(snap)
+        if self.members is not None:
+            return
         if background is None:
             background = sum(len(zone.nodes) for zone in snap.zones.values()) > SYNC_NAMES
         if not background:
@@ -109,10 +112,30 @@ class _Build:
 
     def _run(self, snap: Snapshot) -> None:
         try:
-            self.members = Base(snap, _members(snap))
+            base = Base(snap, _members(snap))
+            for zone in snap.compiled.values():  # for the snapshots made from this one
+                zone.derived.put("lb classes", base)
+                break
+            self.members = base
         except Exception:  # a bug here costs speed, never answers: Python answers all
             log.exception("load-balancer class tables not built: each name answered on its own")
             self.members = Base(snap, {})
+
+
+def _made_for(snap: Snapshot) -> Base | None:
+    """The members of a snapshot this one was made from with new SOA serials or keys at
+    its apexes (the same config and compiled zones, the same zones signed): the same."""
+    for zone in snap.compiled.values():
+        base = zone.derived.peek("lb classes")
+        if (
+            isinstance(base, Base)
+            and base.config is snap.config
+            and base.compiled is snap.compiled
+            and base.signed == frozenset(snap.signing)
+        ):
+            return base
+        break
+    return None
 
 
 def prepare(snap: Snapshot) -> None:
@@ -265,42 +288,6 @@ def answer(
         counted = lowered + COUNTED.pack(lb, fallback)
         counts[counted] = counts.get(counted, 0) + 1
     return reply
-
-
-def addressed(stored: bytes, vector: bytes) -> bytes | None:
-    """A stored reply's records (after its header) with each answer's slot number replaced
-    by that slot's address from `vector`; None when a slot is not in it."""
-    out = bytearray(stored[10:])
-    pos = 0
-    for _ in range((stored[4] << 8) | stored[5]):
-        if pos + _RR_HEAD.size + 4 > len(out):
-            return None
-        size = (out[pos + 10] << 8) | out[pos + 11]
-        at = pos + _RR_HEAD.size
-        slot = int.from_bytes(out[at : at + 4], "big")
-        if size not in (4, 16) or at + size > len(out) or (slot + 1) * SLOT_BYTES > len(vector):
-            return None
-        out[at : at + size] = vector[slot * SLOT_BYTES : slot * SLOT_BYTES + size]
-        pos = at + size
-    return bytes(out)
-
-
-def slotted(stripped: bytes, addresses: tuple[bytes, ...]) -> bytes | None:
-    """A reply stored without its question (`shareable`) with each answer's address
-    replaced by its slot's number (the first slot with that address: a shape keeps which
-    slots share one), padded to the record's length; None: an address in no slot."""
-    out = bytearray(stripped)
-    pos = 10
-    for _ in range((stripped[4] << 8) | stripped[5]):
-        size = (out[pos + 10] << 8) | out[pos + 11]
-        at = pos + _RR_HEAD.size
-        try:
-            slot = addresses.index(bytes(out[at : at + size]))
-        except ValueError:
-            return None
-        out[at : at + size] = slot.to_bytes(4, "big").ljust(size, b"\x00")
-        pos = at + size
-    return bytes(out)
 
 
 def shareable(reply: bytes) -> bytes | None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
+from functools import cache
 from typing import Final
 
 from dnsd.config.model import Config, LoadBalancer, Pool
@@ -27,6 +28,7 @@ SLOT_BYTES: Final = 16
 MAX_SLOTS: Final = 240  # a tag (4 + pools + slots bytes) fits its one length byte
 SHAPE = struct.Struct("<I")
 _POOL_STATE: Final = {None: 0, "up": 1, "down": 2}
+RR_HEAD: Final = 12  # an answer record before its data: pointer, type, class, TTL, length
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,27 +74,37 @@ def _key(lb: LoadBalancer, refs: tuple[str, ...], pools: tuple[Pool, ...]) -> tu
     def mapped(table: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         return {where: tuple(at[ref] for ref in refs_) for where, refs_ in table.items()}
 
-    positional = replace(
-        lb,
-        name="",
-        default_pools=tuple(at[ref] for ref in lb.default_pools),
-        fallback_pool=at[lb.fallback_pool] if lb.fallback_pool else None,
-        region_pools=mapped(lb.region_pools),
-        country_pools=mapped(lb.country_pools),
-        pop_pools=mapped(lb.pop_pools),
-        subdivision_pools=mapped(lb.subdivision_pools),
-    )
-    parts = [repr(positional)]
+    parts = [
+        _values(
+            lb,
+            name="",
+            default_pools=tuple(at[ref] for ref in lb.default_pools),
+            fallback_pool=at[lb.fallback_pool] if lb.fallback_pool else None,
+            region_pools=mapped(lb.region_pools),
+            country_pools=mapped(lb.country_pools),
+            pop_pools=mapped(lb.pop_pools),
+            subdivision_pools=mapped(lb.subdivision_pools),
+        )
+    ]
     for pool in pools:
-        backends = tuple(
-            (
-                replace(b, address=None, address_text="", port=None, monitor=None),
-                0 if b.address is None else b.address.version,
+        backends = [
+            _values(
+                b, address=0 if b.address is None else b.address.version, port=None, monitor=None
             )
             for b in pool.backends
-        )
-        parts.append(repr((replace(pool, name="", file="", monitor=None, backends=()), backends)))
+        ]
+        parts.append(_values(pool, name="", file="", monitor=None, backends=tuple(backends)))
     return tuple(parts)
+
+
+@cache
+def _compared(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind) if f.compare)
+
+
+def _values(thing: object, **instead: object) -> str:
+    """`thing`'s compared fields as text, those in `instead` replaced (no dataclass made)."""
+    return repr(tuple(instead.get(n, getattr(thing, n)) for n in _compared(type(thing))))
 
 
 def health_tag(shape: Shape, health: HealthView, pools: Mapping[str, Pool]) -> bytes:
@@ -107,4 +119,40 @@ def health_tag(shape: Shape, health: HealthView, pools: Mapping[str, Pool]) -> b
         pool = pools[name]
         for backend in pool.backends:
             out.append(health.usable(pool, backend) * 2 + health.is_healthy(pool, backend))
+    return bytes(out)
+
+
+def addressed(stored: bytes, vector: bytes) -> bytes | None:
+    """A stored reply's records (after its header) with each answer's slot number replaced
+    by that slot's address from `vector`; None when a slot is not in it."""
+    out = bytearray(stored[10:])
+    pos = 0
+    for _ in range((stored[4] << 8) | stored[5]):
+        if pos + RR_HEAD + 4 > len(out):
+            return None
+        size = (out[pos + 10] << 8) | out[pos + 11]
+        at = pos + RR_HEAD
+        slot = int.from_bytes(out[at : at + 4], "big")
+        if size not in (4, 16) or at + size > len(out) or (slot + 1) * SLOT_BYTES > len(vector):
+            return None
+        out[at : at + size] = vector[slot * SLOT_BYTES : slot * SLOT_BYTES + size]
+        pos = at + size
+    return bytes(out)
+
+
+def slotted(stripped: bytes, addresses: tuple[bytes, ...]) -> bytes | None:
+    """A reply stored without its question (`shareable`) with each answer's address
+    replaced by its slot's number (the first slot with that address: a shape keeps which
+    slots share one), padded to the record's length; None: an address in no slot."""
+    out = bytearray(stripped)
+    pos = 10
+    for _ in range((stripped[4] << 8) | stripped[5]):
+        size = (out[pos + 10] << 8) | out[pos + 11]
+        at = pos + RR_HEAD
+        try:
+            slot = addresses.index(bytes(out[at : at + size]))
+        except ValueError:
+            return None
+        out[at : at + size] = slot.to_bytes(4, "big").ljust(size, b"\x00")
+        pos = at + size
     return bytes(out)

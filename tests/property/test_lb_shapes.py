@@ -24,7 +24,7 @@ from dnsd.net.udp_thread import compiled_available
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
-from dnsd.snapshot import compile_snapshot
+from dnsd.snapshot import compile_snapshot, with_serials
 from tests.conftest import GEO, NO_RRL, ServerThread
 from tests.property.test_serving_loops import ask, override, scraped
 
@@ -225,3 +225,17 @@ def test_both_loops_send_the_same_bytes_for_own_pool_names(servers) -> None:
     assert built["dnsd_compiled_loop_fallbacks_total"] == {"": 0}, built
     for sock in socks.values():
         sock.close()
+
+
+def test_a_snapshot_with_new_serials_keeps_its_members(tmp_path: Path) -> None:
+    write_config(tmp_path, 3)
+    config, _ = load_config(tmp_path)
+    snap = compile_snapshot(config, 1, geo=GEO)
+    lb_classes.prepare(snap)
+    made = snap.derived.peek("lb classes").members
+    assert made is not None and made.lbs
+    (apex,) = snap.zones
+    stamped = with_serials(snap, {apex: 2026120699})
+    assert stamped is not snap
+    assert lb_classes._made_for(stamped) is made  # served from the first query: not made again
+    assert lb_classes._made_for(compile_snapshot(config, 2, geo=GEO)) is None  # a reload's own
