@@ -339,9 +339,8 @@ def counted(
         if member is None or not 0 <= index < len(keys):
             continue
         value = keys[index][1]
-        if kind != "lb":
-            mine = member
-        else:
+        mine: Any = member
+        if kind == "lb":
             pool, built, own = value[1], shaped.get(value[0]), shaped.get(member)
             if built is not None and own is not None and pool in built.pools:
                 pool = own.pools[built.pools.index(pool)]

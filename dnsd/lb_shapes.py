@@ -17,8 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from functools import cache
-from typing import Final
+from typing import Any, Final
 
 from dnsd.config.model import Config, LoadBalancer, Pool
 from dnsd.config.pool_refs import names_lb
@@ -97,14 +96,16 @@ def _key(lb: LoadBalancer, refs: tuple[str, ...], pools: tuple[Pool, ...]) -> tu
     return tuple(parts)
 
 
-@cache
-def _compared(kind: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(kind) if f.compare)
+_COMPARED: dict[type, tuple[str, ...]] = {}  # per dataclass: its compared fields' names
 
 
-def _values(thing: object, **instead: object) -> str:
+def _values(thing: Any, **instead: object) -> str:
     """`thing`'s compared fields as text, those in `instead` replaced (no dataclass made)."""
-    return repr(tuple(instead.get(n, getattr(thing, n)) for n in _compared(type(thing))))
+    kind = type(thing)
+    names = _COMPARED.get(kind)
+    if names is None:
+        names = _COMPARED[kind] = tuple(f.name for f in fields(thing) if f.compare)
+    return repr(tuple(instead.get(n, getattr(thing, n)) for n in names))
 
 
 def health_tag(shape: Shape, health: HealthView, pools: Mapping[str, Pool]) -> bytes:
