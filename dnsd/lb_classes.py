@@ -42,7 +42,6 @@ SYNC_NAMES: Final = 500  # at most this many names: made at once (a few millisec
 COUNTED = struct.Struct("<ii")  # after the name in a count key: lb counter, fallback counter
 _RR_HEAD = struct.Struct("!HHHIH")  # pointer, type, class, TTL, RDLENGTH
 _SHAREABLE_TYPES: Final = frozenset({1, 28})  # A, AAAA: no name in their data
-OPT_TYPE: Final = 41
 INF = float("inf")
 
 
@@ -51,11 +50,12 @@ class Base:
     query reaches → its load balancer (`lbs`), every load balancer's shape, and the
     member names by pool (the ones a pool's health change retags)."""
 
-    __slots__ = ("by_pool", "compiled", "config", "lbs", "shapes", "signed")
+    __slots__ = ("by_pool", "compiled", "config", "lbs", "shapes", "signed", "untagged")
 
     def __init__(self, snap: Snapshot, lbs: dict[bytes, str]) -> None:
         self.config, self.lbs = snap.config, lbs
         self.compiled, self.signed = snap.compiled, frozenset(snap.signing)
+        self.untagged: Members | None = None
         self.shapes = shapes(snap.config) if lbs else {}
         self.by_pool: dict[str, list[bytes]] = {}
         for key, lb in lbs.items():
@@ -98,8 +98,10 @@ class _Build:
     classes of 10,000 load balancers take about a second): None until then."""
 
     def __init__(self, snap: Snapshot, background: bool | None) -> None:
+        self.done = threading.Event()
         self.members: Base | None = _made_for(snap)
         if self.members is not None:
+            self.done.set()
             return
         if background is None:
             background = sum(len(zone.nodes) for zone in snap.zones.values()) > SYNC_NAMES
@@ -113,6 +115,8 @@ class _Build:
     def _run(self, snap: Snapshot) -> None:
         try:
             base = Base(snap, _members(snap))
+            # tagged with no health known (all up): a view with few states starts from it
+            base.untagged = members(snap, HealthView(), None, base)
             for zone in snap.compiled.values():  # for the snapshots made from this one
                 zone.derived.put("lb classes", base)
                 break
@@ -120,6 +124,33 @@ class _Build:
         except Exception:  # a bug here costs speed, never answers: Python answers all
             log.exception("load-balancer class tables not built: each name answered on its own")
             self.members = Base(snap, {})
+        finally:
+            self.done.set()
+
+
+class _Tagging:
+    """The members of a snapshot tagged with a health view (`wanted`), made in a thread of
+    their own when there are many (10,000 names take ~30 ms: not on the serving thread):
+    None until then."""
+
+    def __init__(self, snap: Snapshot, health: HealthView, before: Members | None) -> None:
+        self.wanted = (snap, health)
+        self.members: Members | None = None
+        build = snap.derived.get("lb classes", lambda: _Build(snap, None))
+        if build.members is not None and len(build.members.lbs) <= SYNC_NAMES:
+            self.members = members(snap, health, before)
+        else:
+            threading.Thread(
+                target=self._run, args=(build, before), name="dnsd lb tags", daemon=True
+            ).start()
+
+    def _run(self, build: _Build, before: Members | None) -> None:
+        build.done.wait()
+        try:
+            self.members = members(*self.wanted, before)
+        except Exception:  # a bug here costs speed, never answers: Python answers all
+            log.exception("load-balancer class tables not tagged: each name answered on its own")
+            self.members = NONE
 
 
 def _made_for(snap: Snapshot) -> Base | None:
@@ -144,15 +175,20 @@ def prepare(snap: Snapshot) -> None:
     snap.derived.get("lb classes", lambda: _Build(snap, False))
 
 
-def members(snap: Snapshot, health: HealthView, before: Members | None = None) -> Members | None:
+def members(
+    snap: Snapshot, health: HealthView, before: Members | None = None, base: Base | None = None
+) -> Members | None:
     """The snapshot's members tagged with `health` (None while the snapshot's are being
     made), but for the load balancers with a state of their own in `health` — a trickle
     override or ramp, a ramp of their regions: they decide otherwise than their class (a
     new states generation asks again). `before`: the same snapshot's members at an earlier
     view, of which only the names on pools whose health changed are tagged again."""
-    base = snap.derived.get("lb classes", lambda: _Build(snap, None)).members
+    if base is None:
+        base = snap.derived.get("lb classes", lambda: _Build(snap, None)).members
     if base is None:
         return None
+    if before is None or before.base is not base:
+        before = base.untagged
     if before is not None and before.base is base and before.health is not None:
         changed = view_change(before.health, health).pools
         full = dict(before.full) if changed else before.full
@@ -357,6 +393,7 @@ class ClassTables:
         self.members = NONE
         self._pending: tuple[Snapshot, HealthView] | None = None
         self._made: Members | None = None  # the last members made: the next start from them
+        self._tagging: _Tagging | None = None
         self.tables: dict[str, dict[bytes, bytes]] = {"udp": {}, "tcp": {}}
         self.counts: dict[bytes, int] = {}
         self.answered = 0  # by the Python walk (the compiled loop's: in `counts`)
@@ -368,11 +405,15 @@ class ClassTables:
 
     def poll(self) -> None:
         """Take the members once made (every batch: one test while none is pending)."""
-        if self._pending is not None:
-            made = members(*self._pending, self._made)
-            if made is not None:
-                self.members = self._made = made
-                self._pending = None
+        if self._pending is None:
+            return
+        snap, health = self._pending
+        job = self._tagging
+        if job is None or job.wanted[0] is not snap or job.wanted[1] is not health:
+            job = self._tagging = _Tagging(snap, health, self._made)
+        if job.members is not None:
+            self.members = self._made = job.members
+            self._pending = self._tagging = None
 
     def for_c(self) -> tuple[dict[bytes, bytes], dict[bytes, bytes], dict[bytes, int]]:
         """What dnsd/_fastloop.c's `class_answer` reads: member names → tags and address

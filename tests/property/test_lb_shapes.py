@@ -239,3 +239,26 @@ def test_a_snapshot_with_new_serials_keeps_its_members(tmp_path: Path) -> None:
     assert stamped is not snap
     assert lb_classes._made_for(stamped) is made  # served from the first query: not made again
     assert lb_classes._made_for(compile_snapshot(config, 2, geo=GEO)) is None  # a reload's own
+
+
+def test_many_names_are_tagged_in_a_thread_of_their_own(tmp_path: Path) -> None:
+    names, slots = write_config(tmp_path, 5, shapes=4, per_shape=130)  # over SYNC_NAMES
+    config, _ = load_config(tmp_path)
+    snap = compile_snapshot(config, 1, geo=GEO)
+    health = view_of({slot: i % 7 != 0 for i, slot in enumerate(slots)}, generation=1)
+    tables = lb_classes.ClassTables()
+    tables.refresh(snap, health)
+    deadline = time.monotonic() + 30
+    while not tables.members.names:
+        assert time.monotonic() < deadline, "the members were never tagged"
+        time.sleep(0.01)
+        tables.poll()
+    assert len(tables.members.names) == len(names) > lb_classes.SYNC_NAMES
+    assert tables.members.names == lb_classes.members(snap, health).names  # type: ignore[union-attr]
+    later = view_of({slot: i % 5 != 0 for i, slot in enumerate(slots)}, generation=2)
+    tables.refresh(snap, later)  # only the pools whose health changed are tagged again
+    while tables.members.health is not later:
+        assert time.monotonic() < deadline, "the members were never tagged again"
+        time.sleep(0.01)
+        tables.poll()
+    assert tables.members.names == lb_classes.members(snap, later).names  # type: ignore[union-attr]
