@@ -109,7 +109,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Features around the core: DNSSEC, zone transfers and TSIG.
     ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
-    ("query", ["resolve", "fastpath", "lb_classes", "explain", "loading", "tally", "zone_tables"]),
+    ("query", ["resolve", "fastpath", "lb_classes", "lb_shapes", "explain", "loading", "tally",
+               "zone_tables"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: the services `server` constructs and starts in order (listeners, reloading,
     # systemd, the key and loop watches, a worker's pipe, …), one module each.
@@ -165,7 +166,9 @@ ALLOWED: dict[str, set[str]] = {
                  "reply", "zone_lookup", "dnssec", "resolve", "zone_tables", "lb_classes", "tally"},
     "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
                 "zone_keys", "zone_tables", "lb_classes"},
-    "lb_classes": {"answer_table", "dnsname", "health", "reply", "snapshot", "steering", "xfr", "zone_tables"},
+    "lb_classes": {"answer_table", "dnsname", "health", "lb_shapes", "reply", "snapshot", "steering", "xfr",
+                   "zone_tables"},
+    "lb_shapes": {"config", "health"},
     "tally": {"dnsname"},
     "zone_tables": {"dnsname", "rdata", "reply", "snapshot", "tally", "zone_lookup"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
