@@ -45,6 +45,7 @@ _SPACE = re.compile(r"[ \t]*")
 _CNAME_KIND, _REGULAR, _NEUTRAL = 2, 0, 1
 _NEUTRAL_TYPES = frozenset({47, 50, 25})  # NSEC NSEC3 KEY (dns.node's "neutral" types)
 _RRSIG = 46
+_PLAIN_REGULAR = frozenset({1, 2, 12, 15, 16, 28})  # the types read here, CNAME aside
 
 Record = tuple[str, int, int, int, bytes]  # owner, type, TTL, line (in `texts`), RDATA wire
 
@@ -81,7 +82,7 @@ class _Sets:
     def add(
         self, owner: str, rdtype: int, covers: int, ttl: int, wire: bytes, digest: bytes, line: int
     ) -> None:
-        kind = _REGULAR if rdtype != 5 and rdtype != _RRSIG else _kind(rdtype, covers)
+        kind = _REGULAR if rdtype in _PLAIN_REGULAR else _kind(rdtype, covers)
         node = self.kinds.get(owner, _NEUTRAL)
         if node == _CNAME_KIND and kind == _REGULAR:
             raise LineError(line, "rdataset type is not compatible with a CNAME node")
