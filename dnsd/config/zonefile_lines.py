@@ -18,8 +18,8 @@ them. tests/unit/test_zonefile_lines.py holds the two readers to the same record
 
 from __future__ import annotations
 
+import ipaddress
 import re
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -322,13 +322,13 @@ def _record(
     elif rdtype == 1:
         if len(rdata) != 1 or _IPV4.match(rdata[0]) is None:
             return None
-        wire = digest = socket.inet_aton(rdata[0])
+        wire = digest = bytes(map(int, rdata[0].split(".")))
     elif rdtype == 28:
         if len(rdata) != 1 or not _plain_ipv6(rdata[0]):
             return None
         try:
-            wire = digest = socket.inet_pton(socket.AF_INET6, rdata[0])
-        except OSError:
+            wire = digest = ipaddress.IPv6Address(rdata[0]).packed
+        except ValueError:
             return None
     else:
         if rdtype == 15:
