@@ -313,11 +313,10 @@ def test_no_import_cycle_between_modules() -> None:
 def test_only_the_config_reads_the_lb_prefix() -> None:
     """A pool reference names a pool or, with `lb:`, a nested load balancer; outside
     dnsd/config/ it is read with `config.pool_refs` (nested_lb, names_lb), never split by
-    hand. fastpath.py still splits it itself (its tree is being rebuilt beside this)."""
-    not_yet = {"fastpath.py"}
+    hand."""
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE)
-        if where.parts[0] == "config" or str(where) in not_yet:
+        if where.parts[0] == "config":
             continue
         text = path.read_text()
         assert '"lb:"' not in text and "LB_PREFIX" not in text, f"{where} reads the lb: prefix"
