@@ -172,7 +172,9 @@ def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> Compil
     }
     if not changed:
         return compiled
-    return replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
+    relinked = replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
+    relinked.derived.carry(compiled.derived)
+    return relinked
 
 
 def _rrsets(held: RRset | list[RRset] | None) -> RRsets:
@@ -314,6 +316,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
         # What consumers made from the zone, for them to reuse: only the SOA changed.
         zones[name].derived.put(SERIAL_CHANGED, (zone.derived, old, soa.rdata))
+        zones[name].derived.carry(zone.derived)
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
 

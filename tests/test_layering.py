@@ -155,7 +155,7 @@ ALLOWED: dict[str, set[str]] = {
     "answer_table": {"steering"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
     "xfr": {"clock", "config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
-            "zone_keys", "snapshot", "health", "steering", "reply", "dnssec"},
+            "zone_keys", "snapshot", "health", "steering", "reply", "dnssec", "derived"},
     # The cluster bus shares health observations between nodes: health's data types, the
     # config, files and logs; never the admin API or the server that wires it.
     "cluster": {*BASE, "config", "snapshot", "health", "events", "provision"},
