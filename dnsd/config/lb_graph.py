@@ -38,7 +38,7 @@ class LbGraph:
     reach_of: tuple[LbReach, ...]  # class → what it reaches
     members: tuple[tuple[str, ...], ...]  # class → its load balancers, in config order
     by_pool: Mapping[str, frozenset[int]]  # pool → the classes that can answer from it
-    by_lb: Mapping[str, frozenset[int]]  # load balancer → the classes whose tree holds it
+    by_lb: Mapping[str, frozenset[int]]  # load balancer → the classes nesting it
     by_rtt: frozenset[int]  # the classes that steer by RTT
     nested_only: frozenset[str]  # load balancers no zone names: they answer through others
     order: Mapping[str, int]  # load balancer → its place in the config
@@ -52,22 +52,35 @@ class LbGraph:
 
     def reached(
         self, pools: Iterable[str], rtt_pools: Iterable[str] = (), lbs: Iterable[str] = ()
-    ) -> set[int]:
-        """The classes whose answers a health change can move: those that can answer from
-        a pool whose verdicts or overrides changed, those that steer by RTT and can answer
-        from a pool whose RTTs moved, and those with a changed trickle ratio in their tree."""
+    ) -> tuple[set[int], set[str]]:
+        """What a health change can move — the one definition: the classes that can answer
+        from a pool whose verdicts or overrides changed, those that steer by RTT and can
+        answer from a pool whose RTTs moved, and those nesting a load balancer whose trickle
+        ratio changed; and those load balancers themselves (not their whole class: a
+        trickle override is one load balancer's own)."""
         hit: set[int] = set()
         for pool in pools:
             hit |= self.by_pool.get(pool, frozenset())
         for pool in rtt_pools:
             hit |= self.by_pool.get(pool, frozenset()) & self.by_rtt
-        for lb in lbs:
+        own = {lb for lb in lbs if lb in self.classes}
+        for lb in own:
             hit |= self.by_lb.get(lb, frozenset())
-        return hit
+        return hit, own
 
-    def lbs_of(self, classes: Iterable[int]) -> list[str]:
-        """The members of `classes`, in config order."""
-        found = [lb for kind in classes for lb in self.members[kind]]
+    def reached_classes(
+        self, pools: Iterable[str], rtt_pools: Iterable[str] = (), lbs: Iterable[str] = ()
+    ) -> set[int]:
+        """`reached` by class: a trickle-changed load balancer's whole class."""
+        classes, own = self.reached(pools, rtt_pools, lbs)
+        return classes | {self.classes[lb] for lb in own}
+
+    def reached_lbs(
+        self, pools: Iterable[str], rtt_pools: Iterable[str] = (), lbs: Iterable[str] = ()
+    ) -> list[str]:
+        """`reached` by load balancer, in config order."""
+        classes, own = self.reached(pools, rtt_pools, lbs)
+        found = own.union(*(self.members[kind] for kind in classes))
         return sorted(found, key=self.order.__getitem__)
 
 
@@ -82,7 +95,7 @@ def compile_lb_graph(config: Config) -> LbGraph:
         members[kind].append(name)
     reach_of = tuple(_reach(lbs, group[0]) for group in members)
     by_pool: dict[str, set[int]] = {}
-    by_lb: dict[str, set[int]] = {name: {kind} for name, kind in classes.items()}
+    by_lb: dict[str, set[int]] = {}
     for kind, reach in enumerate(reach_of):
         for pool in reach.pools:
             by_pool.setdefault(pool, set()).add(kind)

@@ -3,7 +3,7 @@ O(what it changes), not O(names) (every health event re-steered every name).
 
 Load balancers configured alike but for their name decide alike: they form a *class*, and
 a class is steered once per view, and only the classes a health change reaches
-(`LbGraph.reached`, dnsd.config.lb_graph) are steered again. The zone's digest is a sum
+(dnsd.config.lb_graph, `LbGraph.reached`) are steered again. The zone's digest is a sum
 over classes of (the class's answer digest × the digest of its owners), modulo a prime,
 so a changed class updates it in O(1); the RRsets are made only when a transfer or an
 export asks. The per-zone index is kept with the compiled zone.
@@ -151,7 +151,7 @@ class LbAnswers:
     ) -> LbAnswers:
         """The answers at `view`: only the classes the change can touch are steered again."""
         change = change_between(self.view, view)
-        dirty = self.lbs.reached(change.pools, change.rtt_pools, change.lbs)
+        dirty = self.lbs.reached_classes(change.pools, change.rtt_pools, change.lbs)
         dirty &= self.zone.class_lb.keys()
         if not dirty:
             return replace(self, view=view)

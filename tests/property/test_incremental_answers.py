@@ -86,7 +86,7 @@ def test_incremental_answers_equal_a_full_computation(tmp_path: Path) -> None:
     for generation in range(2, examples(400)):
         new, kind = random_view(rng, view, generation)
         change = health_change(view, new)
-        dirty = index.reached(change.pools, change.rtt_pools, change.lbs)
+        dirty = index.reached_classes(change.pools, change.rtt_pools, change.lbs)
         answers = answers.updated(snap, new, zone, NOW)
         full = LbAnswers.compute(snap, new, zone, NOW)
         assert {lb: answers.answer(lb) for lb in full.zone.owners} == {
