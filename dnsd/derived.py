@@ -33,9 +33,9 @@ class Derived:
             return value
 
     def peek(self, key: str) -> Any:
-        """The value under `key` if one was made (None when not), making nothing."""
-        with self._lock:
-            return self._values.get(key)
+        """The value under `key` if one was made (None when not), making nothing. Not under
+        the lock: one dict read is atomic, and the serving path must not wait for a `make`."""
+        return self._values.get(key)
 
     def built(self) -> dict[str, Any]:
         """What was made so far (a copy): what a successor object may reuse."""

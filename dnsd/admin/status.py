@@ -235,9 +235,9 @@ def summary(server: ServerControl, now: float) -> dict[str, Any]:
     failover order, as for `failover` alerts)."""
     snap, store = server.holder.current, server.store
     view = store.view
-    key = (snap.generation, view.states_generation)
-    if _SUMMARY and _SUMMARY[0][0] == key and _SUMMARY[0][1] is snap.config:
-        return dict(_SUMMARY[0][2])
+    known = snap.derived.peek(SUMMARY)
+    if known is not None and known[0] == view.states_generation:
+        return dict(known[1])
     backends = down = overridden = drained = 0
     for pool in snap.config.pools.values():
         for backend in pool.backends:
@@ -272,11 +272,11 @@ def summary(server: ServerControl, now: float) -> dict[str, Any]:
         "regions_failed_over": regions,
         "overrides_active": len(overrides.backends) + len(overrides.pools) + len(overrides.trickle),
     }
-    _SUMMARY[:] = [(key, snap.config, doc)]
+    snap.derived.put(SUMMARY, (view.states_generation, doc))
     return dict(doc)
 
 
-_SUMMARY: list[tuple[tuple[int, int], Any, dict[str, Any]]] = []
+SUMMARY = "status summary"  # (the health states generation, the banner's document)
 
 
 def lb_pools(lb: Any) -> tuple[str, ...]:
@@ -377,26 +377,27 @@ def health_failed_under(snap: Any, view: Any, lb: Any, now: float) -> Sequence[s
     key = (kind, generation, manual)
     planned = known.get(key)
     if planned is None:
-        planned = _region_states(snap, planned_view(view), lb, set(reached), manual, now)[0]
+        planned = _region_states(snap, planned_view(snap, view), lb, set(reached), manual, now)[0]
         _keep(known, key, planned)
     return [r for r in failed if active[r] != planned.get(r)]
 
 
-def planned_view(view: Any) -> Any:
+def planned_view(snap: Any, view: Any) -> Any:
     """`view` as the planned work alone leaves it: every backend passing its probes, the
-    overrides kept (kept for the latest view)."""
-    if _PLANNED_VIEW[0] is view:
-        return _PLANNED_VIEW[1]
+    overrides kept (kept with the snapshot, for the latest view)."""
+    known = snap.derived.peek(PLANNED_VIEW)
+    if known is not None and known[0] is view:
+        return known[1]
     backends = {
         key: h if h.healthy == (h.override != "down") else replace(h, healthy=h.override != "down")
         for key, h in view.backends.items()
     }
-    planned = replace(view, backends=MappingProxyType(backends))
-    _PLANNED_VIEW[:] = [view, planned]
+    planned = replace(view, backends=MappingProxyType(backends), change=None)
+    snap.derived.put(PLANNED_VIEW, (view, planned))
     return planned
 
 
-_PLANNED_VIEW: list[Any] = [None, None]  # the latest view and its every-probe-passing twin
+PLANNED_VIEW = "status planned view"  # the latest view and its every-probe-passing twin
 FAIL_OPEN = " (fail open)"  # after the chain: nothing was healthy, a fallback answers
 
 
