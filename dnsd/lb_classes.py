@@ -103,7 +103,7 @@ def members(snap: Snapshot, health: HealthView) -> Members | None:
 
 
 def _members(snap: Snapshot) -> Members:
-    classes = lb_index(snap.config).classes
+    classes = lb_index(snap).classes
     apexes = set(snap.zones)
     names: dict[bytes, bytes] = {}
     lbs: dict[bytes, str] = {}
