@@ -41,12 +41,9 @@ DRAW_SEED = 0  # the fixed random source of transferred answers
 IN = dns.rdataclass.IN
 
 
-# What `lb_index` gave before the snapshot carried the graph: its callers keep working.
-LbIndex = LbGraph
-
-
 def lb_index(source: Config | Snapshot) -> LbGraph:
-    """The LB graph of a snapshot (compiled with it), or made now from a bare config."""
+    """The LB graph of a snapshot (compiled with it), or made now from a bare config (the
+    classes dnsd.lb_classes shares answers by)."""
     return source.lb_graph if isinstance(source, Snapshot) else compile_lb_graph(source)
 
 
