@@ -319,7 +319,7 @@ class ActivePoolWatch:
             self._diff = None
             self._reach, redefined_pools, redefined = diff[2], diff[3], diff[4]
             pools |= redefined_pools
-            trickles = change.lbs | redefined
+            trickles = set(change.lbs) | redefined
         else:
             trickles = set(change.lbs)
         lbs = self._reach.affected(pools, trickles)

@@ -339,7 +339,7 @@ def region_details_under(
     key = (kind, generation, manual)
     hit = known.get(key)
     if hit is not None:
-        return hit  # type: ignore[no-any-return]
+        return hit
     made = _region_states(snap, view, lb, set(reached), manual, now)
     _keep(known, key, made)
     return made
