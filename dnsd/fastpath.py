@@ -47,7 +47,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from dnsd import answer_table, lb_classes, zone_tables
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
-from dnsd.config.model import LB_PREFIX, LoadBalancer
+from dnsd.config.model import LoadBalancer
 from dnsd.cookies import CLIENT_LEN, COOKIE_OPTION
 from dnsd.dnsname import NAME_BYTES, key_of_labels, name_end, wire_labels
 from dnsd.dnssec.denial import compact_nxdomain
@@ -75,7 +75,7 @@ from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
 from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
 from dnsd.steering.hints import set_hints
-from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
+from dnsd.steering.select import LbPlan, build_plan, compile_plan
 from dnsd.tally import CountsView
 from dnsd.zone_lookup import SVC_TYPES, Lookup, lookup
 
@@ -501,12 +501,11 @@ class AnswerCache:
         snap = query.snap
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
-            policies = _policies(snap, found.lb)
+            reach = snap.lb_graph.reach(found.lb.name)
             # RTT-steered, or a capacity waterfall: plans expire with each new health view
-            timed = "dynamic" in policies or any(
-                lb.overflow == "waterfall" for lb in _tree(snap, found.lb)
+            entry = Balanced(
+                found.lb, steered_type(parsed.qtype), reach.timed, reach.by_coordinates
             )
-            entry = Balanced(found.lb, steered_type(parsed.qtype), timed, "proximity" in policies)
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
         if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie
@@ -671,7 +670,8 @@ def _rtt_expiry(snap: Snapshot, health: HealthView, lb: LoadBalancer, now: float
     tree ages out (docs/steering.md, dynamic: older than rtt_max_age stops counting): the plan may
     change then, so it expires then — exactly, not on a timer."""
     expiry = float("inf")
-    for steered in _tree(snap, lb):
+    lbs = snap.config.load_balancers
+    for steered in map(lbs.__getitem__, snap.lb_graph.tree(lb.name)):
         if steered.steering != "dynamic":
             continue
         for ref in steered.pool_refs():
@@ -682,22 +682,6 @@ def _rtt_expiry(snap: Snapshot, health: HealthView, lb: LoadBalancer, now: float
                     if ages_out >= now:
                         expiry = min(expiry, ages_out)
     return expiry
-
-
-def _tree(snap: Snapshot, lb: LoadBalancer, depth: int = 0) -> list[LoadBalancer]:
-    """`lb` and the load balancers nested in it."""
-    found = [lb]
-    if depth < MAX_DEPTH:
-        for ref in lb.pool_refs():
-            inner = snap.config.load_balancers.get(ref[len(LB_PREFIX) :])
-            if ref.startswith(LB_PREFIX) and inner is not None:
-                found += _tree(snap, inner, depth + 1)
-    return found
-
-
-def _policies(snap: Snapshot, lb: LoadBalancer) -> set[str]:
-    """The steering policies of `lb` and of the load balancers nested in it."""
-    return {inner.steering for inner in _tree(snap, lb)}
 
 
 def _render(

@@ -29,12 +29,11 @@ from typing import Any, Final
 from dnsd import answer_table
 from dnsd.answer_table import HIT, Finished
 from dnsd.dnsname import NAME_BYTES
-from dnsd.health.view import HealthView
+from dnsd.health.view import HealthView, change_between
 from dnsd.lb_shapes import Shape, addressed, health_tag, shapes, slotted
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, Client
 from dnsd.snapshot import Snapshot
 from dnsd.steering.draws import Outcome
-from dnsd.xfr.lb_answers import view_change
 from dnsd.zone_tables.templates import key as wire_key
 
 log = logging.getLogger("dnsd.lb_classes")
@@ -190,7 +189,7 @@ def members(
     if before is None or before.base is not base:
         before = base.untagged
     if before is not None and before.base is base and before.health is not None:
-        changed = view_change(before.health, health).pools
+        changed = change_between(before.health, health).pools
         full = dict(before.full) if changed else before.full
         for pool in changed:
             for key in base.by_pool.get(pool, ()):
