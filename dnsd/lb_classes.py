@@ -47,19 +47,20 @@ INF = float("inf")
 class Base:
     """Per snapshot: each load-balanced owner name (lower-case wire form) an ordinary
     query reaches → its load balancer (`lbs`), every load balancer's shape, and the
-    member names by pool (the ones a pool's health change retags)."""
+    member names by load balancer (a health change retags those of the load balancers
+    it reaches, as the snapshot's LB graph says)."""
 
-    __slots__ = ("by_pool", "compiled", "config", "lbs", "shapes", "signed", "untagged")
+    __slots__ = ("compiled", "config", "graph", "lbs", "names_of", "shapes", "signed", "untagged")
 
     def __init__(self, snap: Snapshot, lbs: dict[bytes, str]) -> None:
         self.config, self.lbs = snap.config, lbs
         self.compiled, self.signed = snap.compiled, frozenset(snap.signing)
         self.untagged: Members | None = None
-        self.shapes = shapes(snap.config) if lbs else {}
-        self.by_pool: dict[str, list[bytes]] = {}
+        self.shapes = shapes(snap.config, snap.lb_graph) if lbs else {}
+        self.graph = snap.lb_graph
+        self.names_of: dict[str, list[bytes]] = {}
         for key, lb in lbs.items():
-            for pool in self.shapes[lb].pools:
-                self.by_pool.setdefault(pool, []).append(key)
+            self.names_of.setdefault(lb, []).append(key)
 
     def value(self, lb: str, health: HealthView) -> bytes:
         """What both loops read for a member name: the tag's length, the tag (the shape
@@ -191,9 +192,9 @@ def members(
     if before is not None and before.base is base and before.health is not None:
         changed = change_between(before.health, health).pools
         full = dict(before.full) if changed else before.full
-        for pool in changed:
-            for key in base.by_pool.get(pool, ()):
-                full[key] = base.value(base.lbs[key], health)
+        for lb in base.graph.reached_lbs(changed) if changed else ():
+            for key in base.names_of.get(lb, ()):
+                full[key] = base.value(lb, health)
     else:
         values: dict[str, bytes] = {}  # per load balancer: several names may share one
         full = {}

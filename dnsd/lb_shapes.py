@@ -14,13 +14,14 @@ Load balancers that nest others keep a shape of their own.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from dnsd.config.lb_graph import LbGraph
 from dnsd.config.model import Config, LoadBalancer, Pool
-from dnsd.config.pool_refs import names_lb
 from dnsd.health.view import HealthView
 
 SLOT_BYTES: Final = 16
@@ -42,13 +43,13 @@ class Shape:
     vector: bytes
 
 
-def shapes(config: Config) -> dict[str, Shape]:
+def shapes(config: Config, graph: LbGraph) -> dict[str, Shape]:
     """Every load balancer's shape (a whole configuration: O(pools' backends))."""
     ids: dict[tuple[str, ...], int] = {}
     out: dict[str, Shape] = {}
     for name, lb in config.load_balancers.items():
         refs = lb.pool_refs()
-        if any(names_lb(ref) or ref not in config.pools for ref in refs):
+        if graph.reach(name).nested:
             key: tuple[str, ...] = ("own", name)  # nests another: decides by its own name
             pools: tuple[Pool, ...] = ()
         else:
@@ -96,16 +97,15 @@ def _key(lb: LoadBalancer, refs: tuple[str, ...], pools: tuple[Pool, ...]) -> tu
     return tuple(parts)
 
 
-_COMPARED: dict[type, tuple[str, ...]] = {}  # per dataclass: its compared fields' names
+@functools.cache
+def _compared(kind: Any) -> tuple[str, ...]:
+    """The names of a dataclass's compared fields (a class's fields never change)."""
+    return tuple(f.name for f in fields(kind) if f.compare)
 
 
 def _values(thing: Any, **instead: object) -> str:
     """`thing`'s compared fields as text, those in `instead` replaced (no dataclass made)."""
-    kind = type(thing)
-    names = _COMPARED.get(kind)
-    if names is None:
-        names = _COMPARED[kind] = tuple(f.name for f in fields(thing) if f.compare)
-    return repr(tuple(instead.get(n, getattr(thing, n)) for n in names))
+    return repr(tuple(instead.get(n, getattr(thing, n)) for n in _compared(thing.__class__)))
 
 
 def health_tag(shape: Shape, health: HealthView, pools: Mapping[str, Pool]) -> bytes:

@@ -146,7 +146,7 @@ def _read_fast(
     for owner, rdtype, ttl, line, wire in found:
         rtype = names.get(rdtype)
         if rtype is None:
-            rtype = names[rdtype] = dns.rdatatype.to_text(rdtype)
+            rtype = names[rdtype] = dns.rdatatype.to_text(dns.rdatatype.RdataType(rdtype))
         file, number = where(line)
         out.append(FileRecord(owner, rtype, ttl, file, number, wire))
     free_in_steps(found)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import dns.exception
 import dns.name
@@ -99,7 +99,9 @@ class _Sets:
             if ttl < found[0]:
                 found[0] = ttl
             items = found[1]
-            if dns.rdatatype.is_singleton(rdtype):  # the new record replaces the old
+            if dns.rdatatype.is_singleton(
+                dns.rdatatype.RdataType(rdtype)
+            ):  # the new record replaces the old
                 self.count -= len(items)
                 found[1] = {digest: (wire, line)}
             elif digest in items:
@@ -254,7 +256,7 @@ def _directive(text: str, state: _State) -> bool:
 
 def _record(
     text: str, state: _State, inside: str, check_only: bool = False
-) -> tuple[str, int, int, bytes, bytes] | bool | None:
+) -> tuple[str, int, int, bytes, bytes] | Literal[True] | None:
     """One record line read here: (owner, type, TTL, RDATA wire, canonical RDATA); True
     for a line with nothing on it; None when dnspython must read it."""
     origin = state.origin
@@ -302,14 +304,16 @@ def _record(
         return None
     if check_only:
         return True
+    full = state.last_text
     if blank:
         owner = state.last
         if owner is None:
             return None
     else:
-        full = _absolute(tokens[0], origin)
-        if full is None:
+        absolute = _absolute(tokens[0], origin)
+        if absolute is None:
             return None
+        full = absolute
         owner = full.lower()
         if not (owner.endswith(inside) or owner == inside[1:] or not inside):
             return None  # dnspython skips a name outside the zone
@@ -395,10 +399,11 @@ class _Events(dns.zonefile.RRsetsReaderTransaction):
         super().__init__(manager, True, False)
         self.events: list[tuple[int, dns.name.Name, int, Any]] = []
         self.line_of = line_of
+        self.origin = manager.origin
 
-    def add(self, *args: Any) -> None:  # type: ignore[override]
+    def add(self, *args: Any) -> None:
         name, ttl, rdata = args
-        if rdata.rdtype == dns.rdatatype.SOA and name != self.manager.origin:
+        if rdata.rdtype == dns.rdatatype.SOA and name != self.origin:
             raise ValueError("add() has non-origin SOA")  # as dnspython's transaction
         self.events.append((self.line_of(), name, ttl, rdata))
 
