@@ -14,19 +14,15 @@ from __future__ import annotations
 
 from dnsd.config.model import LoadBalancer
 from dnsd.steering.decision import LbDecision
-from dnsd.steering.describe import describe
-from dnsd.steering.draws import Outcome, Taken, walk
+from dnsd.steering.draws import Outcome
 from dnsd.steering.inputs import SteeringInputs
 from dnsd.steering.records import A, decision_records
-from dnsd.steering.select import build_plan, compile_plan
+from dnsd.steering.select import build_plan, walked
 
 
 def steer_hints(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
     """The decision for an HTTPS or SVCB question (`qtype`), its `svc_hints` set."""
-    plan = build_plan(inp, lb, qtype)
-    path: list[Taken] = []
-    outcome = walk(compile_plan(plan, inp.client.subnet_key()), inp.rng, path)
-    decision = describe(plan, outcome, path)
+    outcome, decision = walked(inp, build_plan(inp, lb, qtype))
     set_hints(decision, outcome)
     v4, v6 = decision.svc_hints or ((), ())
     decision.reasons.append(
