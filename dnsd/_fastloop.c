@@ -595,9 +595,9 @@ static int walk_table(const Table *t, const unsigned char *source, Py_ssize_t so
             double r;
             if (draw_random(random, &r) < 0)
                 return -1;
-            /* the mirror of dnsd.steering.draws.branch_at: the first threshold above */
+            /* the mirror of dnsd.steering.draws.branch_at */
             double point = r * f64(t, at + 8);
-            Py_ssize_t lo = 0, hi = n;
+            Py_ssize_t lo = 0, hi = n; /* the first threshold above the point */
             while (lo < hi) {
                 Py_ssize_t mid = (lo + hi) / 2;
                 if (point < f64(t, start + 8 * mid))
