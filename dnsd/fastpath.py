@@ -68,12 +68,12 @@ from dnsd.reply import (
 from dnsd.request import DecisionObserver, Request
 from dnsd.resolve import resolve, signer_for
 from dnsd.snapshot import Snapshot
-from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
+from dnsd.steering import ClientInfo, SteeringInputs
 from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
-from dnsd.steering.hints import set_hints
 from dnsd.steering.plan import LbPlan, lasting
 from dnsd.steering.plan_key import Fields, PlanKey, key_for
+from dnsd.steering.records import LbAnswer
 from dnsd.steering.select import build_plan, compile_plan
 from dnsd.tally import CountsView
 from dnsd.zone_lookup import SVC_TYPES, Lookup, lookup
@@ -546,23 +546,18 @@ class AnswerCache:
             held.users.append((memo.tables, memo.key))
         # (`drawn` may end in draws still to make: an HTTPS answer's IPv6 hints after a Sample)
         outcome = walk(drawn or memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
+        decided = LbAnswer(entry.lb.name, entry.lb.ttl, outcome, entry.qtype in SVC_TYPES)
         if query.on_decision is not None:
-            # the fallback pool answered (not a when_all_down rule of its own)
-            by_fallback = outcome.fail_open and outcome.all_down is None
-            query.on_decision(entry.lb.name, outcome.pool, info.location.region, by_fallback)
+            query.on_decision(
+                entry.lb.name, outcome.pool, info.location.region, decided.by_fallback
+            )
         scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
         answer = (outcome.addresses, outcome.cname, scope, outcome.all_down, outcome.hints6)
         okey = (parsed.key, *answer)
         cookie = _cookie_echo(query, parsed)
         template = self._outcomes.get(okey)
         if template is None:
-            decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
-            decision.addresses, decision.cname = outcome.addresses, outcome.cname
-            decision.when_all_down = outcome.all_down  # closed/servfail change the reply
-            if entry.qtype in SVC_TYPES:  # HTTPS/SVCB at a load-balanced name
-                set_hints(decision, outcome)
-            decision.scope_prefixes = [scope] if scope else []
-            rendered = _render(query.wire, client, query.snap, decision, info, query.now)
+            rendered = _render(query.wire, client, query.snap, decided, info, query.now)
             template = _template(rendered, parsed, cookie)
             if template is None:
                 return rendered  # too large to patch safely: not cached
@@ -571,8 +566,7 @@ class AnswerCache:
         # bounded: a Sample over many backends has many outcomes
         if parsed.cookie is None and outcome not in memo.tails and len(memo.tails) < MAX_TAILS:
             counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
-            by_fallback = outcome.fail_open and outcome.all_down is None
-            fallback = self._counter("fallback", entry.lb.name) if by_fallback else -1
+            fallback = self._counter("fallback", entry.lb.name) if decided.by_fallback else -1
             memo.tails[outcome] = Finished(reply[2:], self._counter("reply", count_key(reply)),
                                            self._counter("lb", counted), fallback)  # fmt: skip
             changed = True
@@ -655,7 +649,7 @@ def _plain_class(parsed: Parsed) -> bool:
 
 
 def _render(
-    wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo,
+    wire: bytes, client: Client, snap: Snapshot, answer: LbAnswer, info: ClientInfo,
     now: float,
 ) -> bytes:  # fmt: skip
     """The full path's reply for this query and this decision (no draws here)."""
@@ -663,8 +657,8 @@ def _render(
     edns = parse_edns(query)
     reply = reply_for(query, edns)
     found = lookup(snap, lookup_name(query.q.qname), query.q.qtype)
-    fill(reply, found, query, decision)
-    result = QueryResult(reply, edns, decision, info)
+    fill(reply, found, query, answer)
+    result = QueryResult(reply, edns, answer, client=info)
     echo_ecs(result)
     echo_cookie(result, snap.node.cookies, client.address, now)
     return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))

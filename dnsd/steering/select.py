@@ -49,7 +49,7 @@ from dnsd.steering.plan import (
 )
 from dnsd.steering.plan_key import SeenClient
 from dnsd.steering.ramp import step_at, step_ends, trickle_at
-from dnsd.steering.records import AAAA, A
+from dnsd.steering.records import AAAA, A, LbAnswer
 from dnsd.steering.skips import unable_reason
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
@@ -66,13 +66,14 @@ HASH_PREFIX = {4: 24, 6: 56}
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
     """Plan, draw, explain: the full path for one query."""
-    return walked(inp, build_plan(inp, lb, qtype))[1]
+    return walked(inp, build_plan(inp, lb, qtype))
 
 
-def walked(inp: SteeringInputs, plan: LbPlan) -> tuple[Outcome, LbDecision]:
-    """One walk of the plan's draws, and its explanation. The explanation shows each
-    candidate's RTT from the client's region even where the policy did not read it (the
-    plan does not: a plan that read no region serves every region)."""
+def walked(inp: SteeringInputs, plan: LbPlan) -> LbDecision:
+    """One walk of the plan's draws: its explanation, carrying the decision
+    (`LbDecision.answer`). The explanation shows each candidate's RTT from the client's
+    region even where the policy did not read it (the plan does not: a plan that read no
+    region serves every region)."""
     path: list[Taken] = []
     outcome = walk(compile_plan(plan, inp.client.subnet_key()), inp.rng, path)
 
@@ -81,7 +82,9 @@ def walked(inp: SteeringInputs, plan: LbPlan) -> tuple[Outcome, LbDecision]:
         region = inp.snap.node.pop_region if by_pop else inp.client.location.region
         return pool_rtt_ms(inp, lb, ref, region)
 
-    return outcome, describe(plan, outcome, path, rtt_ms=rtt_ms)
+    decision = describe(plan, outcome, path, rtt_ms=rtt_ms)
+    decision.answer = LbAnswer(plan.lb.name, plan.lb.ttl, outcome, plan.qtype in SVC_TYPES)
+    return decision
 
 
 def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbPlan:
