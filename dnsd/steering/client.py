@@ -35,11 +35,15 @@ class ClientInfo:
         """The same client placed at `location` (client_region: pop)."""
         return replace(self, location=location)
 
-    def subnet_key(self) -> bytes:
+    @property
+    def subnet(self) -> bytes:
         """The client's /24 (IPv4) or /56 (IPv6) network address, for sticky `hash`
         selection (byte slicing: this runs per query)."""
         packed = self.address.packed
         return packed[:3] + b"\x00" if len(packed) == 4 else packed[:7] + bytes(9)
+
+    def subnet_key(self) -> bytes:
+        return self.subnet
 
 
 class LocationView(Protocol):

@@ -16,25 +16,27 @@ health view may change).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from operator import attrgetter
 from typing import Any
 
 from dnsd.geo.locate import Location
 from dnsd.steering.client import ClientInfo
 
-# The fields a plan can read, each a function of the located client.
-FIELDS: dict[str, Callable[[ClientInfo], Any]] = {
-    "region": lambda c: c.location.region,
-    "country": lambda c: c.location.country,
-    "subdivision": lambda c: c.location.subdivision,
-    "latitude": lambda c: c.location.latitude,
-    "longitude": lambda c: c.location.longitude,
-    "prefix_len": lambda c: c.location.prefix_len,
-    "zone": lambda c: c.zone,
-    "zone_prefix": lambda c: c.zone_prefix,
-    "pop": lambda c: c.pop,
-    "max_prefix": lambda c: c.max_prefix,
-    "version": lambda c: c.version,
-    "subnet": lambda c: c.subnet_key(),
+# The fields a plan can read, each an attribute path of the located client.
+FIELDS: dict[str, str] = {
+    "region": "location.region",
+    "country": "location.country",
+    "subdivision": "location.subdivision",
+    "latitude": "location.latitude",
+    "longitude": "location.longitude",
+    "prefix_len": "location.prefix_len",
+    "zone": "zone",
+    "zone_prefix": "zone_prefix",
+    "pop": "pop",
+    "max_prefix": "max_prefix",
+    "version": "version",
+    "subnet": "subnet",
 }
 
 Fields = tuple[str, ...]
@@ -42,9 +44,19 @@ Fields = tuple[str, ...]
 PlanKey = tuple[str, int, Fields, tuple[Any, ...]]
 
 
+@cache
+def _reader(fields: Fields) -> Callable[[ClientInfo], tuple[Any, ...]]:
+    """The values of `fields` of a client, read in one call (a cache looks a key up per
+    new client)."""
+    if not fields:
+        return lambda _client: ()
+    get = attrgetter(*(FIELDS[f] for f in fields))
+    return get if len(fields) > 1 else lambda client: (get(client),)
+
+
 def key_for(lb: str, qtype: int, fields: Fields, client: ClientInfo) -> PlanKey:
     """The key a plan that read `fields` would have for `client`."""
-    return lb, qtype, fields, tuple(FIELDS[f](client) for f in fields)
+    return lb, qtype, fields, _reader(fields)(client)
 
 
 class SeenLocation:
@@ -123,7 +135,7 @@ class SeenClient:
         return self._read("version", self._info.version)
 
     def subnet_key(self) -> bytes:
-        return self._read("subnet", self._info.subnet_key())
+        return self._read("subnet", self._info.subnet)
 
     def placed(self, location: Location) -> SeenClient:
         """The same client placed at `location` (the node's region): its location fields

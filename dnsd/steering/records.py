@@ -20,7 +20,7 @@ Every record has the decision's TTL (the load balancer's, for a nested one the o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from dnsd.steering.client import steered_type
 from dnsd.steering.draws import Outcome
@@ -40,10 +40,10 @@ class LbRecord:
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class LbAnswer:
+class LbAnswer(NamedTuple):
     """The decision for one query at a load-balanced name: the walk's outcome, with the
-    load balancer it answers for and that one's TTL (a nested one answers with it too)."""
+    load balancer it answers for and that one's TTL (a nested one answers with it too).
+    A tuple: the answer cache makes one per query it answers in Python."""
 
     lb: str
     ttl: int

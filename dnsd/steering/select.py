@@ -91,7 +91,7 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbPlan:
     """The plan for this client, with what it depended on (`LbPlan.key`: the client fields
     read, plan_key.py) and how long it holds (`until`, `per_view`)."""
     seen = SeenClient(inp.client) if isinstance(inp.client, ClientInfo) else inp.client
-    plan = _build(replace(inp, client=seen), lb, qtype, 0)
+    plan = _build(SteeringInputs(inp.snap, inp.health, seen, inp.rng, inp.now), lb, qtype, 0)
     if isinstance(seen, SeenClient):
         plan.key = seen.key(lb.name, qtype)
     return plan
