@@ -595,6 +595,7 @@ static int walk_table(const Table *t, const unsigned char *source, Py_ssize_t so
             double r;
             if (draw_random(random, &r) < 0)
                 return -1;
+            /* the mirror of dnsd.steering.draws.branch_at */
             double point = r * f64(t, at + 8);
             Py_ssize_t lo = 0, hi = n; /* the first threshold above the point */
             while (lo < hi) {
@@ -619,7 +620,10 @@ static int walk_table(const Table *t, const unsigned char *source, Py_ssize_t so
             remaining[i] = (uint16_t)i;
         }
         Py_ssize_t left = n;
-        for (Py_ssize_t k = 0; k < take; k++) { /* draws.weighted_draw over what is left */
+        /* The mirror of dnsd.steering.draws.draw_order (weighted_draw's thresholds over
+         * what is left, branch_at's pick); tests/property/test_draw_rule.py holds them
+         * to the same picks from the same random stream. */
+        for (Py_ssize_t k = 0; k < take; k++) {
             Py_ssize_t count = 0;
             double scale = 0.0;
             for (Py_ssize_t i = 0; i < left; i++) {

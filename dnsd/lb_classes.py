@@ -34,6 +34,7 @@ from dnsd.lb_shapes import Shape, addressed, health_tag, shapes, slotted
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, Client
 from dnsd.snapshot import Snapshot
 from dnsd.steering.draws import Outcome
+from dnsd.steering.plan import lasting
 from dnsd.zone_tables.templates import key as wire_key
 
 log = logging.getLogger("dnsd.lb_classes")
@@ -41,7 +42,6 @@ SYNC_NAMES: Final = 500  # at most this many names: made at once (a few millisec
 COUNTED = struct.Struct("<ii")  # after the name in a count key: lb counter, fallback counter
 _RR_HEAD = struct.Struct("!HHHIH")  # pointer, type, class, TTL, RDLENGTH
 _SHAREABLE_TYPES: Final = frozenset({1, 28})  # A, AAAA: no name in their data
-INF = float("inf")
 
 
 class Base:
@@ -437,7 +437,7 @@ class ClassTables:
         question. `memo`: dnsd.fastpath's _LbMemo."""
         tree = memo.tree
         finished = memo.tails.get(tree) if isinstance(tree, Outcome) else None
-        if finished is None or memo.entry.timed or memo.plan.plan.until != INF:
+        if finished is None or not lasting(memo.plan.plan):
             return
         if tree.all_down is not None:  # a when_all_down rule: `last_good` is per load balancer
             return

@@ -66,18 +66,19 @@ def remembered(
             )
             for qtype in (A, AAAA):
                 inputs = SteeringInputs(snap, view, client, random.Random(0), now)
-                decision = steer(inputs, lb, qtype)
-                if decision.any_fail_open() or unprobed(snap, view, decision):
+                answer = steer(inputs, lb, qtype).answer
+                assert answer is not None  # a walk's explanation carries its decision
+                outcome = answer.outcome
+                if outcome.fail_open or unprobed(snap, view, outcome.pool):
                     continue  # nothing healthy: keep what was given while something was
-                inner = decision.innermost()
-                out[last_good_key(lb, region, qtype)] = (tuple(inner.addresses), inner.cname)
+                out[last_good_key(lb, region, qtype)] = (outcome.addresses, outcome.cname)
     return out
 
 
-def unprobed(snap: Any, view: HealthView, decision: Any) -> bool:
+def unprobed(snap: Any, view: HealthView, answered: str | None) -> bool:
     """The answering pool has a backend not probed yet (a start: its verdict is only the
     monitor's `initial`): not an answer to remember over the one kept from before."""
-    pool = snap.config.pools.get(decision.innermost().pool or "")
+    pool = snap.config.pools.get(answered or "")
     return pool is not None and any(
         view.backend(pool, backend).probed == "unknown" for backend in pool.backends
     )

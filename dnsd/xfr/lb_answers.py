@@ -209,9 +209,10 @@ def decide(snap: Snapshot, view: HealthView, lb_name: str, now: float) -> Answer
     ttl = 0
     for qtype in (QTYPE.A, QTYPE.AAAA):
         inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
-        decision = steer(inputs, lb, qtype)
-        ttl = decision.ttl
-        made = decision_records(decision, qtype)
+        answer = steer(inputs, lb, qtype).answer
+        assert answer is not None  # a walk's explanation carries its decision
+        ttl = answer.ttl
+        made = decision_records(answer, qtype)
         if made and made[0].rtype == CNAME:
             return (ttl, made)
         records.extend(made)
