@@ -53,7 +53,7 @@ test: deps lint
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
 	  --cov=dnsd --cov-report=term:skip-covered
 
-## test-fast: the edit loop's tier (no outside process, under a minute on 2 cores): unit and property
+## test-fast: the edit loop's tier (no outside process, about two minutes on 2 cores): unit and property
 ## tests, the property and fuzz tests exploring a tenth of their cases, and the layering rules
 test-fast:
 	DNSD_TEST_TIER=fast $(PYTHON) -m pytest -n $(TEST_WORKERS) --durations=10 tests/unit tests/property tests/test_layering.py

@@ -13,9 +13,10 @@ order and reported as the median of `--runs`:
 
 Then dnsd alone: a cold pass over 10,000 load-balanced names (each once, fresh start)
 against its own cached rate for those names, twice: each load balancer with a pool of its
-own (10,000 classes: nothing alike to share), and 10,000 load balancers configured alike in
-LB_CLASSES classes (their pools shared: a name's first answer can come from its class's
-table, dnsd/lb_classes.py). Loopback only; every run ends by itself.
+own (one shape: alike but for the pools' names and addresses, dnsd/lb_shapes.py), and
+10,000 load balancers configured alike sharing LB_CLASSES pools; either way a name's first
+answer can come from its class's table (dnsd/lb_classes.py). Loopback only; every run ends
+by itself.
 """
 
 from __future__ import annotations

@@ -600,6 +600,7 @@ static int walk_table(const Table *t, const unsigned char *source, Py_ssize_t so
             double r;
             if (draw_random(random, &r) < 0)
                 return -1;
+            /* the mirror of dnsd.steering.draws.branch_at */
             double point = r * f64(t, at + 8);
             Py_ssize_t lo = 0, hi = n; /* the first threshold above the point */
             while (lo < hi) {
@@ -624,7 +625,10 @@ static int walk_table(const Table *t, const unsigned char *source, Py_ssize_t so
             remaining[i] = (uint16_t)i;
         }
         Py_ssize_t left = n;
-        for (Py_ssize_t k = 0; k < take; k++) { /* draws.weighted_draw over what is left */
+        /* The mirror of dnsd.steering.draws.draw_order (weighted_draw's thresholds over
+         * what is left, branch_at's pick); tests/property/test_draw_rule.py holds them
+         * to the same picks from the same random stream. */
+        for (Py_ssize_t k = 0; k < take; k++) {
             Py_ssize_t count = 0;
             double scale = 0.0;
             for (Py_ssize_t i = 0; i < left; i++) {
@@ -1208,12 +1212,36 @@ static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *lim
 /* -- class answer tables (dnsd/lb_classes.py) -------------------------------------- */
 
 #define CLASS_COUNTED 8 /* after the name in a count key: lb counter, fallback counter */
+#define SLOT_BYTES 16   /* dnsd.lb_shapes: one slot's address in a member's vector */
+
+/* The stored reply's records (after its 10-byte header, `len` bytes at `at`) into `out`,
+ * each answer's slot number replaced by that slot's address from the member's `vector`:
+ * 0, or -1 when a slot is not in it. dnsd.lb_shapes.addressed. */
+static int addressed(const unsigned char *stored, Py_ssize_t len, const unsigned char *vector,
+                     Py_ssize_t vector_len, unsigned char *out) {
+    Py_ssize_t count = be16(stored + 4), pos = 0, records = len - 10;
+    memcpy(out, stored + 10, (size_t)records);
+    for (Py_ssize_t r = 0; r < count; r++) {
+        if (pos + 12 + 4 > records)
+            return -1;
+        Py_ssize_t size = be16(out + pos + 10), at = pos + 12;
+        uint32_t slot = ((uint32_t)out[at] << 24) | ((uint32_t)out[at + 1] << 16) |
+                        ((uint32_t)out[at + 2] << 8) | out[at + 3];
+        if ((size != 4 && size != 16) || at + size > records ||
+            ((Py_ssize_t)slot + 1) * SLOT_BYTES > vector_len)
+            return -1;
+        memcpy(out + at, vector + (Py_ssize_t)slot * SLOT_BYTES, (size_t)size);
+        pos = at + size;
+    }
+    return 0;
+}
 
 /* Answer datagram i, a query for a member name of a load-balancer class, from its class's
- * table `classes` (member names -> class tags, class key -> table, counts): 1 answered, 0
- * not (w->code NO_TABLE: Python answers, as without a table), -1 a Python error. The same
- * steps as dnsd.lb_classes.answer: the class key is the tag, then the query's bytes after
- * the ID without its name; the stored reply lacks its question, copied in from the query. */
+ * table `classes` (member names -> tag and address vector, class key -> table, counts): 1
+ * answered, 0 not (w->code NO_TABLE: Python answers, as without a table), -1 a Python
+ * error. The same steps as dnsd.lb_classes.answer: the class key is the tag, then the
+ * query's bytes after the ID without its name; the stored reply lacks its question, copied
+ * in from the query, and names slots, whose addresses come from the member's vector. */
 static int class_answer(Batch *self, Py_ssize_t i, PyObject *classes, PyObject *random,
                         Py_buffer *counters, PyObject *limit, PyObject *clients, Walked *w) {
     PyObject *names = PyTuple_GET_ITEM(classes, 0), *tables = PyTuple_GET_ITEM(classes, 1);
@@ -1236,26 +1264,33 @@ static int class_answer(Batch *self, Py_ssize_t i, PyObject *classes, PyObject *
     PyObject *name = PyBytes_FromStringAndSize((const char *)lowered, name_len);
     if (name == NULL)
         return -1;
-    PyObject *tag = PyDict_GetItemWithError(names, name);
+    PyObject *value = PyDict_GetItemWithError(names, name);
     Py_DECREF(name);
-    if (tag == NULL)
+    if (value == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    if (!PyBytes_CheckExact(tag))
+    if (!PyBytes_CheckExact(value) || PyBytes_GET_SIZE(value) < 1 ||
+        PyBytes_GET_SIZE(value) < 1 + (unsigned char)PyBytes_AS_STRING(value)[0])
         return 0;
-    Py_ssize_t tag_len = PyBytes_GET_SIZE(tag), after = n - (pos + 1);
+    Py_INCREF(value); /* held: its vector is read after Python has run */
+    const char *tag = PyBytes_AS_STRING(value) + 1;
+    Py_ssize_t tag_len = (unsigned char)PyBytes_AS_STRING(value)[0], after = n - (pos + 1);
+    const unsigned char *vector = (const unsigned char *)tag + tag_len;
+    Py_ssize_t vector_len = PyBytes_GET_SIZE(value) - 1 - tag_len;
     PyObject *key = PyBytes_FromStringAndSize(NULL, tag_len + 10 + after);
-    if (key == NULL)
+    if (key == NULL) {
+        Py_DECREF(value);
         return -1;
+    }
     char *k = PyBytes_AS_STRING(key);
-    memcpy(k, PyBytes_AS_STRING(tag), (size_t)tag_len);
+    memcpy(k, tag, (size_t)tag_len);
     memcpy(k + tag_len, wire + 2, 10);
     memcpy(k + tag_len + 10, wire + pos + 1, (size_t)after);
     PyObject *table = PyDict_GetItemWithError(tables, key);
     Py_DECREF(key);
-    if (table == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (!PyBytes_CheckExact(table))
-        return 0;
+    if (table == NULL || !PyBytes_CheckExact(table)) {
+        Py_DECREF(value);
+        return table == NULL && PyErr_Occurred() ? -1 : 0;
+    }
     Py_INCREF(table); /* held: the random source and the limiter run Python */
     PyObject *client = NULL;
     int rc = known_client(self, i, limit, clients, &client); /* 1, 0: not known, -1 */
@@ -1269,6 +1304,7 @@ static int class_answer(Batch *self, Py_ssize_t i, PyObject *classes, PyObject *
             w->code = NO_TABLE, w->value = 0, rc = 0;
         Py_XDECREF(client);
         Py_DECREF(table);
+        Py_DECREF(value);
         return rc;
     }
     Py_ssize_t leaf = w->value, reply_at = u32(&t, leaf + 8), reply_len = u32(&t, leaf + 12);
@@ -1283,15 +1319,17 @@ static int class_answer(Batch *self, Py_ssize_t i, PyObject *classes, PyObject *
     unsigned char body[SEND_SLOT];
     w->code = NO_TABLE, w->value = 0;
     if (reply_len < 10 || !has(&t, reply_at, reply_len) || 2 + reply_len + question > room ||
-        reply_counter < -1 || reply_counter >= n_counters) {
+        reply_counter < -1 || reply_counter >= n_counters ||
+        addressed(t.at + reply_at, reply_len, vector, vector_len, body + 10 + question) < 0) {
         Py_XDECREF(client);
         Py_DECREF(table);
+        Py_DECREF(value);
         return 0; /* too large for the client (or unreadable): Python answers */
     }
     memcpy(body, t.at + reply_at, 10);
     memcpy(body + 10, wire + 12, (size_t)question);
-    memcpy(body + 10 + question, t.at + reply_at + 10, (size_t)(reply_len - 10));
     Py_DECREF(table);
+    Py_DECREF(value);
     if (reply_counter >= 0)
         ((long long *)counters->buf)[reply_counter]++;
     if (lb >= 0 || fallback >= 0) {

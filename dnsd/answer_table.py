@@ -16,11 +16,11 @@ higher offset than their parent, so every walk ends):
             load-balancer counter, i32 fallback counter (-1: none)
     DRAW    u8 kind 1, u8 pad, u16 pad, u32 n, f64 scale; n × f64 thresholds;
             (n + 1) × u32 child offsets — one rng.random() × scale; the first threshold
-            above it picks the child (bisect_right; the last child: none above)
+            above it picks the child (draws.branch_at; the last child: none above)
     SAMPLE  u8 kind 2, u8 pad, u16 take, u32 n, u32 m orders, u32 sample id; n × f64
             weights; m × (take × u16 item, u32 child offset) — `take` weighted draws
-            without replacement (draws.weighted_draw over the items left, one
-            rng.random() each); the order drawn picks the child among the m known
+            without replacement (draws.draw_order); the order drawn picks the child
+            among the m known
 
 A walk ends in one of:
 
@@ -40,11 +40,10 @@ from __future__ import annotations
 import math
 import random
 import struct
-from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dnsd.steering.draws import Draw, Node, Outcome, Sample, weighted_draw
+from dnsd.steering.draws import Draw, Node, Outcome, Sample, branch_at, draw_order
 
 MAGIC = b"dnsT"
 VERSION = 1
@@ -213,7 +212,7 @@ def walk(table: bytes, address: bytes, rng: random.Random) -> Walked:
             _, _, _, n, scale = DRAW.unpack_from(table, at)
             start = at + DRAW.size
             thresholds = _doubles(n).unpack_from(table, start)
-            i = bisect_right(thresholds, rng.random() * scale)
+            i = branch_at(thresholds, scale, rng.random())
             at = U32.unpack_from(table, start + 8 * n + 4 * i)[0]
         elif kind == KIND_SAMPLE:
             _, _, take, n, m, sample_id = SAMPLE.unpack_from(table, at)
@@ -241,16 +240,6 @@ def _doubles(n: int) -> struct.Struct:
     if found is None:
         found = _DOUBLES[n] = struct.Struct(f"<{n}d")
     return found
-
-
-def draw_order(weights: tuple[float, ...], take: int, rng: random.Random) -> tuple[int, ...]:
-    """The first `take` of a weighted random order, as Sample.pick draws it."""
-    remaining = list(range(len(weights)))
-    chosen = []
-    for _ in range(take):
-        scale, thresholds, picks = weighted_draw([weights[i] for i in remaining])
-        chosen.append(remaining.pop(picks[bisect_right(thresholds, rng.random() * scale)]))
-    return tuple(chosen)
 
 
 def leaf_at(table: bytes, at: int) -> tuple[bytes, int, int, int]:

@@ -10,6 +10,11 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# Keys under this prefix hold what is made from a zone's configuration (and the snapshot's
+# LB graph, checked by whoever reads it): a new compiled zone of the same configuration —
+# new serials, a relinked load balancer — starts with them instead of making them again.
+CARRIED = "carried: "
+
 
 class Derived:
     __slots__ = ("_lock", "_values")
@@ -28,9 +33,9 @@ class Derived:
             return value
 
     def peek(self, key: str) -> Any:
-        """The value under `key` if one was made (None when not), making nothing."""
-        with self._lock:
-            return self._values.get(key)
+        """The value under `key` if one was made (None when not), making nothing. Not under
+        the lock: one dict read is atomic, and the serving path must not wait for a `make`."""
+        return self._values.get(key)
 
     def built(self) -> dict[str, Any]:
         """What was made so far (a copy): what a successor object may reuse."""
@@ -40,6 +45,12 @@ class Derived:
     def put(self, key: str, value: Any) -> None:
         with self._lock:
             self._values[key] = value
+
+    def carry(self, older: Derived) -> None:
+        """Take over `older`'s values under `CARRIED` keys."""
+        for key, value in older.built().items():
+            if key.startswith(CARRIED):
+                self.put(key, value)
 
     def take(self, key: str) -> Any:
         """The value under `key`, removed (None when there is none)."""

@@ -23,12 +23,9 @@ one in C — and every decision was made here when it was built; what a walk can
 (an outcome without a reply yet, another client) comes back here with what it drew.
 
 Caches are invalidated by generation — a new snapshot (config, served SOA serials), and health *states* (verdicts, overrides,
-trickle) — never by scanning. Plans of load balancers that steer by RTT (dynamic, also
-nested) also expire on every new RTT publication and when the first RTT sample they could
-have used ages out (rtt_max_age); a plan with a ramp in force expires when its step ends
-(docs/steering.md, ramps); the others live until the states change. A plan is
-cached per client location bucket: only the location fields steering reads (coordinates
-only for proximity).
+trickle) — never by scanning. A plan is kept by the key steering returns with it (the
+client fields it read, dnsd/steering/plan_key.py) and only as long as steering says it
+holds (`LbPlan.until`, `per_view`); this cache knows nothing of what steering reads.
 """
 
 from __future__ import annotations
@@ -47,7 +44,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from dnsd import answer_table, lb_classes, zone_tables
 from dnsd.answer_table import HIT, NEW_ORDER, NOT_CACHED, Finished, Unfit
-from dnsd.config.model import LB_PREFIX, LoadBalancer
+from dnsd.config.model import LoadBalancer
 from dnsd.cookies import COOKIE_OPTION
 from dnsd.dnsname import NAME_BYTES, key_of_labels, wire_labels
 from dnsd.dnssec.denial import compact_nxdomain
@@ -71,11 +68,13 @@ from dnsd.reply import (
 from dnsd.request import DecisionObserver, Request
 from dnsd.resolve import resolve, signer_for
 from dnsd.snapshot import Snapshot
-from dnsd.steering import ClientInfo, LbDecision, SteeringInputs
+from dnsd.steering import ClientInfo, SteeringInputs
 from dnsd.steering.client import client_info, locating_address, steered_type
 from dnsd.steering.draws import Node, Outcome, walk
-from dnsd.steering.hints import set_hints
-from dnsd.steering.select import MAX_DEPTH, LbPlan, build_plan, compile_plan
+from dnsd.steering.plan import LbPlan, lasting
+from dnsd.steering.plan_key import Fields, PlanKey, key_for
+from dnsd.steering.records import LbAnswer
+from dnsd.steering.select import build_plan, compile_plan
 from dnsd.tally import CountsView
 from dnsd.zone_lookup import SVC_TYPES, Lookup, lookup
 
@@ -110,8 +109,6 @@ class Static:
 class Balanced:
     lb: LoadBalancer
     qtype: int  # the steered type (A for ANY)
-    timed: bool = False  # steers by RTT (dynamic) or load (waterfall): plans expire with views
-    coordinates: bool = False  # steers by distance somewhere (proximity)
 
 
 class _PlanEntry:
@@ -139,19 +136,19 @@ _STALE.users = []
 
 class _LbMemo:
     """What one exact query from one client needs for a load-balanced answer: the entry,
-    the parsed query, the client's location and plan bucket, and — while its plan holds —
+    the parsed query, the client's location, and — while its plan holds —
     the plan compiled into draws and, per outcome reached so far, the finished reply
     (after the ID) with the counters it bumps. `outcomes` and `samples`: what the leaf and
     sample ids of its current answer table stand for."""
 
-    __slots__ = ("bucket", "client", "entry", "info", "key", "outcomes", "parsed", "plan",
+    __slots__ = ("client", "entry", "info", "key", "outcomes", "parsed", "plan",
                  "samples", "serial", "tables", "tails", "tree")  # fmt: skip
 
     def __init__(
-        self, entry: Balanced, parsed: Parsed, info: ClientInfo, bucket: int, client: Client,
+        self, entry: Balanced, parsed: Parsed, info: ClientInfo, client: Client,
         key: bytes, tables: dict[bytes, bytes],
     ) -> None:  # fmt: skip
-        self.entry, self.parsed, self.info, self.bucket = entry, parsed, info, bucket
+        self.entry, self.parsed, self.info = entry, parsed, info
         self.client = client
         self.key, self.tables = key, tables  # its answer table: tables[key]
         self.plan = _STALE  # the plan entry the draws were compiled from
@@ -187,13 +184,15 @@ class AnswerCache:
         self.max_entries = max_entries
         self._snap: Snapshot | None = None  # a new object: a reload, or new served serials
         self._health_generation = -1
-        self._next_expiry = float("inf")  # when the first RTT sample a plan used ages out
+        self._next_expiry = float("inf")  # when the first plan with a clock stops holding
         self._signatures_until = 0.0  # signed zones: cached replies hold signatures of a day
         self._states_generation = -1
         self._entries: dict[tuple[Any, ...], Static | Balanced | None] = {}
-        self._plans: dict[int, _PlanEntry] = {}
-        self._timed_plans: list[tuple[int, _PlanEntry]] = []
-        self._bucket_ids: dict[tuple[Any, ...], int] = {}
+        # Plans by what they depended on (steering's key), and per (lb, type) the field
+        # lists plans of it read: a new client's key for each is looked up.
+        self._plans: dict[PlanKey, _PlanEntry] = {}
+        self._plan_fields: dict[tuple[str, int], list[Fields]] = {}
+        self._timed_plans: list[tuple[PlanKey, _PlanEntry]] = []
         self._clients: dict[tuple[Any, ...], ClientInfo] = {}
         self._outcomes: dict[tuple[Any, ...], bytes] = {}
         # Query bytes after the ID → its answer table (dnsd.answer_table), which both
@@ -435,7 +434,7 @@ class AnswerCache:
             table.clear()
         with self._count_lock:
             self.shared.clear(self._folded, self._counter_keys)
-        self._bucket_ids.clear()
+        self._plan_fields.clear()
         for entry in self._plans.values():
             entry.valid = False
         self._plans.clear()
@@ -453,7 +452,7 @@ class AnswerCache:
         if (
             len(self._tables_udp) + len(self._tables_tcp) + len(self.shared) > limit
             or len(self._memo_udp) + len(self._memo_tcp) > limit
-            or len(self._bucket_ids) > limit
+            or len(self._plans) > limit
             or len(self._counter_keys) > MAX_COUNTERS
         ):
             self._clear_tables()
@@ -469,12 +468,7 @@ class AnswerCache:
         snap = query.snap
         found = lookup(snap, name, parsed.qtype)
         if found.lb is not None:
-            policies = _policies(snap, found.lb)
-            # RTT-steered, or a capacity waterfall: plans expire with each new health view
-            timed = "dynamic" in policies or any(
-                lb.overflow == "waterfall" for lb in _tree(snap, found.lb)
-            )
-            entry = Balanced(found.lb, steered_type(parsed.qtype), timed, "proximity" in policies)
+            entry = Balanced(found.lb, steered_type(parsed.qtype))
             self._entries[parsed.key] = entry
             return self._balanced(entry, query, parsed)
         if snap.signing and parsed.cookie is None:  # the compact denial echoes no cookie
@@ -496,13 +490,9 @@ class AnswerCache:
         if info is None:
             info = client_info(query.snap, address, ecs_prefix)
             self._clients[ckey] = info
-        bucket = _bucket(entry, info)
-        bucket_id = self._bucket_ids.get(bucket)
-        if bucket_id is None:  # an int hashes for free; the 14-field tuple does not
-            bucket_id = self._bucket_ids[bucket] = len(self._bucket_ids)
         udp, key = client.transport == "udp", bytes(query.wire[2:])
         tables = self._tables_udp if udp else self._tables_tcp
-        memo = _LbMemo(entry, parsed, info, bucket_id, client, key, tables)
+        memo = _LbMemo(entry, parsed, info, client, key, tables)
         if parsed.cookie is None:  # a cookie reply is fresh every time: never replayed
             (self._memo_udp if udp else self._memo_tcp)[key] = memo
             tables.pop(key, None)  # another client's table, if any: this memo publishes its own
@@ -518,15 +508,7 @@ class AnswerCache:
             if memo.client.address != client.address:  # the memo is per client address
                 return self._balanced(entry, query, parsed)
             memo.client = client
-        held = self._plans.get(memo.bucket)
-        if held is None:
-            snap, health, now = query.snap, query.health, query.now
-            inputs = SteeringInputs(snap, health, info, query.rng, now)
-            held = self._plans[memo.bucket] = _PlanEntry(build_plan(inputs, entry.lb, entry.qtype))
-            if entry.timed or held.plan.until != INF:  # RTT-steered, or a ramp's step ends
-                self._timed_plans.append((memo.bucket, held))
-                until = _rtt_expiry(snap, health, entry.lb, now) if entry.timed else INF
-                self._next_expiry = min(self._next_expiry, until, held.plan.until)
+        held = memo.plan if memo.plan.valid else self._plan_for(entry, info, query)
         changed = memo.plan is not held
         if changed:
             memo.plan = held
@@ -535,23 +517,18 @@ class AnswerCache:
             held.users.append((memo.tables, memo.key))
         # (`drawn` may end in draws still to make: an HTTPS answer's IPv6 hints after a Sample)
         outcome = walk(drawn or memo.tree, query.rng)  # type: ignore[arg-type]  # compiled above
+        decided = LbAnswer(entry.lb.name, entry.lb.ttl, outcome, entry.qtype in SVC_TYPES)
         if query.on_decision is not None:
-            # the fallback pool answered (not a when_all_down rule of its own)
-            by_fallback = outcome.fail_open and outcome.all_down is None
-            query.on_decision(entry.lb.name, outcome.pool, info.location.region, by_fallback)
+            query.on_decision(
+                entry.lb.name, outcome.pool, info.location.region, decided.by_fallback
+            )
         scope = outcome.scope if parsed.ecs is not None and info.ecs_prefix else 0
         answer = (outcome.addresses, outcome.cname, scope, outcome.all_down, outcome.hints6)
         okey = (parsed.key, *answer)
         cookie = _cookie_echo(query, parsed)
         template = self._outcomes.get(okey)
         if template is None:
-            decision = LbDecision(lb=entry.lb.name, policy=entry.lb.steering, ttl=entry.lb.ttl)
-            decision.addresses, decision.cname = outcome.addresses, outcome.cname
-            decision.when_all_down = outcome.all_down  # closed/servfail change the reply
-            if entry.qtype in SVC_TYPES:  # HTTPS/SVCB at a load-balanced name
-                set_hints(decision, outcome)
-            decision.scope_prefixes = [scope] if scope else []
-            rendered = _render(query.wire, client, query.snap, decision, info, query.now)
+            rendered = _render(query.wire, client, query.snap, decided, info, query.now)
             template = _template(rendered, parsed, cookie)
             if template is None:
                 return rendered  # too large to patch safely: not cached
@@ -560,14 +537,34 @@ class AnswerCache:
         # bounded: a Sample over many backends has many outcomes
         if parsed.cookie is None and outcome not in memo.tails and len(memo.tails) < MAX_TAILS:
             counted = (entry.lb.name, outcome.pool or "-", info.location.region or "-")
-            by_fallback = outcome.fail_open and outcome.all_down is None
-            fallback = self._counter("fallback", entry.lb.name) if by_fallback else -1
+            fallback = self._counter("fallback", entry.lb.name) if decided.by_fallback else -1
             memo.tails[outcome] = Finished(reply[2:], self._counter("reply", count_key(reply)),
                                            self._counter("lb", counted), fallback)  # fmt: skip
             changed = True
         if changed or memo.key not in memo.tables:
             self._publish(memo)
         return reply
+
+    def _plan_for(self, entry: Balanced, info: ClientInfo, query: Request) -> _PlanEntry:
+        """The plan held for this client's key (steering's: the fields plans of this load
+        balancer read), else a new one, kept by its key until it stops holding."""
+        lb, qtype = entry.lb.name, entry.qtype
+        shapes = self._plan_fields.setdefault((lb, qtype), [])
+        for fields in shapes:
+            held = self._plans.get(key_for(lb, qtype, fields, info))
+            if held is not None:
+                return held
+        inputs = SteeringInputs(query.snap, query.health, info, query.rng, query.now)
+        plan = build_plan(inputs, entry.lb, qtype)
+        key = plan.key
+        assert key is not None  # set for a located client
+        held = self._plans[key] = _PlanEntry(plan)
+        if key[2] not in shapes:
+            shapes.append(key[2])
+        if not lasting(plan):  # a ramp's step ends, an RTT sample ages out, a new view
+            self._timed_plans.append((key, held))
+            self._next_expiry = min(self._next_expiry, plan.until)
+        return held
 
     def _publish(self, memo: _LbMemo) -> None:
         """Build the memo's answer table: every decision for its next queries, made here."""
@@ -622,54 +619,8 @@ def _plain_class(parsed: Parsed) -> bool:
     return parsed.qclass in (1, 255) and parsed.qtype not in (QTYPE.AXFR, QTYPE.IXFR, QTYPE.OPT)
 
 
-def _bucket(entry: Balanced, info: ClientInfo) -> tuple[Any, ...]:
-    """What a plan depends on besides config and health: the client's location as far as
-    this load balancer looks at it (coordinates only for proximity steering: with a city
-    database nearly every subnet has its own)."""
-    loc = info.location
-    return (
-        entry.lb.name, entry.qtype, loc.region, loc.country, loc.subdivision,
-        (loc.latitude, loc.longitude) if entry.coordinates else None, loc.prefix_len,
-        info.zone, info.zone_prefix, info.pop, info.max_prefix, info.address.version,
-    )  # fmt: skip
-
-
-def _rtt_expiry(snap: Snapshot, health: HealthView, lb: LoadBalancer, now: float) -> float:
-    """When the first RTT sample that is current now for a dynamic load balancer in this
-    tree ages out (docs/steering.md, dynamic: older than rtt_max_age stops counting): the plan may
-    change then, so it expires then — exactly, not on a timer."""
-    expiry = float("inf")
-    for steered in _tree(snap, lb):
-        if steered.steering != "dynamic":
-            continue
-        for ref in steered.pool_refs():
-            pool = snap.config.pools.get(ref)
-            for backend in pool.backends if pool is not None else ():
-                for sample in health.backend(pool, backend).rtt.values():  # type: ignore[arg-type]
-                    ages_out = sample.last_at + steered.rtt_max_age_s
-                    if ages_out >= now:
-                        expiry = min(expiry, ages_out)
-    return expiry
-
-
-def _tree(snap: Snapshot, lb: LoadBalancer, depth: int = 0) -> list[LoadBalancer]:
-    """`lb` and the load balancers nested in it."""
-    found = [lb]
-    if depth < MAX_DEPTH:
-        for ref in lb.pool_refs():
-            inner = snap.config.load_balancers.get(ref[len(LB_PREFIX) :])
-            if ref.startswith(LB_PREFIX) and inner is not None:
-                found += _tree(snap, inner, depth + 1)
-    return found
-
-
-def _policies(snap: Snapshot, lb: LoadBalancer) -> set[str]:
-    """The steering policies of `lb` and of the load balancers nested in it."""
-    return {inner.steering for inner in _tree(snap, lb)}
-
-
 def _render(
-    wire: bytes, client: Client, snap: Snapshot, decision: LbDecision, info: ClientInfo,
+    wire: bytes, client: Client, snap: Snapshot, answer: LbAnswer, info: ClientInfo,
     now: float,
 ) -> bytes:  # fmt: skip
     """The full path's reply for this query (of the usual shape, `parse`) and this decision
@@ -678,8 +629,8 @@ def _render(
     edns = view_of(wire).edns  # type: ignore[union-attr]
     reply = reply_for(query, edns)
     found = lookup(snap, lookup_name(query.q.qname), query.q.qtype)
-    fill(reply, found, query, decision)
-    result = QueryResult(reply, edns, decision, info)
+    fill(reply, found, query, answer)
+    result = QueryResult(reply, edns, answer, client=info)
     echo_ecs(result)
     echo_cookie(result, snap.node.cookies, client.address, now)
     return pack(reply, client.transport, edns, sign=signer_for(snap, found.zone, edns, now))

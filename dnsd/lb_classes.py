@@ -1,18 +1,20 @@
 """Class answer tables: a load-balanced name's first answer from its class's compiled plan.
 
-Load balancers configured alike but for their name form a *class* (dnsd.xfr.lb_answers):
-for the same client they decide alike. When the answer cache has compiled one member's
-plan into an answer table with a single outcome (no draws, no expiry: docs/development.md
-says which), it also publishes that table under the *class key* — the class's tag, then
-the query's bytes after the ID without its question name — with each reply stored without
-its question. A query for another member of the class, asked for the first time, finds it:
-both serving loops (`answer` here, `class_answer` in dnsd/_fastloop.c: the same steps)
-copy the question from the query in between, so no Python runs per name. Only replies
-whose records all point at the question's name (0xC00C) and carry no name in their data
-(A and AAAA answers, an OPT record last) are shared: they are the same bytes for every
-member but the question. Answers are counted per member name and counters of the member
-that built the table (`counts`: lower-case name + those counters → answers), and folded
-into the member's own load balancer when the metrics read them.
+Load balancers of one shape (dnsd.lb_shapes: alike but for their name, their pools' names
+and their backends' addresses) whose slots are in the same health state form a *class*:
+for the same client they decide alike, on slots (pool k, backend j) rather than addresses.
+When the answer cache has compiled one member's plan into an answer table with a single
+outcome (no draws, no expiry: docs/development.md says which), it also publishes that table
+under the *class key* — the class's tag, then the query's bytes after the ID without its
+question name — with the reply stored without its question and each record's address
+replaced by its slot's number. A query for another member, asked for the first time,
+finds it: both serving loops (`answer` here, `class_answer` in dnsd/_fastloop.c: the same
+steps) copy the question from the query in between and each slot's address from the
+member's address vector, so no Python runs per name. Only replies whose records all point
+at the question's name (0xC00C) and carry an address as their data (A and AAAA answers, an
+OPT record last) are shared. Answers are counted per member name and counters of the
+member that built the table (`counts`: lower-case name + those counters → answers), and
+folded into the member's own load balancer and pool when the metrics read them.
 """
 
 from __future__ import annotations
@@ -27,32 +29,65 @@ from typing import Any, Final
 from dnsd import answer_table
 from dnsd.answer_table import HIT, Finished
 from dnsd.dnsname import NAME_BYTES
-from dnsd.health.view import HealthView
+from dnsd.health.view import HealthView, change_between
+from dnsd.lb_shapes import Shape, addressed, health_tag, shapes, slotted
 from dnsd.reply import EDNS_PAYLOAD, PLAIN_UDP_LIMIT, Client
 from dnsd.snapshot import Snapshot
 from dnsd.steering.draws import Outcome
-from dnsd.xfr.lb_answers import lb_index
+from dnsd.steering.plan import lasting
 from dnsd.zone_tables.templates import key as wire_key
 
 log = logging.getLogger("dnsd.lb_classes")
 SYNC_NAMES: Final = 500  # at most this many names: made at once (a few milliseconds)
-TAG = struct.Struct("<I")
 COUNTED = struct.Struct("<ii")  # after the name in a count key: lb counter, fallback counter
 _RR_HEAD = struct.Struct("!HHHIH")  # pointer, type, class, TTL, RDLENGTH
 _SHAREABLE_TYPES: Final = frozenset({1, 28})  # A, AAAA: no name in their data
-OPT_TYPE: Final = 41
-INF = float("inf")
+
+
+class Base:
+    """Per snapshot: each load-balanced owner name (lower-case wire form) an ordinary
+    query reaches → its load balancer (`lbs`), every load balancer's shape, and the
+    member names by load balancer (a health change retags those of the load balancers
+    it reaches, as the snapshot's LB graph says)."""
+
+    __slots__ = ("compiled", "config", "graph", "lbs", "names_of", "shapes", "signed", "untagged")
+
+    def __init__(self, snap: Snapshot, lbs: dict[bytes, str]) -> None:
+        self.config, self.lbs = snap.config, lbs
+        self.compiled, self.signed = snap.compiled, frozenset(snap.signing)
+        self.untagged: Members | None = None
+        self.shapes = shapes(snap.config, snap.lb_graph) if lbs else {}
+        self.graph = snap.lb_graph
+        self.names_of: dict[str, list[bytes]] = {}
+        for key, lb in lbs.items():
+            self.names_of.setdefault(lb, []).append(key)
+
+    def value(self, lb: str, health: HealthView) -> bytes:
+        """What both loops read for a member name: the tag's length, the tag (the shape
+        and its slots' health), then the address vector."""
+        shape = self.shapes[lb]
+        tag = health_tag(shape, health, self.config.pools)
+        return bytes([len(tag)]) + tag + shape.vector
 
 
 class Members:
-    """Per snapshot: each load-balanced owner name (lower-case wire form) an ordinary
-    query reaches, → its class's tag (`names`, what both loops read) and its load
-    balancer (`lbs`)."""
+    """Per snapshot and health view: each member name → its tag and address vector
+    (`names`, what both loops read: `Base.value`) and its load balancer (`lbs`); `full`:
+    every member, those with a state of their own too."""
 
-    __slots__ = ("lbs", "names")
+    __slots__ = ("base", "full", "health", "lbs", "names", "shapes")
 
-    def __init__(self, names: dict[bytes, bytes], lbs: dict[bytes, str]) -> None:
+    def __init__(
+        self,
+        names: dict[bytes, bytes],
+        lbs: Mapping[bytes, str],
+        base: Base | None = None,
+        health: HealthView | None = None,
+        full: dict[bytes, bytes] | None = None,
+    ) -> None:
         self.names, self.lbs = names, lbs  # never changed once made
+        self.base, self.health, self.full = base, health, names if full is None else full
+        self.shapes: Mapping[str, Shape] = base.shapes if base is not None else {}
 
 
 NONE = Members({}, {})
@@ -63,7 +98,11 @@ class _Build:
     classes of 10,000 load balancers take about a second): None until then."""
 
     def __init__(self, snap: Snapshot, background: bool | None) -> None:
-        self.members: Members | None = None
+        self.done = threading.Event()
+        self.members: Base | None = _made_for(snap)
+        if self.members is not None:
+            self.done.set()
+            return
         if background is None:
             background = sum(len(zone.nodes) for zone in snap.zones.values()) > SYNC_NAMES
         if not background:
@@ -75,10 +114,59 @@ class _Build:
 
     def _run(self, snap: Snapshot) -> None:
         try:
-            self.members = _members(snap)
+            base = Base(snap, _members(snap))
+            # tagged with no health known (all up): a view with few states starts from it
+            base.untagged = members(snap, HealthView(), None, base)
+            for zone in snap.compiled.values():  # for the snapshots made from this one
+                zone.derived.put("lb classes", base)
+                break
+            self.members = base
         except Exception:  # a bug here costs speed, never answers: Python answers all
             log.exception("load-balancer class tables not built: each name answered on its own")
+            self.members = Base(snap, {})
+        finally:
+            self.done.set()
+
+
+class _Tagging:
+    """The members of a snapshot tagged with a health view (`wanted`), made in a thread of
+    their own when there are many (10,000 names take ~30 ms: not on the serving thread):
+    None until then."""
+
+    def __init__(self, snap: Snapshot, health: HealthView, before: Members | None) -> None:
+        self.wanted = (snap, health)
+        self.members: Members | None = None
+        build = snap.derived.get("lb classes", lambda: _Build(snap, None))
+        if build.members is not None and len(build.members.lbs) <= SYNC_NAMES:
+            self.members = members(snap, health, before)
+        else:
+            threading.Thread(
+                target=self._run, args=(build, before), name="dnsd lb tags", daemon=True
+            ).start()
+
+    def _run(self, build: _Build, before: Members | None) -> None:
+        build.done.wait()
+        try:
+            self.members = members(*self.wanted, before)
+        except Exception:  # a bug here costs speed, never answers: Python answers all
+            log.exception("load-balancer class tables not tagged: each name answered on its own")
             self.members = NONE
+
+
+def _made_for(snap: Snapshot) -> Base | None:
+    """The members of a snapshot this one was made from with new SOA serials or keys at
+    its apexes (the same config and compiled zones, the same zones signed): the same."""
+    for zone in snap.compiled.values():
+        base = zone.derived.peek("lb classes")
+        if (
+            isinstance(base, Base)
+            and base.config is snap.config
+            and base.compiled is snap.compiled
+            and base.signed == frozenset(snap.signing)
+        ):
+            return base
+        break
+    return None
 
 
 def prepare(snap: Snapshot) -> None:
@@ -87,38 +175,57 @@ def prepare(snap: Snapshot) -> None:
     snap.derived.get("lb classes", lambda: _Build(snap, False))
 
 
-def members(snap: Snapshot, health: HealthView) -> Members | None:
-    """The snapshot's members (made once per snapshot; None while being made), but for the
-    load balancers with a state of their own in `health` — a trickle override or ramp, a
-    ramp of their regions: they decide otherwise than their class (a new states generation
-    asks again)."""
-    made = snap.derived.get("lb classes", lambda: _Build(snap, None)).members
-    if made is None:
+def members(
+    snap: Snapshot, health: HealthView, before: Members | None = None, base: Base | None = None
+) -> Members | None:
+    """The snapshot's members tagged with `health` (None while the snapshot's are being
+    made), but for the load balancers with a state of their own in `health` — a trickle
+    override or ramp, a ramp of their regions: they decide otherwise than their class (a
+    new states generation asks again). `before`: the same snapshot's members at an earlier
+    view, of which only the names on pools whose health changed are tagged again."""
+    if base is None:
+        base = snap.derived.get("lb classes", lambda: _Build(snap, None)).members
+    if base is None:
         return None
+    if before is None or before.base is not base:
+        before = base.untagged
+    if before is not None and before.base is base and before.health is not None:
+        changed = change_between(before.health, health).pools
+        full = dict(before.full) if changed else before.full
+        for lb in base.graph.reached_lbs(changed) if changed else ():
+            for key in base.names_of.get(lb, ()):
+                full[key] = base.value(lb, health)
+    else:
+        values: dict[str, bytes] = {}  # per load balancer: several names may share one
+        full = {}
+        for key, lb in base.lbs.items():
+            value = values.get(lb)
+            if value is None:
+                value = values[lb] = base.value(lb, health)
+            full[key] = value
     own = {*health.trickle_overrides, *health.trickle_ramps, *(lb for lb, _ in health.ramps)}
     if not own:
-        return made
-    kept = [key for key, lb in made.lbs.items() if lb not in own]
-    return Members({key: made.names[key] for key in kept}, {key: made.lbs[key] for key in kept})
+        return Members(full, base.lbs, base, health)
+    kept = [key for key, lb in base.lbs.items() if lb not in own]
+    names = {key: full[key] for key in kept}
+    return Members(names, {key: base.lbs[key] for key in kept}, base, health, full)
 
 
-def _members(snap: Snapshot) -> Members:
-    classes = lb_index(snap.config).classes
+def _members(snap: Snapshot) -> dict[bytes, str]:
+    """Each load-balanced owner name an ordinary query reaches → its load balancer."""
     apexes = set(snap.zones)
-    names: dict[bytes, bytes] = {}
+    lb_names = snap.config.load_balancers
     lbs: dict[bytes, str] = {}
     for apex, zone in snap.zones.items():
         if apex in snap.signing:  # signed answers carry signatures: Python's
             continue
         for name, node in zone.nodes.items():
-            if node.lb is None or node.lb.name not in classes or "*" in name:
+            if node.lb is None or node.lb.name not in lb_names or "*" in name:
                 continue
             if _shadowed(name, apex, apexes, zone.cuts, zone.dnames):
                 continue
-            key = _wire(name)
-            names[key] = TAG.pack(classes[node.lb.name])
-            lbs[key] = node.lb.name
-    return Members(names, lbs)
+            lbs[_wire(name)] = node.lb.name
+    return lbs
 
 
 def _wire(name: str) -> bytes:
@@ -143,9 +250,10 @@ def _shadowed(
     return apex in dnames
 
 
-def class_key(wire: bytes, names: Mapping[bytes, bytes]) -> tuple[bytes, bytes, int] | None:
-    """(the class key, the lower-case name, the question's end) of a query for a member
-    name, else None: the same steps as dnsd/_fastloop.c's `class_key`."""
+def class_key(wire: bytes, names: Mapping[bytes, bytes]) -> tuple[bytes, bytes, int, bytes] | None:
+    """(the class key, the lower-case name, the question's end, the member's address
+    vector) of a query for a member name, else None: the same steps as dnsd/_fastloop.c's
+    `class_answer`."""
     n = len(wire)
     if n < 17 or wire[2] & 0xF8 or wire[4:10] != b"\x00\x01\x00\x00\x00\x00" or wire[10]:
         return None
@@ -167,10 +275,11 @@ def class_key(wire: bytes, names: Mapping[bytes, bytes]) -> tuple[bytes, bytes, 
     if qend > n or qend - 12 > 255 + 4:
         return None
     lowered = bytes(wire[12 : pos + 1]).lower()
-    tag = names.get(lowered)
-    if tag is None:
+    value = names.get(lowered)
+    if value is None:
         return None
-    return tag + bytes(wire[2:12]) + bytes(wire[pos + 1 :]), lowered, qend
+    end = 1 + value[0]
+    return value[1:end] + bytes(wire[2:12]) + bytes(wire[pos + 1 :]), lowered, qend, value[end:]
 
 
 def limit_of(wire: bytes, qend: int, transport: str) -> int:
@@ -197,7 +306,7 @@ def answer(
     found = class_key(wire, names)
     if found is None:
         return None
-    key, lowered, qend = found
+    key, lowered, qend, vector = found
     table = tables.get(key)
     if table is None:
         return None
@@ -205,7 +314,10 @@ def answer(
     if code != HIT:
         return None
     stored, _, lb, fallback = answer_table.leaf_at(table, at)  # the reply: the caller's tally
-    reply = wire[:2] + stored[:10] + wire[12:qend] + stored[10:]
+    records = addressed(stored, vector)
+    if records is None:
+        return None
+    reply = wire[:2] + stored[:10] + wire[12:qend] + records
     if len(reply) > limit_of(wire, qend, transport):
         return None
     if lb >= 0 or fallback >= 0:
@@ -244,10 +356,16 @@ def shareable(reply: bytes) -> bytes | None:
 
 
 def counted(
-    counts: Mapping[bytes, int], lbs: Mapping[bytes, str], keys: list[tuple[str, Any]], kind: str
+    counts: Mapping[bytes, int],
+    lbs: Mapping[bytes, str],
+    keys: list[tuple[str, Any]],
+    kind: str,
+    shaped: Mapping[str, Shape] | None = None,
 ) -> dict[Any, int]:
     """The class tables' answers of one kind ("lb", "fallback"), each under its member's
-    own load balancer: (lb, pool, region) and lb as the cache counts them."""
+    own load balancer (and for "lb" its own pool in the builder's pool's place): (lb, pool,
+    region) and lb as the cache counts them."""
+    shaped = shaped or {}
     out: dict[Any, int] = {}
     for key, n in counts.items():
         name = key[: -COUNTED.size]
@@ -257,7 +375,12 @@ def counted(
         if member is None or not 0 <= index < len(keys):
             continue
         value = keys[index][1]
-        mine = (member, *value[1:]) if kind == "lb" else member
+        mine: Any = member
+        if kind == "lb":
+            pool, built, own = value[1], shaped.get(value[0]), shaped.get(member)
+            if built is not None and own is not None and pool in built.pools:
+                pool = own.pools[built.pools.index(pool)]
+            mine = (member, pool, *value[2:])
         out[mine] = out.get(mine, 0) + n
     return out
 
@@ -269,6 +392,8 @@ class ClassTables:
     def __init__(self) -> None:
         self.members = NONE
         self._pending: tuple[Snapshot, HealthView] | None = None
+        self._made: Members | None = None  # the last members made: the next start from them
+        self._tagging: _Tagging | None = None
         self.tables: dict[str, dict[bytes, bytes]] = {"udp": {}, "tcp": {}}
         self.counts: dict[bytes, int] = {}
         self.answered = 0  # by the Python walk (the compiled loop's: in `counts`)
@@ -280,14 +405,19 @@ class ClassTables:
 
     def poll(self) -> None:
         """Take the members once made (every batch: one test while none is pending)."""
-        if self._pending is not None:
-            made = members(*self._pending)
-            if made is not None:
-                self.members, self._pending = made, None
+        if self._pending is None:
+            return
+        snap, health = self._pending
+        job = self._tagging
+        if job is None or job.wanted[0] is not snap or job.wanted[1] is not health:
+            job = self._tagging = _Tagging(snap, health, self._made)
+        if job.members is not None:
+            self.members = self._made = job.members
+            self._pending = self._tagging = None
 
     def for_c(self) -> tuple[dict[bytes, bytes], dict[bytes, bytes], dict[bytes, int]]:
-        """What dnsd/_fastloop.c's `class_answer` reads: member names → class tags, the UDP
-        class tables, the counts it adds to."""
+        """What dnsd/_fastloop.c's `class_answer` reads: member names → tags and address
+        vectors, the UDP class tables, the counts it adds to."""
         return self.members.names, self.tables["udp"], self.counts
 
     def answer(self, wire: bytes, client: Client, rng: random.Random) -> bytes | None:
@@ -307,7 +437,7 @@ class ClassTables:
         question. `memo`: dnsd.fastpath's _LbMemo."""
         tree = memo.tree
         finished = memo.tails.get(tree) if isinstance(tree, Outcome) else None
-        if finished is None or memo.entry.timed or memo.plan.plan.until != INF:
+        if finished is None or not lasting(memo.plan.plan):
             return
         if tree.all_down is not None:  # a when_all_down rule: `last_good` is per load balancer
             return
@@ -329,7 +459,8 @@ class ClassTables:
         return sum(map(len, self.tables.values()))
 
     def add_counted(self, out: dict[Any, int], keys: list[tuple[str, Any]], kind: str) -> None:
-        for key, n in counted(dict(self.counts), self.members.lbs, keys, kind).items():
+        members = self.members
+        for key, n in counted(dict(self.counts), members.lbs, keys, kind, members.shapes).items():
             out[key] = out.get(key, 0) + n
 
     def clear(self, folded: dict[str, dict[Any, int]], keys: list[tuple[str, Any]]) -> None:
@@ -357,6 +488,9 @@ def shared_table(
     if found is None or members.lbs.get(found[1]) != lb or tree.hints6 is not None:
         return None
     stripped = shareable(finished.reply)
+    shape = members.shapes.get(lb)
+    if stripped is not None and shape is not None:
+        stripped = slotted(stripped, shape.addresses)
     if stripped is None:
         return None
     leaf = Finished(

@@ -108,13 +108,13 @@ def view_of(wire: bytes) -> QueryView | None:
                                             n, (opt,), _new(Edns, edns), False,
                                             not flags & 0xF800 and not version))  # fmt: skip
                 if rtype == OPT_TYPE and stop <= n and not wire[end]:
-                    opt = _opt(True, rclass, ttl, wire, end + 11, stop)
-                    edns, error = _edns((opt,) if opt is not None else (), opt is None)
-                    usual = (stop == n and not flags & 0xF800 and not error
-                             and opt.version == 0 and opt.exact)  # type: ignore[union-attr]  # fmt: skip
-                    opts = (opt,) if opt is not None else ()
+                    read = _opt(True, rclass, ttl, wire, end + 11, stop)
+                    opts = (read,) if read is not None else ()
+                    asked, error = _edns(opts, read is None)
+                    usual = (stop == n and not flags & 0xF800 and not error and read is not None
+                             and read.version == 0 and read.exact)  # fmt: skip
                     return _new(QueryView, (ident, flags, 1, 0, 0, 1, qname, qtype, qclass,
-                                            end, stop, opts, edns, error, usual))  # fmt: skip
+                                            end, stop, opts, asked, error, usual))  # fmt: skip
     return _general(wire, ident, flags, qd, an, ns, ar)
 
 

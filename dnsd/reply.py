@@ -35,7 +35,7 @@ from dnsd.query_view import PLAIN_UDP_LIMIT, Edns
 from dnsd.rdata import SVC_TYPES, to_wire, with_hints
 from dnsd.steering import LbDecision
 from dnsd.steering.client import ClientInfo
-from dnsd.steering.records import decision_records
+from dnsd.steering.records import LbAnswer, decision_records
 from dnsd.zone_lookup import Lookup
 
 EDNS_PAYLOAD: Final = 1232  # advertised UDP payload (DNS flag day 2020 value)
@@ -68,7 +68,8 @@ Signer = Callable[[bytes], bytes]
 class QueryResult:
     reply: DNSRecord
     edns: Edns | None
-    decision: LbDecision | None = None
+    answer: LbAnswer | None = None  # steering's decision at a load-balanced name
+    decision: LbDecision | None = None  # its explanation (for `explain`)
     client: ClientInfo | None = None
     sign: Signer | None = None  # DO=1 in a signed zone
 
@@ -83,9 +84,8 @@ def echo_ecs(result: QueryResult) -> None:
     if edns is None or edns.ecs is None or result.reply.header.rcode == RCODE.FORMERR:
         return
     scope = 0
-    if result.decision is not None and result.client is not None and result.client.ecs_prefix:
-        prefixes = result.decision.all_scope_prefixes()
-        scope = max(prefixes) if prefixes else 0
+    if result.answer is not None and result.client is not None and result.client.ecs_prefix:
+        scope = result.answer.outcome.scope
     for rr in result.reply.ar:
         if rr.rtype == QTYPE.OPT:
             rr.rdata.append(EDNSOption(ECS_OPTION, edns.ecs.echo(scope)))
@@ -129,8 +129,8 @@ def lookup_name(qname: DNSLabel) -> str:
     return key_of_labels(qname.label)
 
 
-def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecision | None) -> None:
-    rule = decision.all_down_rule() if decision is not None else None
+def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbAnswer | None) -> None:
+    rule = decision.outcome.all_down if decision is not None else None
     if rule == "servfail":  # docs/steering.md, when all pools are down: no data at all
         reply.header.rcode, reply.header.aa = RCODE.SERVFAIL, 0
         return
@@ -138,7 +138,7 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbDecisio
     reply.header.aa = int(result.authoritative)
     negative_ttl = result.zone.negative_ttl if result.zone is not None else 0
     qname = reply.q.qname  # lower case: owners become pointers to the question (see reply_for)
-    hints = decision.svc_hints if decision is not None else None
+    hints = decision.svc_hints() if decision is not None else None
     for part in result.answer:
         owner = qname if part.owner is None else to_label(part.owner)
         rrset = part.rrset

@@ -102,11 +102,9 @@ def resolve(request: Request) -> bytes | None:
         )
         return _servfail(query, ident, flags)
     on_decision = request.on_decision
-    if on_decision is not None and result.decision is not None and result.client is not None:
-        decision = result.decision
-        region = result.client.location.region
-        by_fallback = decision.all_down_rule() == "fallback"  # not closed, servfail, all …
-        on_decision(decision.lb, decision.innermost().pool, region, by_fallback)
+    if on_decision is not None and result.answer is not None and result.client is not None:
+        answer, region = result.answer, result.client.location.region
+        on_decision(answer.lb, answer.outcome.pool, region, answer.by_fallback)
     return reply
 
 
@@ -143,7 +141,8 @@ def answer_query(query: DNSRecord, request: Request, view: QueryView | None = No
                 result.decision = steer_hints(inputs, found.lb, qtype)
             else:
                 result.decision = steer(inputs, found.lb, steered_type(qtype))
-        fill(reply, found, query, result.decision)
+            result.answer = result.decision.answer
+        fill(reply, found, query, result.answer)
         result.sign = signer_for(snap, found.zone, edns, now)
     echo_ecs(result)
     echo_cookie(result, snap.node.cookies, source, now)

@@ -1,12 +1,11 @@
-"""Composition root: load the config, construct the services (dnsd.serve) and start them in
-one named order, reload on SIGHUP, stop on SIGTERM."""
+"""Composition root: construct the services (dnsd.serve) from named parts and start and stop
+them in one named order each (dnsd.cli.serve runs it: the first load, the signals)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-import signal
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -31,7 +30,6 @@ from dnsd.net.sdnotify import SystemdNotifier
 from dnsd.net.supervisor import ServingLoops
 from dnsd.net.tcp import TcpHandler
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
-from dnsd.process_tools import release_free_memory
 from dnsd.provision.writer import ConfigWriter
 from dnsd.reload_result import ReloadResult
 from dnsd.serve import metric_sources
@@ -40,7 +38,6 @@ from dnsd.serve.admin_listener import AdminListener
 from dnsd.serve.answering import Answering
 from dnsd.serve.cluster_news import ClusterNews, open_bus
 from dnsd.serve.failover_watch import FailoverWatch
-from dnsd.serve.first_load import load_first
 from dnsd.serve.following import Following
 from dnsd.serve.key_watch import follow_keys
 from dnsd.serve.last_good import LastGood
@@ -69,7 +66,7 @@ if TYPE_CHECKING:
     from dnsd.cluster.bus import RedisBus
     from dnsd.cluster.config_channel import ConfigSync
 
-__all__ = ["DnsServer", "ServerOptions", "serve"]  # ServerOptions: from dnsd.serve.options
+__all__ = ["DnsServer", "ServerOptions"]  # ServerOptions: from dnsd.serve.options
 
 log = logging.getLogger("dnsd.server")
 
@@ -78,10 +75,21 @@ class DnsServer:
     def __init__(
         self, options: ServerOptions, snapshot: Snapshot, cache: ParseCache | None = None
     ) -> None:
+        """Built from named parts, each a method below, in the order they need each other."""
         self.options = options
+        self.main = options.follow_fd is None  # not a `--workers` worker process
+        self._state(snapshot)
+        self._observers()
+        self._answering()
+        self._changes(snapshot, cache)
+        self._listeners()
+        self._orders()
+
+    def _state(self, snapshot: Snapshot) -> None:
+        """The snapshot, the events, the health store and what it remembers, the Redis bus."""
+        options, main = self.options, self.main
         self.holder = SnapshotHolder(snapshot)
         # Events (dnsd.events): the main process keeps them in STATE_DIR/events.jsonl.
-        main = options.follow_fd is None
         self.events = EventLog.open(options.state_dir if main else None)
         self.store = HealthStore(options.state_dir, events=self.events)
         self.store.node_name = options.node.name or "dnsd"
@@ -105,56 +113,49 @@ class DnsServer:
                 self.store,
             )
         self.scheduler = ProbeScheduler(self.store)
-        self.rng = random.Random()
-        self.caches = AnswerCaches()  # the event loop's and each UDP thread's
-        self.cache = self.caches.new() if options.answer_cache else None
-        self.metrics = Metrics()
-        self.events.listeners.append(self.metrics.observe_event)
-        self.store.on_published = self.metrics.observe_publish
-        self.scheduler.on_probe = self.metrics.observe_probe
-        # Descriptors for clients, with a reserve the probes and files always keep.
-        self.descriptors = share_descriptors(options.tcp_limits.max_connections)
-        tcp_limits = replace(options.tcp_limits, max_connections=self.descriptors.tcp_dns)
-        self.counters = NetCounters()
-        self.rrl = ResponseRateLimiter(options.rrl)
-        self.rrl.cookies = options.node.cookies  # a valid server cookie is never limited
-        self.pool: WorkerPool | None = None
-        self.parse_cache = cache or ParseCache()  # what the first load parsed
-        self.follower: Follower | None = None
         self.stop_requested: asyncio.Event | None = None  # set by signals, or a worker's orphaning
         # Set with stop_requested by SIGTERM/SIGINT: a config load in progress gives up
         # (read by its worker thread, hence not an asyncio.Event).
         self.loads_cancelled = threading.Event()
         self.background = BackgroundLoops()  # the loops that run until the server stops
+
+    def _observers(self) -> None:
+        """Metrics, alerts, audit, systemd, and what follows each new health view."""
+        options, main = self.options, self.main
+        self.metrics = Metrics()
+        self.events.listeners.append(self.metrics.observe_event)
+        self.store.on_published = self.metrics.observe_publish
+        self.scheduler.on_probe = self.metrics.observe_probe
         # systemd (Type=notify): the main process speaks for the service; workers stay quiet.
-        self.systemd = SystemdNotifier({} if options.follow_fd is not None else None)
+        self.systemd = SystemdNotifier({} if not main else None)
         # Alerts come from the main process only (workers see no events): one per change.
-        hooks = options.webhooks if options.follow_fd is None else ()
+        self.hooks = options.webhooks if main else ()
         # With a server file, webhooks may come with a reload: always watch (main process).
-        watch = bool(hooks) or (options.server_file is not None and options.follow_fd is None)
-        self.alerts = Alerts(hooks, options.node.name or options.node.pop_region or "dnsd")
+        self.alerting = bool(self.hooks) or (options.server_file is not None and main)
+        self.alerts = Alerts(self.hooks, options.node.name or options.node.pop_region or "dnsd")
         # Failover and failback events: the active pools compared after every change.
         self.failover = FailoverWatch(self.holder, self.store, self.events)
         self.moves = self.failover.moves
         self.audit = AuditLog(options.state_dir)
-        if watch:
+        if self.alerting:
             self.events.listeners.append(self.alerts.send)
             self.metrics.register(self.alerts)
-        # What each new health view sets off, in this order — one named list, not the
-        # order in which modules happened to register: the failover watch compares active
-        # pools; then the serials, where a zone whose transferred answers changed gets a
-        # new one and a new snapshot; then the worker processes (`--workers`), which must
-        # receive the snapshot with those serials (set once the pool has started).
-        # Ramps first (docs/steering.md, ramps): the view the later steps see carries them.
+        # Ramps (docs/steering.md): kept in STATE_DIR; a ramp in progress before a restart goes on.
         state_dir = options.state_dir if main else None
         self.ramps = RampWatch(self.holder, self.store, self.events, state_dir=state_dir)
         if main:
             self.metrics.register(self.ramps)
-            self.ramps.load()  # a ramp in progress before a restart goes on
+            self.ramps.load()
         # Capacity waterfall (docs/steering.md): answers per pool, the share full pools take.
         self.pool_load = PoolLoad(self.holder, self.store, self._lb_answers, self._to_workers)
         if main:
             self.metrics.register(self.pool_load)
+        # What each new health view sets off, in this order — one named list, not the
+        # order in which modules happened to register: ramps first (the view the later
+        # steps see carries them); the failover watch compares active pools; then the
+        # serials, where a zone whose transferred answers changed gets a new one and a new
+        # snapshot; then the worker processes (`--workers`), which must receive the
+        # snapshot with those serials (both set later: by _changes and _start_workers).
         self.view_steps: dict[str, Callable[[HealthView], None] | None] = {
             "ramps": self.ramps.on_view if main else None,
             "last good": self.last_good.on_view if main else None,
@@ -163,11 +164,21 @@ class DnsServer:
             "workers": None,
         }
         self.store.view_listeners.append(self._on_view)
-        # The answering functions of the serving loops: one per loop, each its own tally.
+
+    def _answering(self) -> None:
+        """The answer caches, rate limiting, dnstap and the serving loops' answering functions."""
+        options = self.options
+        self.rng = random.Random()
+        self.caches = AnswerCaches()  # the event loop's and each UDP thread's
+        self.cache = self.caches.new() if options.answer_cache else None
+        self.counters = NetCounters()
+        self.rrl = ResponseRateLimiter(options.rrl)
+        self.rrl.cookies = options.node.cookies  # a valid server cookie is never limited
         # dnstap: the serving loops queue each query for its writer thread.
         self.tap = DnstapWriter(options.dnstap) if options.dnstap.enabled else None
         if self.tap is not None:
             self.metrics.register(self.tap)
+        # One answering function per serving loop, each with its own tally.
         self.answers = Answering(
             self.holder,
             lambda: self.view,
@@ -178,8 +189,15 @@ class DnsServer:
         )
         self.answerer, self.batch_answerer = self.answers.answerer, self.answers.batch_answerer
         self.answering = self.answers.answering
+
+    def _changes(self, snapshot: Snapshot, cache: ParseCache | None) -> None:
+        """Serials, NOTIFY, reloads, the config writer and the changes shared between nodes."""
+        options, main = self.options, self.main
+        self.pool: WorkerPool | None = None
+        self.follower: Follower | None = None
+        self.parse_cache = cache or ParseCache()  # what the first load parsed
         # Zone versions (serials, the IXFR journal) and NOTIFY live in the main process.
-        self.versions = ZoneVersions(options.state_dir) if options.follow_fd is None else None
+        self.versions = ZoneVersions(options.state_dir) if main else None
         self.serials = Serials(self.holder, self.store, self.versions, lambda: self.follower)
         self.notifier = NotifySender(self.holder)
         self.metrics.register(self.notifier)
@@ -213,7 +231,7 @@ class DnsServer:
         )
         # Config API writes happen in the main process, which reloads its workers.
         self._config_writer = None
-        if options.follow_fd is None:  # the reloads' parse cache: a check reuses it
+        if main:  # the reloads' parse cache: a check reuses it
             self._config_writer = ConfigWriter(
                 options.config_dir, self.reload, self.loads_cancelled.is_set, self.parse_cache
             )
@@ -225,6 +243,13 @@ class DnsServer:
         self.transfers = TransferService(
             self.holder, self.versions, lambda: self.view, self.metrics.observe_transfer
         )
+
+    def _listeners(self) -> None:
+        """The DNS listeners (UDP, TCP, transfers, UPDATE), the admin listener, a worker's pipe."""
+        options = self.options
+        # Descriptors for clients, with a reserve the probes and files always keep.
+        self.descriptors = share_descriptors(options.tcp_limits.max_connections)
+        tcp_limits = replace(options.tcp_limits, max_connections=self.descriptors.tcp_dns)
         self.loops = ServingLoops()  # every serving loop's answers, restarts and readiness
         # The event loop's UDP (`--udp-loop asyncio`) shares its cache with TCP: one thread.
         loop_udp_answer = self.answerer(self.cache, "udp")
@@ -277,6 +302,10 @@ class DnsServer:
         metric_sources.register(
             self, self.serving_loop, tcp_handler, self.rrl, self.loops, self.bus, caches
         )
+
+    def _orders(self) -> None:
+        """The order the parts start and stop in."""
+        options, main = self.options, self.main
         # Started in this order: a first health view (the first probe round, or a worker's
         # pipe) before any port answers and before the failover watch measures from it; the
         # DNS ports bound before what names them (systemd's READY=1, the workers' --listen:
@@ -289,7 +318,7 @@ class DnsServer:
             "dns listeners": lambda: self.listeners.bind_all(options.listen),
             "admin listener": (lambda: self.admin.start(*admin)) if admin is not None else None,
             "key watch": loops.starting(self._follow_keys) if options.key_dir is not None else None,
-            "alerts": self.alerts.start if hooks or options.server_file is not None else None,
+            "alerts": self.alerts.start if self.hooks or options.server_file is not None else None,
             "failover watch": self.failover.arm if main else None,
             "systemd": self._start_systemd if self.systemd.enabled else None,
             "workers": self._start_workers if options.workers > 1 and main else None,
@@ -462,37 +491,3 @@ class DnsServer:
         if self.pool is not None:
             self.view_steps["workers"] = None
             await self.pool.stop()
-
-
-async def serve(options: ServerOptions) -> int:
-    cache = ParseCache()  # the reloads parse only the files that changed since
-    snapshot = await load_first(
-        options.config_dir,
-        options.geoip,
-        options.node,
-        options.key_dir,
-        options.create_keys,
-        options.follow_fd is None,
-        cache,
-    )
-    if snapshot is None:
-        return 1
-    server = DnsServer(options, snapshot, cache)
-    await server.start()
-    release_free_memory()  # what starting (serials, the transfer digests) freed too
-    stop = server.stop_requested
-    assert stop is not None
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(server.reload()))
-
-    def request_stop() -> None:
-        server.loads_cancelled.set()
-        stop.set()
-
-    loop.add_signal_handler(signal.SIGTERM, request_stop)
-    loop.add_signal_handler(signal.SIGINT, request_stop)
-    log.info("serving %d zone(s) from %s", len(snapshot.zones), options.config_dir)
-    await stop.wait()
-    log.info("stopping")
-    await server.stop()
-    return 0

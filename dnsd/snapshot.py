@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from dnslib import QTYPE, RR, SOA
 
+from dnsd.config.lb_graph import LbGraph, compile_lb_graph
 from dnsd.config.model import Config, LoadBalancer, RRset, Zone
 from dnsd.config.zone_section import soa_record
 from dnsd.cookies import ServerCookies
@@ -132,6 +133,7 @@ class Snapshot:
     config: Config
     zones: Mapping[str, CompiledZone]
     max_zone_labels: int
+    lb_graph: LbGraph  # what each load balancer reaches (dnsd.config.lb_graph)
     warnings: tuple[Reason, ...] = ()
     source: str = ""
     loaded_at: float = field(default=0.0)
@@ -170,7 +172,9 @@ def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> Compil
     }
     if not changed:
         return compiled
-    return replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
+    relinked = replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
+    relinked.derived.carry(compiled.derived)
+    return relinked
 
 
 def _rrsets(held: RRset | list[RRset] | None) -> RRsets:
@@ -269,6 +273,7 @@ def compile_snapshot(
         config=config,
         zones=MappingProxyType(zones),
         max_zone_labels=max((z.label_count for z in zones.values()), default=0),
+        lb_graph=compile_lb_graph(config),
         warnings=tuple(warnings or ()),
         source=source,
         loaded_at=loaded_at,
@@ -311,6 +316,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
         # What consumers made from the zone, for them to reuse: only the SOA changed.
         zones[name].derived.put(SERIAL_CHANGED, (zone.derived, old, soa.rdata))
+        zones[name].derived.carry(zone.derived)
     return replace(snap, zones=MappingProxyType(zones)) if changed else snap
 
 

@@ -110,7 +110,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Features around the core: DNSSEC, zone transfers and TSIG.
     ("features", ["dnssec", "xfr"]),
     # The query path composes core and features: one packet in, one reply out.
-    ("query", ["resolve", "fastpath", "lb_classes", "explain", "loading", "tally", "zone_tables"]),
+    ("query", ["resolve", "fastpath", "lb_classes", "lb_shapes", "explain", "loading", "tally",
+               "zone_tables"]),
     # Processes, sockets, HTTP and tools: everything that runs the above.
     # `serve`: the services `server` constructs and starts in order (listeners, reloading,
     # systemd, the key and loop watches, a worker's pipe, …), one module each.
@@ -157,7 +158,7 @@ ALLOWED: dict[str, set[str]] = {
     "answer_table": {"steering"},
     "dnssec": {"config", "dnsname", "rdata", "atomic_files", "zone_keys", "snapshot", "zone_lookup"},
     "xfr": {"clock", "config", "dnsname", "reaper", "rdata", "geo", "ratelog", "atomic_files", "tsig_keyring",
-            "zone_keys", "snapshot", "health", "steering", "reply", "dnssec"},
+            "zone_keys", "snapshot", "health", "steering", "reply", "dnssec", "derived"},
     # The cluster bus shares health observations between nodes: health's data types, the
     # config, files and logs; never the admin API or the server that wires it.
     "cluster": {*BASE, "config", "snapshot", "health", "events", "provision"},
@@ -167,7 +168,9 @@ ALLOWED: dict[str, set[str]] = {
                  "reply", "zone_lookup", "dnssec", "resolve", "zone_tables", "lb_classes", "tally"},
     "loading": {"config", "dnssec", "errors", "geo", "process_tools", "snapshot", "xfr",
                 "zone_keys", "zone_tables", "lb_classes"},
-    "lb_classes": {"answer_table", "dnsname", "health", "reply", "snapshot", "steering", "xfr", "zone_tables"},
+    "lb_classes": {"answer_table", "dnsname", "health", "lb_shapes", "reply", "snapshot", "steering", "xfr",
+                   "zone_tables"},
+    "lb_shapes": {"config", "health"},
     "tally": {"dnsname"},
     "zone_tables": {"dnsname", "rdata", "reply", "snapshot", "tally", "zone_lookup"},
     "explain": {"config", "geo", "rdata", "snapshot", "health", "reply", "request", "resolve"},
@@ -195,7 +198,7 @@ ALLOWED: dict[str, set[str]] = {
     "lab": {"drill"},
     "cli": {*BASE, "admin_url", "loading", "geoip_cli", "serverfile_reload", "config", "cookie_key", "cookies", "geo", "zone_keys", "snapshot",
             "health", "dnssec", "xfr", "cluster", "explain", "net", "admin", "serverfile",
-            "server", "drill", "lab", "octodns", "provision"},
+            "serve", "server", "drill", "lab", "octodns", "provision"},
     "__main__": {"cli"},
 }  # fmt: skip
 LAYER_OF = {unit: index for index, (_, units) in enumerate(LAYERS) for unit in units}
@@ -315,11 +318,10 @@ def test_no_import_cycle_between_modules() -> None:
 def test_only_the_config_reads_the_lb_prefix() -> None:
     """A pool reference names a pool or, with `lb:`, a nested load balancer; outside
     dnsd/config/ it is read with `config.pool_refs` (nested_lb, names_lb), never split by
-    hand. fastpath.py still splits it itself (its tree is being rebuilt beside this)."""
-    not_yet = {"fastpath.py"}
+    hand."""
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE)
-        if where.parts[0] == "config" or str(where) in not_yet:
+        if where.parts[0] == "config":
             continue
         text = path.read_text()
         assert '"lb:"' not in text and "LB_PREFIX" not in text, f"{where} reads the lb: prefix"
@@ -343,3 +345,77 @@ def test_the_manual_shows_the_same_layers() -> None:
     }
     for name, units in LAYERS:
         assert shown.get(name) == set(units) - {"dnsd", "__main__"}, name
+
+
+def _module_level_caches(path: Path, root: Path = PACKAGE) -> list[str]:
+    """Names a module binds at its top level to an empty container it fills as it runs (a
+    dict, a list, an OrderedDict or a weak mapping; or a list of Nones to fill in)."""
+    empty_calls = {"dict", "list", "OrderedDict", "WeakKeyDictionary", "WeakValueDictionary"}
+    found: list[str] = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if not isinstance(target, ast.Name):
+            continue
+        empty = (
+            (isinstance(value, ast.Dict) and not value.keys)
+            or (
+                isinstance(value, ast.List)
+                and all(isinstance(e, ast.Constant) and e.value is None for e in value.elts)
+            )
+            or (
+                isinstance(value, ast.Call)
+                and not value.args
+                and (getattr(value.func, "id", None) or getattr(value.func, "attr", None))
+                in empty_calls
+            )
+        )
+        if empty:
+            found.append(f"{path.relative_to(root)}:{target.id}")
+    return found
+
+
+def test_derived_data_hangs_off_what_it_is_derived_from() -> None:
+    """What is made from a snapshot or a compiled zone is kept on it (`derived`), not in
+    module-level caches keyed by object identity: at most 4 module-level caches in dnsd/."""
+    caches = [name for path in sorted(PACKAGE.rglob("*.py")) for name in _module_level_caches(path)]
+    assert len(caches) <= 4, caches
+
+
+def test_the_cache_counter_sees_a_cache(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("A: dict[int, str] = {}\nB = [None, None]\nC = OrderedDict()\nD = {1: 2}\n")
+    assert [n.rsplit(":", 1)[1] for n in _module_level_caches(source, tmp_path)] == [
+        "A",
+        "B",
+        "C",
+    ]
+
+
+VIEW_DIFF = re.compile(r"\.(backends|pool_overrides|trickle_overrides)\.keys\(\) [|&-]")
+NESTED_REF = re.compile(r"\b(nested_lb|names_lb|pool_ref)\(")
+
+
+def test_one_definition_of_what_a_health_change_reaches() -> None:
+    """What moved between two health views is worked out in dnsd/health/view.py only (and
+    published with the view); which load balancers that reaches is `LbGraph.reached` only:
+    nothing else reads the graph's reverse indexes or walks nested load balancers' pools to
+    find what one reaches (steering walks them to decide, not to find reach)."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE))
+        tree = ast.parse(path.read_text())
+        if where != "health/view.py":
+            assert not VIEW_DIFF.search(path.read_text()), f"{where} diffs health views"
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = ast.unparse(func)
+            if where != "config/lb_graph.py":
+                assert not re.search(r"\.by_(pool|lb)\b", body), f"{where}: {func.name}"
+            if where.split("/")[0] not in ("config", "steering"):
+                walks = ".pool_refs()" in body and NESTED_REF.search(body)
+                assert not walks, f"{where}: {func.name} walks what a load balancer reaches"

@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final
 
 from dnsd.admin.status import FAIL_OPEN, all_down_rule, answering_pool
+from dnsd.config.lb_graph import LbGraph
 from dnsd.config.model import Config
 from dnsd.config.pool_refs import nested_lb
 from dnsd.events.journal import EventLog
 from dnsd.events.record import PROBE, Event, make
-from dnsd.health.view import HealthView
+from dnsd.health.view import HealthView, change_between
 
 # Per load balancer: (the path that answers each client region, the regions off their
 # first choice) — what dnsd.admin.status.region_states returns.
@@ -146,84 +147,36 @@ def _event(
     return make(at, kind, cause, actor, lb=lb, pool=pool, regions=tuple(regions), changes=changes)
 
 
+@dataclass(frozen=True, slots=True)
 class Reach:
-    """What each load balancer's answer depends on, from one config: the pools and the
-    load balancers (itself and those it nests) it can reach, and the load balancers that
-    answer only through another one."""
+    """The config compared under and its LB graph (what each load balancer reaches)."""
 
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        lbs = config.load_balancers
-        self.lbs: dict[str, frozenset[str]] = {}
-        self.pools: dict[str, frozenset[str]] = {}
-        for name in lbs:
-            seen, todo, pools = {name}, [name], set()
-            while todo:
-                lb = lbs[todo.pop()]
-                for ref in (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ())):
-                    inner = nested_lb(ref)
-                    if inner is None:
-                        pools.add(ref)
-                    elif inner not in seen and inner in lbs:
-                        seen.add(inner)
-                        todo.append(inner)
-            self.lbs[name], self.pools[name] = frozenset(seen), frozenset(pools)
-        nested = {n for name, reached in self.lbs.items() for n in reached if n != name}
-        named = {name for zone in config.zones for name in zone.lb_names.values()}
-        self.nested_only = frozenset(nested - named)
-        # The other way round, for affected(): who reaches each pool and load balancer.
-        self._order = {name: i for i, name in enumerate(self.lbs)}
-        self._by_pool: dict[str, list[str]] = {}
-        self._by_lb: dict[str, list[str]] = {}
-        for name in self.lbs:
-            for pool in self.pools[name]:
-                self._by_pool.setdefault(pool, []).append(name)
-            for inner in self.lbs[name]:
-                self._by_lb.setdefault(inner, []).append(name)
+    config: Config
+    graph: LbGraph
+
+    @property
+    def nested_only(self) -> frozenset[str]:
+        return self.graph.nested_only
 
     def affected(self, pools: set[str], trickles: set[str]) -> list[str]:
         """The load balancers whose answer may have moved when these pools' health (or
-        overrides) and these load balancers' trickle ratios changed, in config order.
-        Looked up, not searched: a flapping backend costs the load balancers of its pool,
-        not a pass over every one (10,000 of them: 20-30 ms of the event loop)."""
-        hit: set[str] = set()
-        for pool in pools:
-            hit.update(self._by_pool.get(pool, ()))
-        for lb in trickles:
-            hit.update(self._by_lb.get(lb, ()))
-        return sorted(hit, key=self._order.__getitem__)
+        overrides) and these load balancers' trickle ratios changed, in config order:
+        looked up in the graph, not searched (a flapping backend costs the load balancers
+        of its pool, not a pass over every one)."""
+        return self.graph.reached_lbs(pools, (), trickles)
 
 
-def config_diff(old: Config, config: Config) -> tuple[Reach, set[str], set[str]]:
-    """What a reload from `old` to `config` may move: the new config's Reach, the pools and
-    the load balancers it redefined (pure: it runs in a thread for a big config)."""
+def reach_of(snap: Any) -> Reach:
+    return Reach(snap.config, snap.lb_graph)
+
+
+def config_diff(old: Config, snap: Any) -> tuple[Reach, set[str], set[str]]:
+    """What a reload from `old` to `snap` may move: its Reach, the pools and the load
+    balancers it redefined (pure: it runs in a thread for a big config)."""
+    config = snap.config
     pools = {p for p, pool in config.pools.items() if old.pools.get(p) != pool}
     redefined = {n for n, lb in config.load_balancers.items() if old.load_balancers.get(n) != lb}
-    return Reach(config), pools, redefined
-
-
-def changed_pools(old: HealthView, new: HealthView) -> set[str]:
-    """Pools with a backend verdict or override, or a pool override, that changed."""
-    pools = {
-        p
-        for p in old.pool_overrides.keys() | new.pool_overrides.keys()
-        if old.pool_overrides.get(p) != new.pool_overrides.get(p)
-    }
-    for key, now in new.backends.items():
-        was = old.backends.get(key)
-        if was is None or (was.healthy, was.probed, was.override) != (
-            now.healthy,
-            now.probed,
-            now.override,
-        ):
-            pools.add(key[0])
-    pools.update(key[0] for key in old.backends.keys() - new.backends.keys())
-    return pools
-
-
-def changed_trickles(old: HealthView, new: HealthView) -> set[str]:
-    names = old.trickle_overrides.keys() | new.trickle_overrides.keys()
-    return {n for n in names if old.trickle_overrides.get(n) != new.trickle_overrides.get(n)}
+    return reach_of(snap), pools, redefined
 
 
 class ActivePoolWatch:
@@ -295,7 +248,7 @@ class ActivePoolWatch:
     def arm(self) -> None:
         """The starting point failovers are measured from: O(pools), no steering."""
         snap, view = self._snapshot(), self._view()
-        self._reach, self._seen = Reach(snap.config), (snap, view)
+        self._reach, self._seen = reach_of(snap), (snap, view)
         self._last_pools = {n: view.pool_healthy(p) for n, p in snap.config.pools.items()}
         self._causes, self._steps, self._noted, self._diff = [], [], None, None
         self.armed = True
@@ -357,17 +310,18 @@ class ActivePoolWatch:
         actor = ", ".join(dict.fromkeys(a for _, a in causes)) or PROBE
         old_snap, old_view = self._seen
         config, old = snap.config, old_snap.config
-        pools = changed_pools(old_view, view)
+        change = change_between(old_view, view)
+        pools = set(change.pools)
         if config is not old:  # a reload: what it changed, and what that reaches
             diff = self._diff
             if diff is None or diff[0] is not old or diff[1] is not config:
-                diff = (old, config, *config_diff(old, config))
+                diff = (old, config, *config_diff(old, snap))
             self._diff = None
             self._reach, redefined_pools, redefined = diff[2], diff[3], diff[4]
             pools |= redefined_pools
-            trickles = changed_trickles(old_view, view) | redefined
+            trickles = set(change.lbs) | redefined
         else:
-            trickles = changed_trickles(old_view, view)
+            trickles = set(change.lbs)
         lbs = self._reach.affected(pools, trickles)
         self._seen = (snap, view)
         at = self._clock()
@@ -394,8 +348,8 @@ class ActivePoolWatch:
     async def _diff_then(self, steps: list[tuple[Any, HealthView, list[tuple[str, str]]]]) -> None:
         try:
             assert self._seen is not None
-            old, config = self._seen[0].config, steps[0][0].config
-            self._diff = (old, config, *await asyncio.to_thread(config_diff, old, config))
+            old, snap = self._seen[0].config, steps[0][0]
+            self._diff = (old, snap.config, *await asyncio.to_thread(config_diff, old, snap))
         finally:
             self._busy = False
         self._run(steps)

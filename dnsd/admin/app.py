@@ -50,8 +50,6 @@ from dnsd.admin.status import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     Page,
-    lb_pools,
-    lbs_reached,
     status_document,
 )
 from dnsd.admin.status_page import (
@@ -323,15 +321,15 @@ async def status_page(request: web.Request) -> web.Response:
 def timeline_events(server: ServerControl, doc: dict[str, Any]) -> dict[str, list[Any]]:
     """Per load balancer on the page, its events of the last day for the timeline
     (`dnsd.events.events_for` over the event journal)."""
-    config, now = server.holder.current.config, time.time()
+    snap, now = server.holder.current, time.time()
+    config = snap.config
     day = server.store.events.select(since=now - DAY_S, until=now, limit=MAX_EVENTS)[0]
     out: dict[str, list[Any]] = {}
     for entry in doc["load_balancers"]:
         lb = config.load_balancers.get(entry["name"])
         if lb is None:
             continue
-        lbs = lbs_reached(config, lb)
-        pools = {p for name in lbs for p in lb_pools(config.load_balancers[name])}
+        lbs, pools = snap.lb_graph.tree(lb.name), snap.lb_graph.reach(lb.name).pools
         out[lb.name] = events_for(day, lb.name, now - DAY_S, now, pools, lbs)
     return out
 

@@ -273,7 +273,6 @@ class GuardedProtocol(asyncio.Protocol):
         self._write_timer: asyncio.TimerHandle | None = None
         self._request_timer: asyncio.TimerHandle | None = None
         self.framing = RequestFraming()  # of what is passed on from a client without a token
-        self._admitted = False
         self._inner_started = False
 
     def connection_made(self, transport: Any) -> None:
@@ -284,7 +283,6 @@ class GuardedProtocol(asyncio.Protocol):
         if not self.guard.admit(self):
             transport.abort()
             return
-        self._admitted = True
         sock = transport.get_extra_info("socket")
         if sock is not None:  # what answers one connection may have unread in the kernel
             with contextlib.suppress(OSError):

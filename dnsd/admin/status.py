@@ -7,6 +7,7 @@ import ipaddress
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -22,7 +23,6 @@ from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.sources import SourceHealth
 from dnsd.steering import ClientInfo, SteeringInputs, ramp, steer, waterfall
-from dnsd.xfr.lb_answers import lb_index
 
 T = TypeVar("T")
 PROBE_CLIENT = ipaddress.ip_address("192.0.2.1")  # a placeholder address: location is set directly
@@ -84,7 +84,7 @@ def status_document(
     pool_page, pools_total = page.take(
         snap.config.pools.values(), lambda p: pool_text in p.name.lower()
     )
-    names = dns_names(snap.config)
+    names = dns_names(snap)
     lb_page, lbs_total = page.take(
         snap.config.load_balancers.values(),
         lambda lb: (
@@ -211,23 +211,21 @@ def status_document(
 MAX_NAMES = 20  # DNS names listed per load balancer; `names_total` says how many there are
 
 
-def dns_names(config: Any) -> dict[str, tuple[str, ...]]:
+def dns_names(snap: Any) -> dict[str, tuple[str, ...]]:
     """Per load balancer, the DNS names whose records point at it — the names users know —
-    built once per configuration."""
-    hit = _NAMES.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
+    built once per snapshot."""
+    names: dict[str, tuple[str, ...]] = snap.derived.get(
+        "status dns names", partial(_dns_names, snap.config)
+    )
+    return names
+
+
+def _dns_names(config: Any) -> dict[str, tuple[str, ...]]:
     found: dict[str, list[str]] = {}
     for zone in config.zones:
         for owner, lb in zone.lb_names.items():
             found.setdefault(lb, []).append(owner.rstrip(".").lower())
-    names = {lb: tuple(sorted(owners)) for lb, owners in found.items()}
-    _NAMES.clear()  # one configuration serves at a time
-    _NAMES[id(config)] = (config, names)
-    return names
-
-
-_NAMES: dict[int, tuple[Any, dict[str, tuple[str, ...]]]] = {}
+    return {lb: tuple(sorted(owners)) for lb, owners in found.items()}
 
 
 def summary(server: ServerControl, now: float) -> dict[str, Any]:
@@ -237,9 +235,9 @@ def summary(server: ServerControl, now: float) -> dict[str, Any]:
     failover order, as for `failover` alerts)."""
     snap, store = server.holder.current, server.store
     view = store.view
-    key = (snap.generation, view.states_generation)
-    if _SUMMARY and _SUMMARY[0][0] == key and _SUMMARY[0][1] is snap.config:
-        return dict(_SUMMARY[0][2])
+    known = snap.derived.peek(SUMMARY)
+    if known is not None and known[0] == view.states_generation:
+        return dict(known[1])
     backends = down = overridden = drained = 0
     for pool in snap.config.pools.values():
         for backend in pool.backends:
@@ -254,11 +252,8 @@ def summary(server: ServerControl, now: float) -> dict[str, Any]:
     # Load balancers of one class (configured alike but for the name) fail over alike,
     # unless a trickle override names one: one steering per class, not per name.
     lbs = snap.config.load_balancers
-    classes: dict[int, list[str]] = {}
-    for name, kind in lb_index(snap.config).classes.items():
-        classes.setdefault(kind, []).append(name)
     regions = lbs_failed = 0
-    for names in classes.values():
+    for names in snap.lb_graph.members:
         alike = [n for n in names if n not in view.trickle_overrides]
         own = [n for n in names if n in view.trickle_overrides]
         for name, count in [*([(alike[0], len(alike))] if alike else []), *((n, 1) for n in own)]:
@@ -277,21 +272,15 @@ def summary(server: ServerControl, now: float) -> dict[str, Any]:
         "regions_failed_over": regions,
         "overrides_active": len(overrides.backends) + len(overrides.pools) + len(overrides.trickle),
     }
-    _SUMMARY[:] = [(key, snap.config, doc)]
+    snap.derived.put(SUMMARY, (view.states_generation, doc))
     return dict(doc)
 
 
-_SUMMARY: list[tuple[tuple[int, int], Any, dict[str, Any]]] = []
+SUMMARY = "status summary"  # (the health states generation, the banner's document)
 
 
 def lb_pools(lb: Any) -> tuple[str, ...]:
     return (*lb.pool_refs(), *((lb.fallback_pool,) if lb.fallback_pool else ()))
-
-
-def active_per_region(server: ServerControl, lb: Any, now: float) -> dict[str, str]:
-    """The pool a client from each region gets now; also what `failover` alerts compare
-    (dnsd.admin.webhooks)."""
-    return region_states(server, lb, now)[0]
 
 
 def region_states(server: ServerControl, lb: Any, now: float) -> tuple[dict[str, str], list[str]]:
@@ -336,25 +325,24 @@ def region_details_under(
 ) -> tuple[Mapping[str, str], Sequence[str], Mapping[str, str]]:
     """`shared_region_details` under a given snapshot and health view (the failover
     watch compares the ones before a change with the ones after)."""
-    index = lb_index(snap.config)
-    kind = index.classes[lb.name]
-    generation = view.generation if kind in index.by_rtt else view.states_generation
-    reached = lbs_reached(snap.config, lb)
+    graph = snap.lb_graph
+    kind = graph.classes[lb.name]
+    generation = view.generation if kind in graph.by_rtt else view.states_generation
+    reached = graph.tree(lb.name)
     if len(reached) == 1:  # the common case: nothing nested
         manual: tuple[str, ...] = (
             (lb.name,) if view.trickle_ratio(lb.name, float(lb.trickle_ratio)) >= 1.0 else ()
         )
     else:
         manual = tuple(sorted(n for n in reached if view.trickle_ratio(n, _ratio(snap, n)) >= 1.0))
-    key = (id(snap.config), kind, generation, manual)
-    hit = _ACTIVE.get(key)
-    if hit is not None and hit[0] is snap.config:
-        return hit[1], hit[2], hit[3]
-    active, failed, first = _region_states(snap, view, lb, set(reached), manual, now)
-    if len(_ACTIVE) >= MAX_ACTIVE:
-        _ACTIVE.pop(next(iter(_ACTIVE)))
-    _ACTIVE[key] = (snap.config, active, failed, first)
-    return active, failed, first
+    known: dict[Any, Any] = snap.derived.get("status active", dict)
+    key = (kind, generation, manual)
+    hit = known.get(key)
+    if hit is not None:
+        return hit
+    made = _region_states(snap, view, lb, set(reached), manual, now)
+    _keep(known, key, made)
+    return made
 
 
 def health_failed_over(server: ServerControl, lb: Any, now: float) -> Sequence[str]:
@@ -374,48 +362,42 @@ def health_failed_under(snap: Any, view: Any, lb: Any, now: float) -> Sequence[s
     active, failed, _ = region_details_under(snap, view, lb, now)
     if not failed:
         return ()
-    reached = lbs_reached(snap.config, lb)
+    graph = snap.lb_graph
+    reached = graph.tree(lb.name)
     if len(reached) == 1:
         manual: tuple[str, ...] = (
             (lb.name,) if view.trickle_ratio(lb.name, float(lb.trickle_ratio)) >= 1.0 else ()
         )
     else:
         manual = tuple(sorted(n for n in reached if view.trickle_ratio(n, _ratio(snap, n)) >= 1.0))
-    index = lb_index(snap.config)
-    kind = index.classes[lb.name]
-    generation = view.generation if kind in index.by_rtt else view.states_generation
-    key = (id(snap.config), kind, generation, manual)
-    hit = _PLANNED.get(key)
-    if hit is not None and hit[0] is snap.config:
-        planned = hit[1]
-    else:
-        planned = _region_states(snap, planned_view(view), lb, set(reached), manual, now)[0]
-        if len(_PLANNED) >= MAX_ACTIVE:
-            _PLANNED.pop(next(iter(_PLANNED)))
-        _PLANNED[key] = (snap.config, planned)
+    kind = graph.classes[lb.name]
+    generation = view.generation if kind in graph.by_rtt else view.states_generation
+    # per class, health view and manual failovers: what the planned work alone answers
+    known: dict[Any, Any] = snap.derived.get("status planned", dict)
+    key = (kind, generation, manual)
+    planned = known.get(key)
+    if planned is None:
+        planned = _region_states(snap, planned_view(snap, view), lb, set(reached), manual, now)[0]
+        _keep(known, key, planned)
     return [r for r in failed if active[r] != planned.get(r)]
 
 
-def planned_view(view: Any) -> Any:
+def planned_view(snap: Any, view: Any) -> Any:
     """`view` as the planned work alone leaves it: every backend passing its probes, the
-    overrides kept (kept for the latest view)."""
-    if _PLANNED_VIEW[0] is view:
-        return _PLANNED_VIEW[1]
+    overrides kept (kept with the snapshot, for the latest view)."""
+    known = snap.derived.peek(PLANNED_VIEW)
+    if known is not None and known[0] is view:
+        return known[1]
     backends = {
         key: h if h.healthy == (h.override != "down") else replace(h, healthy=h.override != "down")
         for key, h in view.backends.items()
     }
-    planned = replace(view, backends=MappingProxyType(backends))
-    _PLANNED_VIEW[:] = [view, planned]
+    planned = replace(view, backends=MappingProxyType(backends), change=None)
+    snap.derived.put(PLANNED_VIEW, (view, planned))
     return planned
 
 
-_PLANNED_VIEW: list[Any] = [None, None]  # the latest view and its every-probe-passing twin
-_PLANNED: dict[
-    tuple[int, int, int, tuple[str, ...]], tuple[Any, Mapping[str, str]]
-] = {}  # per class, health view and manual failovers: what the planned work alone answers
-
-
+PLANNED_VIEW = "status planned view"  # the latest view and its every-probe-passing twin
 FAIL_OPEN = " (fail open)"  # after the chain: nothing was healthy, a fallback answers
 
 
@@ -440,11 +422,13 @@ def all_down_rule(config: Any, lb: Any, active: str) -> str | None:
     return None if owner is None else str(owner.when_all_down)
 
 
-_ACTIVE: dict[
-    tuple[int, int, int, tuple[str, ...]],
-    tuple[Any, dict[str, str], list[str], dict[str, str]],
-] = {}
-MAX_ACTIVE = 4_096
+MAX_ACTIVE = 4_096  # entries kept per snapshot
+
+
+def _keep(known: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(known) >= MAX_ACTIVE:
+        known.pop(next(iter(known)))
+    known[key] = value
 
 
 def _ratio(snap: Any, lb_name: str) -> float:
@@ -475,26 +459,3 @@ def _region_states(
                 break
             level = level.nested
     return active, failed, first
-
-
-def lbs_reached(config: Any, lb: Any) -> frozenset[str]:
-    """`lb` and every load balancer it nests, however deep (kept per config: the metrics
-    ask for every load balancer at each new health view)."""
-    if _REACHED[0] is not config:
-        _REACHED[:] = [config, {}]
-    known: dict[str, frozenset[str]] = _REACHED[1]
-    found = known.get(lb.name)
-    if found is not None:
-        return found
-    seen, todo = {lb.name}, [lb]
-    while todo:
-        for ref in lb_pools(todo.pop()):
-            name = nested_lb(ref)
-            if name is not None and name not in seen and name in config.load_balancers:
-                seen.add(name)
-                todo.append(config.load_balancers[name])
-    known[lb.name] = found = frozenset(seen)
-    return found
-
-
-_REACHED: list[Any] = [None, {}]  # the config, and per load balancer what it reaches

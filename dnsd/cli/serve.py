@@ -16,6 +16,7 @@ from dnsd.cli.worker_argv import worker_arguments
 
 if TYPE_CHECKING:
     from dnsd.cli.settings import ServeSettings
+    from dnsd.server import ServerOptions
     from dnsd.serverfile_reload import ServerFile
 
 
@@ -66,7 +67,7 @@ def serve_with(
 ) -> int:
     from dnsd.cookie_key import load_cookie_key
     from dnsd.cookies import ServerCookies
-    from dnsd.server import ServerOptions, serve
+    from dnsd.server import ServerOptions
     from dnsd.snapshot import NodeSettings
 
     worker = settings.worker
@@ -113,3 +114,46 @@ def serve_with(
     except OSError as exc:
         logging.getLogger("dnsd").error("cannot serve: %s", exc)
         return 1
+
+
+async def serve(options: ServerOptions) -> int:
+    """The process's life: the first load, the server, a reload on SIGHUP, a stop on SIGTERM."""
+    import signal
+
+    from dnsd.config.loader import ParseCache
+    from dnsd.process_tools import release_free_memory
+    from dnsd.serve.first_load import load_first
+    from dnsd.server import DnsServer
+
+    log = logging.getLogger("dnsd.server")  # one logger for every part of serving
+    cache = ParseCache()  # the reloads parse only the files that changed since
+    snapshot = await load_first(
+        options.config_dir,
+        options.geoip,
+        options.node,
+        options.key_dir,
+        options.create_keys,
+        options.follow_fd is None,
+        cache,
+    )
+    if snapshot is None:
+        return 1
+    server = DnsServer(options, snapshot, cache)
+    await server.start()
+    release_free_memory()  # what starting (serials, the transfer digests) freed too
+    stop = server.stop_requested
+    assert stop is not None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(server.reload()))
+
+    def request_stop() -> None:
+        server.loads_cancelled.set()
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGTERM, request_stop)
+    loop.add_signal_handler(signal.SIGINT, request_stop)
+    log.info("serving %d zone(s) from %s", len(snapshot.zones), options.config_dir)
+    await stop.wait()
+    log.info("stopping")
+    await server.stop()
+    return 0

@@ -109,7 +109,6 @@ class HealthChannel:
     def __init__(self, bus: RedisBus, store: HealthStore, max_age_s: float = 30.0) -> None:
         self.bus, self.store = bus, store
         self._own: dict[str, Observation] = {}  # this node's latest, re-sent on reconnect
-        self._last_expiry = 0.0
         store.remote.max_age_s = max_age_s
         # Versions of overrides, publication times and their ageing on the Redis server's
         # clock: nodes whose own clocks disagree still agree on what is newer and how old.

@@ -1,4 +1,5 @@
-"""RFC 1035 master files for `file:` zones (docs/configuration.md), parsed by dnspython.
+"""RFC 1035 master files for `file:` zones (docs/configuration.md): the common line shapes
+read by dnsd.config.zonefile_lines, every other line by dnspython, with the same result.
 
 `$INCLUDE` is expanded here rather than by dnspython, which would open the path relative
 to the working directory: an included file must be a regular file inside the config
@@ -29,6 +30,7 @@ import dns.tokenizer
 import dns.zonefile
 
 from dnsd.config.files import UnsafeFile, read_config_file
+from dnsd.config.zonefile_lines import LineError, read_lines
 from dnsd.reaper import free_in_steps
 
 # Bounds of one zone file with everything it includes (docs/configuration.md, "Zone
@@ -91,17 +93,13 @@ class _Line:
     line: int
 
 
-def read_zone_file(path: Path, origin: str, directory: Path, default_ttl: int) -> list[FileRecord]:
-    """Every record of the file at `path` (and its includes); raises ZoneFileError."""
+def read_zone_file(
+    path: Path, origin: str, directory: Path, default_ttl: int, *, dnspython_only: bool = False
+) -> list[FileRecord]:
+    """Every record of the file at `path` (and its includes); raises ZoneFileError.
+    `dnspython_only`: every line read by dnspython (what the fast reader is tested against)."""
     lines: list[_Line] = []
     _expand(path, directory, origin, None, lines, _Budget(), depth=0)
-    # Written line by line, not joined in one call: one C call over a big file holds the
-    # GIL (and so the server's other threads) for tens of ms.
-    buffer = io.StringIO()
-    for item in lines:
-        buffer.write(item.text)
-        buffer.write("\n")
-    text = buffer.getvalue()
 
     def where(combined_line: int) -> tuple[str, int]:
         if 1 <= combined_line <= len(lines):
@@ -110,9 +108,50 @@ def read_zone_file(path: Path, origin: str, directory: Path, default_ttl: int) -
         return str(path), 0
 
     try:
-        return _parse(text, origin, default_ttl, where)
+        if dnspython_only:
+            return _parse(_joined(lines), origin, default_ttl, where)
+        return _read_fast(lines, origin, default_ttl, where)
     finally:
         free_in_steps(lines)
+
+
+def _joined(lines: list[_Line]) -> str:
+    # Written line by line, not joined in one call: one C call over a big file holds the
+    # GIL (and so the server's other threads) for tens of ms.
+    buffer = io.StringIO()
+    for item in lines:
+        buffer.write(item.text)
+        buffer.write("\n")
+    return buffer.getvalue()
+
+
+def _read_fast(
+    lines: list[_Line], origin: str, default_ttl: int, where: Callable[[int], tuple[str, int]]
+) -> list[FileRecord]:
+    cancelled = cancel_check.get()
+
+    def stop() -> None:
+        if cancelled():
+            raise LoadCancelled
+
+    texts = [item.text for item in lines]
+    try:
+        found = read_lines(texts, origin, default_ttl, max_records=MAX_RECORDS, cancelled=stop)
+    except LineError as exc:
+        raise ZoneFileError(*where(exc.line), exc.message) from None
+    finally:
+        free_in_steps(texts)
+    names: dict[int, str] = {}
+    out = []
+    for owner, rdtype, ttl, line, wire in found:
+        rtype = names.get(rdtype)
+        if rtype is None:
+            rtype = names[rdtype] = dns.rdatatype.to_text(dns.rdatatype.RdataType(rdtype))
+        file, number = where(line)
+        out.append(FileRecord(owner, rtype, ttl, file, number, wire))
+    free_in_steps(found)
+    out.sort(key=lambda r: (r.file, r.line))
+    return out
 
 
 def _expand(

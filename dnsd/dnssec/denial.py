@@ -30,7 +30,6 @@ from dnsd.zone_lookup import wildcard_node
 
 AA: Final = 0x04  # in the third octet of the header
 QUESTION: Final = b"\xc0\x0c"  # a pointer to the question's name
-KEPT: Final = 64
 EDNS_PAYLOAD: Final = 1232  # what dnsd advertises (dnsd.reply.EDNS_PAYLOAD)
 
 
@@ -38,7 +37,6 @@ EDNS_PAYLOAD: Final = 1232  # what dnsd advertises (dnsd.reply.EDNS_PAYLOAD)
 class Prepared:
     """What every negative answer of one zone version, key set and day shares."""
 
-    zone: CompiledZone
     keys: ZoneKeys
     key: ZoneKey  # signs the NSEC (the ZSK, or the CSK)
     inception: int
@@ -47,7 +45,8 @@ class Prepared:
     soa: bytes  # the SOA RR and its RRSIG RR, ready to append
 
 
-_prepared: dict[tuple[int, int, int], Prepared] = {}
+# Kept with the compiled zone (a new version is a new zone object, with its own SOA).
+PREPARED = "dnssec denial"
 
 
 def sign_negative(
@@ -75,7 +74,7 @@ def sign_negative(
         return None
     additional = reply[soa_rdata + 10 + rdlen :]
     prepared = _prepare(zone, keys, now, reply)
-    records, counts, out_rcode = _denial(prepared, qname, qtype, rcode == 3, co)
+    records, counts, out_rcode = _denial(zone, prepared, qname, qtype, rcode == 3, co)
     header = (
         reply[:3]
         + bytes([(reply[3] & 0xF0) | out_rcode])
@@ -102,10 +101,10 @@ def compact_nxdomain(
     built without the full path — the same bytes the full path and `sign_negative` make. None when the zone's SOA is not prepared yet
     for this version and day (the full path prepares it) or the reply would not fit."""
     inception, _ = window(now)
-    prepared = _prepared.get((id(zone), id(keys), inception))
-    if prepared is None or prepared.zone is not zone or prepared.keys is not keys:
+    prepared: Prepared | None = zone.derived.peek(PREPARED)
+    if prepared is None or prepared.keys is not keys or prepared.inception != inception:
         return None
-    records, counts, rcode = _denial(prepared, qname.lower(), qtype, True, co)
+    records, counts, rcode = _denial(zone, prepared, qname.lower(), qtype, True, co)
     flags = 0x8400 | (query[2] & 0x01) << 8 | (query[3] & 0x10) | rcode  # QR AA, RD and CD kept
     options = b"" if ecs_echo is None else struct.pack("!HH", 8, len(ecs_echo)) + ecs_echo
     opt = (
@@ -128,11 +127,10 @@ def compact_nxdomain(
 
 
 def _denial(
-    prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool, co: bool
+    zone: CompiledZone, prepared: Prepared, qname: bytes, qtype: int, nxdomain: bool, co: bool
 ) -> tuple[bytes, tuple[int, int], int]:
     """(the records, (answer, authority) counts, rcode) of a compact denial for `qname`
     (lower case): one NSEC at it and the one signature made per answer."""
-    zone = prepared.zone
     types = (
         wire.NXNAME_BITMAP
         if nxdomain
@@ -157,9 +155,8 @@ def _denial(
 
 def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Prepared:
     inception, expiration = window(now)
-    cache_key = (id(zone), id(keys), inception)
-    found = _prepared.get(cache_key)
-    if found is not None and found.zone is zone and found.keys is keys:
+    found: Prepared | None = zone.derived.peek(PREPARED)
+    if found is not None and found.keys is keys and found.inception == inception:
         return found
     origin_name = dns.name.from_text(zone.name)
     origin = origin_name.canonicalize().to_wire()
@@ -178,10 +175,8 @@ def _prepare(zone: CompiledZone, keys: ZoneKeys, now: float, reply: bytes) -> Pr
     soa = wire.rr(owner, wire.SOA, ttl, rdata.to_wire()) + wire.rr(
         owner, wire.RRSIG, ttl, head + sig
     )
-    prepared = Prepared(zone, keys, key, inception, expiration, origin, soa)
-    if len(_prepared) >= KEPT:
-        _prepared.clear()
-    _prepared[cache_key] = prepared
+    prepared = Prepared(keys, key, inception, expiration, origin, soa)
+    zone.derived.put(PREPARED, prepared)
     return prepared
 
 

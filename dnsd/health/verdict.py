@@ -16,7 +16,13 @@ from types import MappingProxyType
 from typing import Literal
 
 from dnsd.health.fsm import State
-from dnsd.health.view import BackendHealth, BackendOverride, HealthView, PoolOverride
+from dnsd.health.view import (
+    BackendHealth,
+    BackendOverride,
+    HealthView,
+    PoolOverride,
+    health_change,
+)
 
 Verdict = State  # "unknown" until a source has decided, then "healthy" or "unhealthy"
 Initial = Literal["healthy", "unhealthy"]
@@ -154,26 +160,24 @@ def next_view(
     trickle_overrides: Mapping[str, float],
 ) -> HealthView:
     """The view after `last`: a new generation always; a new states generation only when
-    a verdict, an override or a trickle ratio changed (RTT-only updates keep it)."""
-    same_states = (
-        dict(pool_overrides) == dict(last.pool_overrides)
-        and dict(trickle_overrides) == dict(last.trickle_overrides)
-        and backends.keys() == last.backends.keys()
-        and all(
-            (b.healthy, b.probed, b.override) == (p.healthy, p.probed, p.override)
-            for key, b in backends.items()
-            for p in (last.backends[key],)
-        )
-    )
-    return HealthView(
-        generation=last.generation + 1,
-        states_generation=last.states_generation + (0 if same_states else 1),
+    a verdict, an override or a trickle ratio changed (RTT-only updates keep it). The
+    change against `last` is worked out here, once, and published with the view."""
+    view = HealthView(
         backends=MappingProxyType(dict(backends)),
         pool_overrides=MappingProxyType(dict(pool_overrides)),
         trickle_overrides=MappingProxyType(dict(trickle_overrides)),
+    )
+    change = health_change(last, view)
+    return HealthView(
+        generation=last.generation + 1,
+        states_generation=last.states_generation + (1 if change.states else 0),
+        backends=view.backends,
+        pool_overrides=view.pool_overrides,
+        trickle_overrides=view.trickle_overrides,
         last_good=last.last_good,  # kept: dnsd.serve.last_good adds to it
         ramps=last.ramps,  # kept: dnsd.serve.ramps sets them
         trickle_ramps=last.trickle_ramps,
         pool_admit=last.pool_admit,  # kept: dnsd.serve.pool_load sets them
         pool_load=last.pool_load,
+        change=change,
     )

@@ -72,6 +72,25 @@ LastGoodAnswer = tuple[tuple[str, ...], str | None]  # (addresses, CNAME target)
 
 
 @dataclass(frozen=True, slots=True)
+class HealthChange:
+    """What moved between a view and the one before it, as far as answers go (what it
+    reaches: dnsd.config.lb_graph, `LbGraph.reached`)."""
+
+    pools: frozenset[str]  # a backend verdict, an override or a pool override changed
+    rtt_pools: frozenset[str]  # only RTTs changed
+    lbs: frozenset[str]  # a trickle override changed
+    # The maps it is the change between, held by identity: it describes only a view whose
+    # backends and overrides are these `after` ones, against a view with the `before` ones.
+    before: tuple[Mapping[Any, Any], ...] = field(default=(), compare=False, repr=False)
+    after: tuple[Mapping[Any, Any], ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def states(self) -> bool:
+        """Anything but RTTs moved."""
+        return bool(self.pools or self.lbs)
+
+
+@dataclass(frozen=True, slots=True)
 class HealthView:
     generation: int = 0  # bumped on every publication
     # Bumped when anything but RTT changed (verdicts, overrides, trickle): what every plan
@@ -100,6 +119,9 @@ class HealthView:
     # last 10 s; set by dnsd.serve.pool_load, which bumps `generation` only (like RTTs)
     pool_admit: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     pool_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # Against the view published before it (dnsd.health.verdict.next_view), made once there;
+    # read with `change_between`, which checks it applies.
+    change: HealthChange | None = field(default=None, compare=False, repr=False)
 
     def backend(self, pool: Pool, backend: Backend) -> BackendHealth:
         return self.backends.get((pool.name, backend.name), UNMONITORED)
@@ -211,3 +233,49 @@ def from_plain(plain: dict[str, Any]) -> HealthView:
         pool_admit=MappingProxyType(dict(plain.get("pool_admit", {}))),
         pool_load=MappingProxyType(dict(plain.get("pool_load", {}))),
     )
+
+
+def _maps(view: HealthView) -> tuple[Mapping[Any, Any], ...]:
+    return (view.backends, view.pool_overrides, view.trickle_overrides)
+
+
+def health_change(old: HealthView, new: HealthView) -> HealthChange:
+    """O(backends + overrides): never O(names)."""
+    pools: set[str] = set()
+    rtt_pools: set[str] = set()
+    if old.backends is not new.backends:
+        for key in old.backends.keys() | new.backends.keys():
+            before, after = old.backends.get(key), new.backends.get(key)
+            if (
+                before is None
+                or after is None
+                or (before.healthy, before.probed, before.override)
+                != (after.healthy, after.probed, after.override)
+            ):
+                pools.add(key[0])
+            elif before.rtt is not after.rtt and dict(before.rtt) != dict(after.rtt):
+                rtt_pools.add(key[0])
+    for name in old.pool_overrides.keys() | new.pool_overrides.keys():
+        if old.pool_overrides.get(name) != new.pool_overrides.get(name):
+            pools.add(name)
+    lbs = {
+        name
+        for name in old.trickle_overrides.keys() | new.trickle_overrides.keys()
+        if old.trickle_overrides.get(name) != new.trickle_overrides.get(name)
+    }
+    return HealthChange(
+        frozenset(pools), frozenset(rtt_pools - pools), frozenset(lbs), _maps(old), _maps(new)
+    )
+
+
+def change_between(old: HealthView, new: HealthView) -> HealthChange:
+    """What moved from `old` to `new`: the change `new` was published with when `old` is
+    the view before it (the common case, not worked out again), else worked out now."""
+    published = new.change
+    if published is not None and _same(published.before, old) and _same(published.after, new):
+        return published
+    return health_change(old, new)
+
+
+def _same(maps: tuple[Mapping[Any, Any], ...], view: HealthView) -> bool:
+    return len(maps) == 3 and all(a is b for a, b in zip(maps, _maps(view), strict=True))

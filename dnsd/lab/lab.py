@@ -254,13 +254,6 @@ class Lab:
                     )
                 time.sleep(0.2)
 
-    def wait_node(self, region: Region, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not ask(region.ns, region.node, timeout=0.3):
-            if time.monotonic() > deadline:
-                raise LabError(f"{region.code}: its dnsd node did not answer")
-            time.sleep(0.1)
-
     # -- inspect and control ---------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         spaces = netns.namespaces()

@@ -165,7 +165,7 @@ class TcpHandler:
                 try:
                     start = await reader.readexactly(12)
                 except asyncio.IncompleteReadError as exc:
-                    return peer, exc.partial  # a short message: served as before
+                    return peer, exc.partial  # a short message: read and answered as any other
             if start == proxy_protocol.SIGNATURE:
                 gate.drop(proxy_protocol.UNLISTED)
                 return None

@@ -302,7 +302,7 @@ class UdpThread:
         for i in range(count):
             data = batch.datagram(i)
             if data is None:
-                continue  # cut by the kernel: dropped and counted as before
+                continue  # cut by the kernel: dropped and counted where the batch is read
             got = split(data, batch.source(i)[0])
             if got is None:
                 batch.unwrap(i, -1, b"")  # dropped and counted by the gate

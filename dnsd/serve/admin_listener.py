@@ -16,7 +16,7 @@ from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
 ADMIN_KEEPALIVE_S = 15.0  # an idle keep-alive admin connection is closed after this
 ADMIN_REQUEST_TIMEOUT_S = 10.0  # a request, once begun, arrives whole (headers and body)

@@ -22,7 +22,7 @@ from dnsd.request import DecisionObserver, Request
 from dnsd.resolve import resolve
 from dnsd.snapshot import Snapshot, SnapshotHolder
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 ERROR_LOG = RateLimitedLog(log)  # per-query errors: a bounded amount of log
 
 

@@ -16,7 +16,7 @@ from dnsd.geo.database import GeoDatabase
 from dnsd.loading import load_snapshot
 from dnsd.snapshot import NodeSettings, Snapshot
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 
 
 async def load_first(

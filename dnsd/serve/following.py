@@ -13,7 +13,7 @@ from dnsd.net.supervisor import ServingLoops
 from dnsd.serve.update_relay import UpdateRelay
 from dnsd.workers import Follower
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 REPORT_EVERY_S = 1.0
 
 

@@ -15,7 +15,7 @@ from dnsd.errors import ConfigError
 from dnsd.loading import key_files, zone_keys
 from dnsd.snapshot import SnapshotHolder
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 KEY_CHECK_S = 1.0
 
 

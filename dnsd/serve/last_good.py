@@ -26,12 +26,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from dnsd.admin.active_pool_watch import Reach, changed_pools, changed_trickles
 from dnsd.atomic_files import write_file
 from dnsd.geo.locate import Location
 from dnsd.geo.regions import REGIONS
 from dnsd.health.store import HealthStore
-from dnsd.health.view import HealthView, LastGoodAnswer
+from dnsd.health.view import HealthView, LastGoodAnswer, change_between
 from dnsd.snapshot import SnapshotHolder
 from dnsd.steering import ClientInfo, SteeringInputs, steer
 from dnsd.steering.records import AAAA, A
@@ -67,18 +66,19 @@ def remembered(
             )
             for qtype in (A, AAAA):
                 inputs = SteeringInputs(snap, view, client, random.Random(0), now)
-                decision = steer(inputs, lb, qtype)
-                if decision.any_fail_open() or unprobed(snap, view, decision):
+                answer = steer(inputs, lb, qtype).answer
+                assert answer is not None  # a walk's explanation carries its decision
+                outcome = answer.outcome
+                if outcome.fail_open or unprobed(snap, view, outcome.pool):
                     continue  # nothing healthy: keep what was given while something was
-                inner = decision.innermost()
-                out[last_good_key(lb, region, qtype)] = (tuple(inner.addresses), inner.cname)
+                out[last_good_key(lb, region, qtype)] = (outcome.addresses, outcome.cname)
     return out
 
 
-def unprobed(snap: Any, view: HealthView, decision: Any) -> bool:
+def unprobed(snap: Any, view: HealthView, answered: str | None) -> bool:
     """The answering pool has a backend not probed yet (a start: its verdict is only the
     monitor's `initial`): not an answer to remember over the one kept from before."""
-    pool = snap.config.pools.get(decision.innermost().pool or "")
+    pool = snap.config.pools.get(answered or "")
     return pool is not None and any(
         view.backend(pool, backend).probed == "unknown" for backend in pool.backends
     )
@@ -148,7 +148,6 @@ class LastGood:
         self.path = state_dir / FILE if state_dir is not None else None
         self._seen: tuple[int, int] | None = None  # (config id, states generation) recorded
         self._last: tuple[Any, HealthView] | None = None  # the config and view recorded from
-        self._reach: Reach | None = None  # what each load balancer reaches (per config)
         self._pending: str | None = None
         self._lock = threading.Lock()
         self._writing = threading.Lock()
@@ -184,24 +183,22 @@ class LastGood:
         lbs = snap.config.load_balancers.values()
         if not view.last_good and not any(lb.when_all_down == "last_good" for lb in lbs):
             return  # the common case: nobody uses it
-        entries = remembered(snap, view, self.clock(), self._affected(snap.config, view))
+        entries = remembered(snap, view, self.clock(), self._affected(snap, view))
         if entries == dict(view.last_good):
             return
         current = self.store.view  # the view just published, or a newer one: same states
         self.store.view = replace(current, last_good=MappingProxyType(entries))
         self._write_later(to_json(entries))
 
-    def _affected(self, config: Any, view: HealthView) -> Collection[str] | None:
+    def _affected(self, snap: Any, view: HealthView) -> Collection[str] | None:
         """The load balancers whose answer may have moved since the last view recorded
         from (None: all — a start or a reload), so a pool's health steers only those that
         use it, not every `last_good` load balancer."""
-        last, self._last = self._last, (config, view)
-        if last is None or last[0] is not config or self._reach is None:
-            self._reach = Reach(config)
+        last, self._last = self._last, (snap.config, view)
+        if last is None or last[0] is not snap.config:
             return None
-        return set(
-            self._reach.affected(changed_pools(last[1], view), changed_trickles(last[1], view))
-        )
+        change = change_between(last[1], view)
+        return set(snap.lb_graph.reached_lbs(change.pools, (), change.lbs))
 
     def _write_later(self, text: str) -> None:
         if self.path is None:

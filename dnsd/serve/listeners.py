@@ -18,7 +18,7 @@ from dnsd.net.tcp import TcpHandler
 from dnsd.net.udp import Answerer, UdpProtocol, UpdateIntake
 from dnsd.net.udp_thread import BatchAnswerer, CacheHits, UdpThread
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 # The kernel's receive queue in front of a UDP loop is a delay, not a store: a query waits
 # behind every datagram queued before it, so under a flood a deep queue puts a legitimate
 # question as far behind as the queue is long (4 MiB held ~10,000 queries: 250 ms behind a

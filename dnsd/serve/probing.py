@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from dnsd.cluster.bus import RedisBus
     from dnsd.cluster.config_channel import ConfigSync
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 
 
 async def start_probing(

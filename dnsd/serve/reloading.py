@@ -25,7 +25,7 @@ from dnsd.reload_result import ReloadResult
 from dnsd.serverfile_reload import ServerFile, ServerFileRead
 from dnsd.snapshot import Snapshot, SnapshotHolder
 
-log = logging.getLogger("dnsd.server")  # the server's log lines, as before the split
+log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 # One thing a successful reload sets off: (the new generation, the server file as read).
 ReloadStep = Callable[[int, ServerFileRead | None], None]
 

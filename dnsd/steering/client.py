@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from dnsd.geo.ecs import ClientSubnet
 from dnsd.geo.locate import NOWHERE, Location, locate, normalise
@@ -26,11 +27,60 @@ class ClientInfo:
     def max_prefix(self) -> int:
         return self.ecs_prefix if self.ecs_prefix is not None else self.address.max_prefixlen
 
-    def subnet_key(self) -> bytes:
+    @property
+    def version(self) -> int:
+        return self.address.version
+
+    def placed(self, location: Location) -> ClientInfo:
+        """The same client placed at `location` (client_region: pop)."""
+        return replace(self, location=location)
+
+    @property
+    def subnet(self) -> bytes:
         """The client's /24 (IPv4) or /56 (IPv6) network address, for sticky `hash`
         selection (byte slicing: this runs per query)."""
         packed = self.address.packed
         return packed[:3] + b"\x00" if len(packed) == 4 else packed[:7] + bytes(9)
+
+    def subnet_key(self) -> bytes:
+        return self.subnet
+
+
+class LocationView(Protocol):
+    """What steering reads of a location (`Location`, or a plan's `SeenLocation`)."""
+
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def country(self) -> str | None: ...
+    @property
+    def subdivision(self) -> str | None: ...
+    @property
+    def latitude(self) -> float | None: ...
+    @property
+    def longitude(self) -> float | None: ...
+    @property
+    def prefix_len(self) -> int | None: ...
+
+
+class ClientView(Protocol):
+    """What steering reads of the client (`ClientInfo`, or a plan's `SeenClient`, which
+    notes each field read: dnsd/steering/plan_key.py)."""
+
+    @property
+    def location(self) -> LocationView: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def zone_prefix(self) -> int | None: ...
+    @property
+    def pop(self) -> str | None: ...
+    @property
+    def max_prefix(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+    def subnet_key(self) -> bytes: ...
+    def placed(self, location: Location) -> ClientView: ...
 
 
 def locating_address(source: IPAddress, ecs: ClientSubnet | None) -> tuple[IPAddress, int | None]:

@@ -1,7 +1,9 @@
-"""What steering decided and why: one value per load balancer, nested for `lb:` entries.
+"""Why steering decided what it did: one explanation per load balancer, nested for `lb:`
+entries, built from the walk that made the decision (`records.LbAnswer`, which the
+outermost carries as `answer`).
 
-`dnsd explain` and the admin explain endpoint print these; the answer is built from the
-same value, so an explanation cannot disagree with the answer.
+`dnsd explain` and the admin explain endpoint print these; the answer is the decision
+they carry, so an explanation cannot disagree with the answer.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dnsd.affinity import AffinityDecision
-from dnsd.steering.records import A, decision_records
+from dnsd.steering.records import A, LbAnswer, decision_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +45,13 @@ class LbDecision:
     ramp: dict[str, Any] | None = None
     # docs/steering.md, several pools per answer: the pools the addresses came from
     answer_pools: tuple[str, ...] = ()
-    # docs/steering.md, HTTPS and SVCB at a load-balanced name: (ipv4hint, ipv6hint)
-    svc_hints: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     nested: LbDecision | None = None
     affinity: AffinityDecision | None = None
     addresses: tuple[str, ...] = ()
     cname: str | None = None
     scope_prefixes: list[int] = field(default_factory=list)  # prefixes the answer depended on
     reasons: list[str] = field(default_factory=list)
+    answer: LbAnswer | None = None  # the decision explained (set on the outermost level)
     not_chosen: dict[str, str] = field(default_factory=dict)  # pool → why it did not answer
 
     def innermost(self) -> LbDecision:
@@ -129,7 +130,8 @@ class LbDecision:
             "eligible": [b.name for b in aff.original] if aff else [],
             "zonal_match": aff.zonal_match if aff else False,
             "modified_eligible": [b.name for b in aff.modified] if aff else [],
-            "answer": [r.value for r in decision_records(self, A)],  # the same for AAAA
+            # the same for AAAA
+            "answer": [r.value for r in decision_records(self.answer, A)] if self.answer else [],
             "ttl": self.ttl,
             "trail": self.trail(),
         }

@@ -4,9 +4,11 @@ other pool did not answer. Nothing is decided here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from dnsd.config.model import LoadBalancer
 from dnsd.steering import waterfall
 from dnsd.steering.decision import LbDecision
 from dnsd.steering.draws import Outcome, Taken
@@ -20,13 +22,20 @@ from dnsd.steering.plan import (
     several_apply,
 )
 
+RttMs = Callable[[LoadBalancer, str], "float | None"]
 
-def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) -> LbDecision:
+
+def describe(
+    plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0, rtt_ms: RttMs | None = None
+) -> LbDecision:
     """The explanation of one walk of `compile_plan(plan)`: the outcome's route and the
-    draws on `path`; nothing is decided here."""
+    draws on `path`; nothing is decided here. `rtt_ms`: each candidate's RTT from the
+    client's region, shown where the policy did not rank by RTT."""
     lb = plan.lb
     decision = LbDecision(lb=lb.name, policy=lb.steering, ttl=lb.ttl)
     decision.candidates = plan.candidates
+    if rtt_ms is not None and plan.ordering.rtt_source is None:
+        decision.candidates = [replace(c, rtt_ms=rtt_ms(lb, c.pool)) for c in plan.candidates]
     decision.trickle_ratio = plan.trickle_ratio
     decision.primary, decision.backup = plan.ordering.primary, plan.backup
     decision.rtt_source, decision.client_region = plan.ordering.rtt_source, lb.client_region
@@ -79,7 +88,7 @@ def describe(plan: LbPlan, outcome: Outcome, path: list[Taken], level: int = 0) 
     if child is None:
         decision.reasons.append("nesting too deep: no answer")
     elif isinstance(child, LbPlan):
-        decision.nested = describe(child, outcome, path, level + 1)
+        decision.nested = describe(child, outcome, path, level + 1, rtt_ms)
     else:
         decision.affinity = child.affinity
         decision.scope_prefixes.extend(child.scope_prefixes)

@@ -14,8 +14,11 @@ tests/property/test_answer_table.py holds the table walks to this one, draw for 
   one address out of several (`max_answers: 1`).
 * `Sample` — several draws: the first `take` of a weighted random order (`max_answers` > 1).
 
-Weighted picks use one rule everywhere (`weighted_draw`): P(i) = w_i / Σw; weight 0 is
-picked only when nothing with a weight is left, then uniformly.
+Weighted picks use one rule everywhere, written once here: `weighted_draw` makes a pick's
+thresholds (P(i) = w_i / Σw; weight 0 is picked only when nothing with a weight is left,
+then uniformly), `branch_at` picks with one draw, `draw_order` makes a Sample's picks.
+The compiled walk (dnsd/_fastloop.c, `walk_table`) mirrors `branch_at` and `draw_order`;
+tests/property/test_draw_rule.py holds the mirror to them, seed for seed.
 """
 
 from __future__ import annotations
@@ -79,13 +82,7 @@ class Sample:
     leaves: dict[tuple[int, ...], Node] = field(default_factory=dict)
 
     def pick(self, rng: random.Random, path: list[Taken] | None) -> Node:
-        remaining = list(range(len(self.weights)))
-        chosen = []
-        for _ in range(self.take):
-            scale, thresholds, picks = weighted_draw([self.weights[i] for i in remaining])
-            r = rng.random()
-            chosen.append(remaining.pop(picks[bisect_right(thresholds, r * scale)]))
-        key = tuple(chosen)
+        key = draw_order(self.weights, self.take, rng)
         if path is not None:
             path.append((self, key))
         return self.outcome(key)
@@ -119,6 +116,23 @@ def weighted_draw(weights: Sequence[float]) -> tuple[float, tuple[float, ...], l
     return running, tuple(thresholds), [*items, items[-1]]
 
 
+def branch_at(thresholds: Sequence[float], scale: float, r: float) -> int:
+    """The draw rule: the branch of the first threshold above `r` × `scale` (the last
+    branch when none is above)."""
+    return bisect_right(thresholds, r * scale)
+
+
+def draw_order(weights: Sequence[float], take: int, rng: random.Random) -> tuple[int, ...]:
+    """The first `take` of a weighted random order of len(weights) items: `take` weighted
+    picks without replacement, one rng.random() each."""
+    remaining = list(range(len(weights)))
+    chosen = []
+    for _ in range(take):
+        scale, thresholds, picks = weighted_draw([weights[i] for i in remaining])
+        chosen.append(remaining.pop(picks[branch_at(thresholds, scale, rng.random())]))
+    return tuple(chosen)
+
+
 def walk(node: Node, rng: random.Random, path: list[Taken] | None = None) -> Outcome:
     """The outcome the next draws of `rng` lead to; `path` (when given) records them."""
     while True:
@@ -128,7 +142,7 @@ def walk(node: Node, rng: random.Random, path: list[Taken] | None = None) -> Out
             r = rng.random()
             if path is not None:
                 path.append((draw, r))
-            node = draw.branches[bisect_right(draw.thresholds, r * draw.scale)]
+            node = draw.branches[branch_at(draw.thresholds, draw.scale, r)]
         elif cls is Sample:
             node = node.pick(rng, path)  # type: ignore[union-attr]
         else:

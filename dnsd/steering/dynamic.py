@@ -18,6 +18,7 @@ from dnsd.steering.inputs import (
     defaults_then_fallback,
     last_pool_rtt_ms,
     pool_rtt_ms,
+    rtt_ages_out,
     unique,
 )
 
@@ -30,6 +31,7 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
     if own != region:
         sources.append((own, f"this node ({own})"))
     primary, why = _primary(lb, able, inp, sources)
+    until = rtt_ages_out(inp, lb)
     for source, vantage in sources:
         rtts = {r: pool_rtt_ms(inp, lb, r, source) for r in refs}
         measured = sorted((r for r in refs if rtts[r] is not None), key=lambda r: rtts[r])  # type: ignore[arg-type, return-value]
@@ -42,6 +44,7 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
                 location_dependent=True,
                 primary=primary,
                 rtt_source=source,
+                rtt_until=until,
             )
     nodata = "no current RTT data" + (f" from {region} or this node" if region else " on this node")
     return Ordering(
@@ -49,6 +52,7 @@ def order(lb: LoadBalancer, able: Able, inp: SteeringInputs) -> Ordering:
         f"dynamic: {nodata}: failover order{why}",
         location_dependent=region is not None,
         primary=primary,
+        rtt_until=until,
     )
 
 

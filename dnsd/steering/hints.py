@@ -14,30 +14,17 @@ from __future__ import annotations
 
 from dnsd.config.model import LoadBalancer
 from dnsd.steering.decision import LbDecision
-from dnsd.steering.describe import describe
-from dnsd.steering.draws import Outcome, Taken, walk
 from dnsd.steering.inputs import SteeringInputs
-from dnsd.steering.records import A, decision_records
-from dnsd.steering.select import build_plan, compile_plan
+from dnsd.steering.select import build_plan, walked
 
 
 def steer_hints(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
-    """The decision for an HTTPS or SVCB question (`qtype`), its `svc_hints` set."""
-    plan = build_plan(inp, lb, qtype)
-    path: list[Taken] = []
-    outcome = walk(compile_plan(plan, inp.client.subnet_key()), inp.rng, path)
-    decision = describe(plan, outcome, path)
-    set_hints(decision, outcome)
-    v4, v6 = decision.svc_hints or ((), ())
+    """The decision for an HTTPS or SVCB question (`qtype`), its hints explained."""
+    decision = walked(inp, build_plan(inp, lb, qtype))
+    hints = decision.answer.svc_hints() if decision.answer is not None else None
+    v4, v6 = hints or ((), ())
     decision.reasons.append(
         f"HTTPS/SVCB hints: ipv4hint {','.join(v4) or '-'} ipv6hint {','.join(v6) or '-'} "
         "(the addresses an A and an AAAA question get from the same pool draws)"
     )
     return decision
-
-
-def set_hints(decision: LbDecision, outcome: Outcome) -> None:
-    """(ipv4hint, ipv6hint) of the decision an HTTPS/SVCB walk ended in: its A records'
-    addresses (none for a CNAME answer) and the IPv6 addresses drawn beside them."""
-    v4 = tuple(r.value for r in decision_records(decision, A) if r.rtype == A)
-    decision.svc_hints = (v4, outcome.hints6 or ())

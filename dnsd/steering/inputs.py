@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from dnsd.config.model import LoadBalancer, Pool
 from dnsd.config.pool_refs import names_lb
 from dnsd.health.view import HealthView
 from dnsd.snapshot import Snapshot
-from dnsd.steering.client import ClientInfo
+from dnsd.steering.client import ClientView
 
 Able = Callable[[str], bool]
 
@@ -19,7 +20,7 @@ Able = Callable[[str], bool]
 class SteeringInputs:
     snap: Snapshot
     health: HealthView
-    client: ClientInfo
+    client: ClientView  # a plan reads it through plan_key.SeenClient
     rng: random.Random
     now: float  # wall-clock seconds, for RTT freshness
 
@@ -34,6 +35,9 @@ class Ordering:
     # trickle): the trickle runs only while it is healthy. None: no primary (`random`).
     primary: str | None = None
     rtt_source: str | None = None  # `dynamic`: the vantage point whose RTTs ranked the pools
+    # `dynamic`: the order rests on this health view's RTTs, and holds at most until the
+    # first sample it could use ages out (wall clock); None: no RTT read
+    rtt_until: float | None = None
 
 
 def unique(refs: list[str]) -> list[str]:
@@ -66,6 +70,23 @@ def last_pool_rtt_ms(inp: SteeringInputs, lb: LoadBalancer, ref: str, region: st
     old (a failed fastest pool keeps its rank as the primary: its failure is a failover)."""
     pool = inp.snap.config.pools.get(ref)
     return None if pool is None else _mean_rtt_ms(inp, lb, pool, region, current=False)
+
+
+def rtt_ages_out(inp: SteeringInputs, lb: LoadBalancer) -> float:
+    """When the first RTT sample current now for `lb`'s pools ages out (docs/steering.md,
+    dynamic: older than rtt_max_age stops counting): an order ranked by RTT may change then
+    — exactly then, not on a timer."""
+    expiry = math.inf
+    for ref in lb.pool_refs():
+        pool = inp.snap.config.pools.get(ref)
+        if pool is None:  # a nested load balancer: its own plan level says
+            continue
+        for backend in pool.backends:
+            for sample in inp.health.backend(pool, backend).rtt.values():
+                ages_out = sample.last_at + lb.rtt_max_age_s
+                if ages_out >= inp.now:
+                    expiry = min(expiry, ages_out)
+    return expiry
 
 
 def _mean_rtt_ms(

@@ -15,6 +15,7 @@ from dnsd.rdata import SVC_TYPES
 from dnsd.steering.decision import Candidate
 from dnsd.steering.inputs import Ordering
 from dnsd.steering.multi import PoolChoice, Texts
+from dnsd.steering.plan_key import PlanKey
 
 
 @dataclass(slots=True)
@@ -49,10 +50,18 @@ class LbPlan:
     ramp: RampStart | None = None
     ramp_step: int = 0
     until: float = math.inf  # wall clock: the plan (with its nested ones) holds until then
+    per_view: bool = False  # it read RTT or load data: it holds for this health view only
+    # what it depended on: the client fields it read (plan_key.py); set on the outermost
+    key: PlanKey | None = None
     trickle_step: int | None = None  # the trickle ratio's ramp: its step in force
     # docs/steering.md, capacity waterfall: per pool in the order, the share it takes
     admits: dict[str, float] = field(default_factory=dict)
     all_addresses6: tuple[str, ...] | None = None  # an HTTPS/SVCB answer's IPv6 hints
+
+
+def lasting(plan: LbPlan) -> bool:
+    """The plan holds until config or health states change (no clock, no RTT, no load)."""
+    return not plan.per_view and plan.until == math.inf
 
 
 def ramp_share(plan: LbPlan) -> float:

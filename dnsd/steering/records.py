@@ -1,11 +1,14 @@
-"""What a steering decision answers, as records no DNS library owns (pure).
+"""What steering decided for one query (`LbAnswer`), and the records it answers, which no
+DNS library owns (pure).
 
-The one rule from a decision to records — the query path (`dnsd.reply.fill`, dnslib) and
-the transferred and signed load-balanced names (`dnsd.xfr.lb_answers`, dnspython) only
-turn these values into their library's records, and an explanation's `answer` lists
-their values (`LbDecision.to_json`):
+`LbAnswer` is the one decision value: the query path (`dnsd.reply.fill`, dnslib), the
+metrics, the transferred and signed load-balanced names (`dnsd.xfr.lb_answers`,
+dnspython) read it; the explanation (`LbDecision`) is built beside it from the same walk
+and carries it, so an explanation's `answer` lists these records' values.
 
-* the innermost decision has a CNAME target: one CNAME record (a name with a CNAME holds
+The one rule from a decision to records:
+
+* the outcome has a CNAME target: one CNAME record (a name with a CNAME holds
   nothing else; steering never picks both, see `steering.pick.answer_node`);
 * else one record per address, AAAA for an AAAA query, A otherwise (ANY is answered as A,
   `steered_type`);
@@ -17,9 +20,10 @@ Every record has the decision's TTL (the load balancer's, for a nested one the o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, NamedTuple
 
 from dnsd.steering.client import steered_type
+from dnsd.steering.draws import Outcome
 
 A: Final = 1
 CNAME: Final = 5
@@ -36,27 +40,35 @@ class LbRecord:
     value: str
 
 
-class Decided(Protocol):
-    """What the records are made of: the decision's TTL and its innermost level's CNAME
-    target or addresses. `LbDecision` is one; this module does not import it, because the
-    decision's explanation lists these records' values (`LbDecision.to_json`)."""
+class LbAnswer(NamedTuple):
+    """The decision for one query at a load-balanced name: the walk's outcome, with the
+    load balancer it answers for and that one's TTL (a nested one answers with it too).
+    A tuple: the answer cache makes one per query it answers in Python."""
+
+    lb: str
+    ttl: int
+    outcome: Outcome
+    hints: bool = False  # HTTPS/SVCB: the addresses become the record's ipv4hint/ipv6hint
 
     @property
-    def ttl(self) -> int: ...
+    def by_fallback(self) -> bool:
+        """The fallback answered because nothing was healthy (not another when_all_down
+        rule): what the fallback metric counts."""
+        return self.outcome.fail_open and self.outcome.all_down is None
 
-    @property
-    def cname(self) -> str | None: ...
+    def svc_hints(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """(ipv4hint, ipv6hint) of an HTTPS/SVCB answer: its A records' addresses (none
+        for a CNAME answer) and the IPv6 addresses drawn beside them; None otherwise."""
+        if not self.hints:
+            return None
+        outcome = self.outcome
+        return (() if outcome.cname else outcome.addresses), outcome.hints6 or ()
 
-    @property
-    def addresses(self) -> tuple[str, ...]: ...
 
-    def innermost(self) -> Decided: ...
-
-
-def decision_records(decision: Decided, qtype: int) -> tuple[LbRecord, ...]:
-    """The records answering `qtype` with `decision` (empty: a negative answer)."""
-    final = decision.innermost()
-    if final.cname:
-        return (LbRecord(CNAME, decision.ttl, str(final.cname)),)
+def decision_records(answer: LbAnswer, qtype: int) -> tuple[LbRecord, ...]:
+    """The records answering `qtype` with `answer` (empty: a negative answer)."""
+    outcome = answer.outcome
+    if outcome.cname:
+        return (LbRecord(CNAME, answer.ttl, str(outcome.cname)),)
     rtype = AAAA if steered_type(qtype) == AAAA else A
-    return tuple(LbRecord(rtype, decision.ttl, str(address)) for address in final.addresses)
+    return tuple(LbRecord(rtype, answer.ttl, str(address)) for address in outcome.addresses)

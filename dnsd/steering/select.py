@@ -32,6 +32,7 @@ from dnsd.geo.locate import NOWHERE, Location
 from dnsd.health.view import LastGoodAnswer
 from dnsd.rdata import SVC_TYPES
 from dnsd.steering import dynamic, failover, geo, proximity, waterfall, weighted
+from dnsd.steering.client import ClientInfo
 from dnsd.steering.decision import Candidate, LbDecision
 from dnsd.steering.describe import describe
 from dnsd.steering.draws import Draw, Node, Outcome, Taken, walk, weighted_draw
@@ -46,8 +47,9 @@ from dnsd.steering.plan import (
     ramp_share,
     several_apply,
 )
+from dnsd.steering.plan_key import SeenClient
 from dnsd.steering.ramp import step_at, step_ends, trickle_at
-from dnsd.steering.records import AAAA, A
+from dnsd.steering.records import AAAA, A, LbAnswer
 from dnsd.steering.skips import unable_reason
 
 Policy = Callable[[LoadBalancer, Callable[[str], bool], SteeringInputs], Ordering]
@@ -64,24 +66,48 @@ HASH_PREFIX = {4: 24, 6: 56}
 
 def steer(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbDecision:
     """Plan, draw, explain: the full path for one query."""
-    plan = build_plan(inp, lb, qtype)
+    return walked(inp, build_plan(inp, lb, qtype))
+
+
+def walked(inp: SteeringInputs, plan: LbPlan) -> LbDecision:
+    """One walk of the plan's draws: its explanation, carrying the decision
+    (`LbDecision.answer`). The explanation shows each candidate's RTT from the client's
+    region even where the policy did not read it (the plan does not: a plan that read no
+    region serves every region)."""
     path: list[Taken] = []
     outcome = walk(compile_plan(plan, inp.client.subnet_key()), inp.rng, path)
-    return describe(plan, outcome, path)
+
+    def rtt_ms(lb: LoadBalancer, ref: str) -> float | None:
+        by_pop = lb.client_region == "pop"
+        region = inp.snap.node.pop_region if by_pop else inp.client.location.region
+        return pool_rtt_ms(inp, lb, ref, region)
+
+    decision = describe(plan, outcome, path, rtt_ms=rtt_ms)
+    decision.answer = LbAnswer(plan.lb.name, plan.lb.ttl, outcome, plan.qtype in SVC_TYPES)
+    return decision
 
 
-def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0) -> LbPlan:
+def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int) -> LbPlan:
+    """The plan for this client, with what it depended on (`LbPlan.key`: the client fields
+    read, plan_key.py) and how long it holds (`until`, `per_view`)."""
+    seen = SeenClient(inp.client) if isinstance(inp.client, ClientInfo) else inp.client
+    plan = _build(SteeringInputs(inp.snap, inp.health, seen, inp.rng, inp.now), lb, qtype, 0)
+    if isinstance(seen, SeenClient):
+        plan.key = seen.key(lb.name, qtype)
+    return plan
+
+
+def _build(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int) -> LbPlan:
     by_pop = lb.client_region == "pop"
-    if (
-        by_pop
-    ):  # docs/steering.md, locating the client: every client of this node is in the node's region
-        inp = replace(inp, client=replace(inp.client, location=pop_location(inp)))
+    if by_pop:  # docs/steering.md, locating the client: every client here is in the node's region
+        inp = replace(inp, client=inp.client.placed(pop_location(inp)))
     able = able_checker(inp, depth)
     ordering = POLICIES[lb.steering](lb, able, inp)
-    rtt_source = ordering.rtt_source or inp.client.location.region
+    # only a policy that ranked by RTT reads it here; explain adds the rest (`walked`)
+    source = ordering.rtt_source
     candidates = [
         Candidate(
-            ref, ok, pool_rtt_ms(inp, lb, ref, rtt_source), None if ok else unable_reason(inp, ref)
+            ref, ok, pool_rtt_ms(inp, lb, ref, source), None if ok else unable_reason(inp, ref)
         )
         for ref, ok in ((ref, able(ref)) for ref in lb.pool_refs())
     ]
@@ -105,6 +131,8 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
     if (ordering.location_dependent or rule == "last_good") and not by_pop:
         plan.scope_prefixes.append(inp.client.location.prefix_len or inp.client.max_prefix)
     plan.scope_max = max(plan.scope_prefixes, default=0)
+    if ordering.rtt_until is not None:  # ranked by this view's RTTs
+        plan.per_view, plan.until = True, min(plan.until, ordering.rtt_until)
     if plan.all_down is not None:
         return plan  # no pool answers: nothing to plan below
     _ramp(plan, inp, able, by_pop)
@@ -116,6 +144,7 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
         plan.until = min(plan.until, until)
     if lb.overflow == "waterfall" and ordering.weights is None:
         plan.admits = {ref: inp.health.pool_admit.get(ref, 1.0) for ref in ordering.refs}
+        plan.per_view = True  # the load each view publishes
     refs = ordering.refs or [plan.fail_open_ref or lb.default_pools[0]]
     for ref in [*refs, plan.ramp.from_ref] if plan.ramp is not None else refs:
         if (name := nested_lb(ref)) is not None:
@@ -123,9 +152,10 @@ def build_plan(inp: SteeringInputs, lb: LoadBalancer, qtype: int, depth: int = 0
                 plan.too_deep = True
                 continue
             inner_lb = inp.snap.config.load_balancers[name]
-            inner = build_plan(inp, inner_lb, qtype, depth + 1)
+            inner = _build(inp, inner_lb, qtype, depth + 1)
             plan.children[ref] = inner
             plan.until = min(plan.until, inner.until)
+            plan.per_view = plan.per_view or inner.per_view
         else:
             plan.children[ref] = _pool_plan(inp, inp.snap.config.pools[ref], lb, qtype)
     return plan
@@ -246,7 +276,7 @@ def _pool_plan(inp: SteeringInputs, pool: Pool, lb: LoadBalancer, qtype: int) ->
     if pool.zonal_affinity.mode != "DISABLED" and inp.snap.config.client_zones:
         prefixes.append(inp.client.zone_prefix or inp.client.max_prefix)
     if lb.selection == "hash":
-        prefixes.append(HASH_PREFIX[inp.client.address.version])
+        prefixes.append(HASH_PREFIX[inp.client.version])
     joint = qtype in SVC_TYPES  # HTTPS/SVCB: both families' addresses, for the hints
     matching = candidates_for(affinity.modified, A if joint else qtype)
     matching6 = candidates_for(affinity.modified, AAAA) if joint else None

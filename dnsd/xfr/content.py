@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import dns.message
@@ -21,14 +22,14 @@ import dns.rrset
 from dnslib import QTYPE, RR, DNSHeader, DNSRecord
 
 from dnsd.config.model import RRset as RRsetModel
-from dnsd.config.model import Zone
+from dnsd.derived import CARRIED
 from dnsd.dnsname import to_label
 from dnsd.dnssec.signature import window
 from dnsd.health.view import HealthView
 from dnsd.rdata import to_wire
 from dnsd.reaper import free_in_steps
 from dnsd.snapshot import CompiledZone, Snapshot
-from dnsd.xfr.lb_answers import LbAnswers, lb_index, zone_index
+from dnsd.xfr.lb_answers import LbAnswers, zone_index
 
 # Not configured records: the SOA (a version's own), and the DNSSEC keys and signatures a
 # signed zone gets when it is signed for transfer (dnsd.dnssec.zone_signing).
@@ -106,17 +107,17 @@ def prepare_transfers(snap: Snapshot) -> None:
     """Digest every zone's configured records and index its load balancers now (in the
     loading thread: 0.2 s for 100,000 records, 0.5 s for 10,000 load balancers), so that a
     version on the event loop costs only its load-balanced answers."""
-    index = lb_index(snap.config)
     for zone in snap.zones.values():
         _static_digest(zone)
-        zone_index(zone.config, index)
+        zone_index(zone, snap.lb_graph)
         _static_size(zone)
 
 
-_STATIC: dict[int, tuple[Zone, tuple[dns.rrset.RRset, ...]]] = {}
-_DIGESTS: dict[int, tuple[Zone, str]] = {}
-_SIZES: dict[int, tuple[Zone, int]] = {}
-_KEEP = 64  # zone configurations remembered (a reload of an unchanged file keeps its own)
+# Made from the zone's configuration alone: kept with the compiled zone and carried to its
+# successors (new serials, a reload of an unchanged file).
+STATIC = CARRIED + "xfr static"
+DIGEST = CARRIED + "xfr static digest"
+SIZE = CARRIED + "xfr static size"
 
 
 def _configured(zone: CompiledZone) -> Iterator[tuple[str, int, RRsetModel]]:
@@ -134,9 +135,11 @@ def _configured(zone: CompiledZone) -> Iterator[tuple[str, int, RRsetModel]]:
 def _static_digest(zone: CompiledZone) -> str:
     """A digest of the configured records (presentation text, sorted): serials rise when
     it changes (dnsd.xfr.versions)."""
-    hit = _DIGESTS.get(id(zone.config))
-    if hit is not None and hit[0] is zone.config:
-        return hit[1]
+    digest: str = _kept(zone, DIGEST, partial(_make_digest, zone))
+    return digest
+
+
+def _make_digest(zone: CompiledZone) -> str:
     lines = [
         f"{owner} {rtype} {rrset.ttl} " + " ".join(sorted(to_wire(rd).hex() for rd in rrset.rdatas))
         for owner, rtype, rrset in _configured(zone)
@@ -151,16 +154,13 @@ def _static_digest(zone: CompiledZone) -> str:
         sha.update(b"\n" + line.encode() if i else line.encode())
     digest = sha.hexdigest()
     free_in_steps(runs, lines)  # not at return, in one C call (dnsd.reaper)
-    _remember(_DIGESTS, zone.config, digest)
     return digest
 
 
 def _static_size(zone: CompiledZone) -> int:
-    hit = _SIZES.get(id(zone.config))
-    if hit is not None and hit[0] is zone.config:
-        return hit[1]
-    size = sum(len(rrset.rdatas) for _, _, rrset in _configured(zone))
-    _remember(_SIZES, zone.config, size)
+    size: int = _kept(
+        zone, SIZE, lambda: sum(len(rrset.rdatas) for _, _, rrset in _configured(zone))
+    )
     return size
 
 
@@ -168,19 +168,23 @@ def _static(zone: CompiledZone) -> tuple[dns.rrset.RRset, ...]:
     """The configured records of a zone as dnspython RRsets, converted once per loaded
     zone config when first transferred or exported (a new served serial keeps it; a
     reload of an unchanged file too)."""
-    hit = _STATIC.get(id(zone.config))
-    if hit is not None and hit[0] is zone.config:
-        return hit[1]
-    rrs = [rr for _, _, rrset in _configured(zone) for rr in _records(rrset)]
-    converted = tuple(sorted(_convert(rrs), key=_order))
-    _remember(_STATIC, zone.config, converted)
+    converted: tuple[dns.rrset.RRset, ...] = _kept(zone, STATIC, partial(_make_static, zone))
     return converted
 
 
-def _remember(table: dict[int, Any], config: Zone, value: Any) -> None:
-    if len(table) >= _KEEP:
-        table.pop(next(iter(table)))
-    table[id(config)] = (config, value)
+def _kept(zone: CompiledZone, key: str, make: Callable[[], Any]) -> Any:
+    """Made outside the zone's lock: it takes a loading thread 0.2 s for 100,000 records,
+    and the event loop reads the zone's other derived values meanwhile."""
+    value = zone.derived.peek(key)
+    if value is None:
+        value = make()
+        zone.derived.put(key, value)
+    return value
+
+
+def _make_static(zone: CompiledZone) -> tuple[dns.rrset.RRset, ...]:
+    rrs = [rr for _, _, rrset in _configured(zone) for rr in _records(rrset)]
+    return tuple(sorted(_convert(rrs), key=_order))
 
 
 def _records(rrset: RRsetModel) -> list[RR]:

@@ -2,13 +2,11 @@
 O(what it changes), not O(names) (every health event re-steered every name).
 
 Load balancers configured alike but for their name decide alike: they form a *class*, and
-a class is steered once per view. What a view change touches: the classes that can answer
-from a pool whose backends' verdicts or overrides changed (nested load balancers and
-fallback pools included), those with a trickle override that changed, and — when only RTTs
-moved — those that steer by RTT (`dynamic`). The zone's digest is a sum over classes of
-(the class's answer digest × the digest of its owners), modulo a prime, so a changed
-class updates it in O(1); the RRsets are made only when a transfer or an export asks.
-The indexes are built once per configuration.
+a class is steered once per view, and only the classes a health change reaches
+(dnsd.config.lb_graph, `LbGraph.reached`) are steered again. The zone's digest is a sum
+over classes of (the class's answer digest × the digest of its owners), modulo a prime,
+so a changed class updates it in O(1); the RRsets are made only when a transfer or an
+export asks. The per-zone index is kept with the compiled zone.
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ import ipaddress
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
-from typing import Any
 
 import dns.name
 import dns.rdata
@@ -31,10 +27,11 @@ from dns.rdtypes.IN.A import A
 from dns.rdtypes.IN.AAAA import AAAA
 from dnslib import QTYPE
 
+from dnsd.config.lb_graph import LbGraph, compile_lb_graph
 from dnsd.config.model import Config, Zone
-from dnsd.config.pool_refs import nested_lb
+from dnsd.derived import CARRIED
 from dnsd.geo.locate import NOWHERE
-from dnsd.health.view import HealthView
+from dnsd.health.view import HealthView, change_between
 from dnsd.snapshot import CompiledZone, Snapshot
 from dnsd.steering import ClientInfo, SteeringInputs, steer
 from dnsd.steering.records import CNAME, LbRecord, decision_records
@@ -44,114 +41,14 @@ DRAW_SEED = 0  # the fixed random source of transferred answers
 IN = dns.rdataclass.IN
 
 
-@dataclass(frozen=True, slots=True)
-class LbIndex:
-    """Per configuration: each load balancer's class, the classes by the pools they can
-    answer from, and the classes that steer by RTT (directly or through a nested one)."""
-
-    classes: Mapping[str, int]
-    by_pool: Mapping[str, frozenset[int]]
-    by_rtt: frozenset[int]
+def lb_index(source: Config | Snapshot) -> LbGraph:
+    """The LB graph of a snapshot (compiled with it), or made now from a bare config (the
+    classes dnsd.lb_classes shares answers by)."""
+    return source.lb_graph if isinstance(source, Snapshot) else compile_lb_graph(source)
 
 
-@dataclass(frozen=True, slots=True)
-class ViewChange:
-    """What moved between two health views, as far as answers go."""
-
-    pools: frozenset[str]  # a backend verdict, an override or a pool override changed
-    rtt_pools: frozenset[str]  # only RTTs changed
-    lbs: frozenset[str]  # a trickle override changed
-
-    def classes(self, index: LbIndex) -> set[int]:
-        dirty = {index.classes[lb] for lb in self.lbs if lb in index.classes}
-        for pool in self.pools:
-            dirty |= index.by_pool.get(pool, frozenset())
-        for pool in self.rtt_pools:
-            dirty |= index.by_pool.get(pool, frozenset()) & index.by_rtt
-        return dirty
-
-
-def view_change(old: HealthView, new: HealthView) -> ViewChange:
-    """O(backends + overrides): never O(names)."""
-    pools: set[str] = set()
-    rtt_pools: set[str] = set()
-    if old.backends is not new.backends:
-        for key in old.backends.keys() | new.backends.keys():
-            before, after = old.backends.get(key), new.backends.get(key)
-            if (
-                before is None
-                or after is None
-                or (before.healthy, before.probed, before.override)
-                != (
-                    after.healthy,
-                    after.probed,
-                    after.override,
-                )
-            ):
-                pools.add(key[0])
-            elif dict(before.rtt) != dict(after.rtt):
-                rtt_pools.add(key[0])
-    for name in old.pool_overrides.keys() | new.pool_overrides.keys():
-        if old.pool_overrides.get(name) != new.pool_overrides.get(name):
-            pools.add(name)
-    lbs = {
-        name
-        for name in old.trickle_overrides.keys() | new.trickle_overrides.keys()
-        if old.trickle_overrides.get(name) != new.trickle_overrides.get(name)
-    }
-    return ViewChange(frozenset(pools), frozenset(rtt_pools - pools), frozenset(lbs))
-
-
-_INDEXES: dict[int, tuple[Config, LbIndex]] = {}
-_ZONES: dict[int, tuple[Zone, tuple[LbIndex, ZoneIndex]]] = {}
-_KEEP = 64
 P = (1 << 255) - 19  # a prime: digests are combined modulo it
-
-
-def lb_index(config: Config) -> LbIndex:
-    hit = _INDEXES.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    lbs = config.load_balancers
-    kinds: dict[str, int] = {}
-    classes = {
-        name: kinds.setdefault(repr(replace(lb, name="")), len(kinds)) for name, lb in lbs.items()
-    }
-
-    def reach(name: str, seen: frozenset[str]) -> tuple[set[str], bool]:
-        lb = lbs[name]
-        pools: set[str] = set()
-        rtt = lb.steering == "dynamic"
-        for ref in {*lb.pool_refs(), *([lb.fallback_pool] if lb.fallback_pool else [])}:
-            inner = nested_lb(ref)
-            if inner is None:
-                pools.add(ref)
-            elif inner in lbs and inner not in seen:
-                more, inner_rtt = reach(inner, seen | {inner})
-                pools |= more
-                rtt = rtt or inner_rtt
-        return pools, rtt
-
-    by_pool: dict[str, set[int]] = {}
-    by_rtt: set[int] = set()
-    done: set[int] = set()
-    for name in lbs:
-        kind = classes[name]
-        if kind in done:  # alike but for the name: the same pools
-            continue
-        done.add(kind)
-        pools, rtt = reach(name, frozenset({name}))
-        for pool in pools:
-            by_pool.setdefault(pool, set()).add(kind)
-        if rtt:
-            by_rtt.add(kind)
-    index = LbIndex(
-        MappingProxyType(classes),
-        MappingProxyType({p: frozenset(k) for p, k in by_pool.items()}),
-        frozenset(by_rtt),
-    )
-    _remember(_INDEXES, config, index)
-    return index
+ZONE_INDEX = CARRIED + "xfr zone index"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +63,17 @@ class ZoneIndex:
     class_lb: Mapping[int, str]  # one load balancer of the class (to steer with)
 
 
-def zone_index(zone: Zone, index: LbIndex) -> ZoneIndex:
-    hit = _ZONES.get(id(zone))
-    if hit is not None and hit[0] is zone and hit[1][0] is index:
-        return hit[1][1]
+def zone_index(zone: CompiledZone, graph: LbGraph) -> ZoneIndex:
+    """Kept with the compiled zone (and carried to its successors of the same zone
+    configuration) while the graph is the same."""
+    made: tuple[LbGraph, ZoneIndex] | None = zone.derived.peek(ZONE_INDEX)
+    if made is None or made[0] is not graph:  # made outside the lock: O(names)
+        made = (graph, _zone_index(zone.config, graph))
+        zone.derived.put(ZONE_INDEX, made)
+    return made[1]
+
+
+def _zone_index(zone: Zone, index: LbGraph) -> ZoneIndex:
     table: dict[str, list[str]] = {}
     for owner, lb in zone.lb_names.items():
         table.setdefault(lb, []).append(owner)
@@ -183,15 +87,7 @@ def zone_index(zone: Zone, index: LbIndex) -> ZoneIndex:
         class_weight[kind] = (class_weight.get(kind, 0) + weight[lb]) % P
         class_owners[kind] = class_owners.get(kind, 0) + len(o)
         class_lb.setdefault(kind, lb)
-    made = ZoneIndex(owners, weight, class_weight, class_owners, class_lb)
-    _remember(_ZONES, zone, (index, made))
-    return made
-
-
-def _remember(table: dict[int, Any], key: object, value: object) -> None:
-    if len(table) >= _KEEP:
-        table.pop(next(iter(table)))
-    table[id(key)] = (key, value)
+    return ZoneIndex(owners, weight, class_weight, class_owners, class_lb)
 
 
 # What one load balancer answers a client with no location: its TTL, then its records (a
@@ -211,7 +107,7 @@ class LbAnswers:
     shares: Mapping[int, tuple[int, int]]  # class → (its digest share, its records)
     view: HealthView  # the view they were made from
     zone: ZoneIndex
-    lbs: LbIndex
+    lbs: LbGraph
     _rrsets: list[dns.rrset.RRset] = field(default_factory=list, compare=False)
 
     @property
@@ -243,15 +139,17 @@ class LbAnswers:
 
     @classmethod
     def compute(cls, snap: Snapshot, view: HealthView, zone: CompiledZone, now: float) -> LbAnswers:
-        lbs = lb_index(snap.config)
-        zi = zone_index(zone.config, lbs)
+        lbs = snap.lb_graph
+        zi = zone_index(zone, lbs)
         return cls({}, {}, view, zi, lbs)._with(snap, view, now, set(zi.class_lb))
 
     def updated(
         self, snap: Snapshot, view: HealthView, zone: CompiledZone, now: float
     ) -> LbAnswers:
         """The answers at `view`: only the classes the change can touch are steered again."""
-        dirty = view_change(self.view, view).classes(self.lbs) & self.zone.class_lb.keys()
+        change = change_between(self.view, view)
+        dirty = self.lbs.reached_classes(change.pools, change.rtt_pools, change.lbs)
+        dirty &= self.zone.class_lb.keys()
         if not dirty:
             return replace(self, view=view)
         return self._with(snap, view, now, dirty)
@@ -311,9 +209,10 @@ def decide(snap: Snapshot, view: HealthView, lb_name: str, now: float) -> Answer
     ttl = 0
     for qtype in (QTYPE.A, QTYPE.AAAA):
         inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
-        decision = steer(inputs, lb, qtype)
-        ttl = decision.ttl
-        made = decision_records(decision, qtype)
+        answer = steer(inputs, lb, qtype).answer
+        assert answer is not None  # a walk's explanation carries its decision
+        ttl = answer.ttl
+        made = decision_records(answer, qtype)
         if made and made[0].rtype == CNAME:
             return (ttl, made)
         records.extend(made)

@@ -193,10 +193,11 @@ class _ZoneBuilder:
         inline = {qtype: self._exact_template(name, qtype) for qtype in exact_types}
         below: dict[int, int] = {}
         if QTYPE.CNAME in self.zone.nodes[name].rrsets:
-            exact_default, below_default = (
-                NO_TEMPLATE,
-                self._below_default(name, below_types, below),
-            )
+            exact_default = NO_TEMPLATE
+            if self._plain(name):  # what is below a plain alias is below any plain name
+                below_default = self._plain_below(name)
+            else:
+                below_default = self._below_default(name, below_types, below)
         elif self._plain(name):
             exact_default, below_default = self._plain_defaults(name)
         else:
@@ -260,9 +261,16 @@ class _ZoneBuilder:
             raise SharingError(f"{self.zone.name}: {name} answers otherwise than other names")
         return made
 
-    def _node_types(self, name: str) -> set[int]:
-        node = self.zone.nodes.get(name)
-        return set(node.rrsets) if node is not None else set()
+    def _plain_below(self, name: str) -> int:
+        """The shared NXDOMAIN template for names below a plain name that holds a CNAME
+        (its own answers differ from other plain names', what is below it does not)."""
+        self._plain_seen += 1
+        if self._shared is not None and self._plain_seen % self.check_every:
+            return self._shared[1]
+        made = self._below_default(name, set(), {})
+        if self._shared is not None and made != self._shared[1]:
+            raise SharingError(f"{self.zone.name}: below {name} answers otherwise than elsewhere")
+        return made
 
     def _types(self, name: str) -> tuple[set[int], set[int]]:
         """The types that get entries of their own, at the name and below it (the default

@@ -9,9 +9,9 @@ import random
 from pathlib import Path
 from types import MappingProxyType
 
-from dnsd.health.view import BackendHealth, RttSample, view_of
+from dnsd.health.view import BackendHealth, RttSample, health_change, view_of
 from dnsd.loading import load_snapshot
-from dnsd.xfr.lb_answers import LbAnswers, lb_index, view_change
+from dnsd.xfr.lb_answers import LbAnswers
 from tests.tiers import examples
 
 POOLS = ["a", "b", "c", "d"]
@@ -81,11 +81,12 @@ def test_incremental_answers_equal_a_full_computation(tmp_path: Path) -> None:
     rng = random.Random(20261201)
     view = view_of({(p, f"{p}{k}"): True for p in POOLS for k in range(2)})
     answers = LbAnswers.compute(snap, view, zone, NOW)
-    index = lb_index(snap.config)
+    index = snap.lb_graph
     recomputed = []
     for generation in range(2, examples(400)):
         new, kind = random_view(rng, view, generation)
-        dirty = view_change(view, new).classes(index)
+        change = health_change(view, new)
+        dirty = index.reached_classes(change.pools, change.rtt_pools, change.lbs)
         answers = answers.updated(snap, new, zone, NOW)
         full = LbAnswers.compute(snap, new, zone, NOW)
         assert {lb: answers.answer(lb) for lb in full.zone.owners} == {

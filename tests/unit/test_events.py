@@ -208,12 +208,12 @@ load_balancers:
 def test_only_the_load_balancers_that_reach_a_change_are_steered_again(tmp_path: Path) -> None:
     from types import MappingProxyType
 
-    from dnsd.admin.active_pool_watch import Reach, changed_pools, changed_trickles
-    from dnsd.config.loader import load_config
-    from dnsd.health.view import BackendHealth, HealthView
+    from dnsd.admin.active_pool_watch import reach_of
+    from dnsd.health.view import BackendHealth, HealthView, health_change
+    from dnsd.loading import load_snapshot
 
     (tmp_path / "r.yaml").write_text(REACH_CONFIG)
-    reach = Reach(load_config(tmp_path)[0])
+    reach = reach_of(load_snapshot(tmp_path, 1))
     assert reach.nested_only == frozenset({"inner"})
     assert sorted(reach.affected({"eu-a"}, set())) == ["inner", "outer"]
     assert sorted(reach.affected({"standby"}, set())) == ["outer", "web"]
@@ -226,8 +226,9 @@ def test_only_the_load_balancers_that_reach_a_change_are_steered_again(tmp_path:
         pool_overrides=MappingProxyType({"standby": "down"}),
         trickle_overrides=MappingProxyType({"web": 1.0}),
     )
-    assert changed_pools(up, down) == {"eu-a", "standby"}
-    assert changed_trickles(up, down) == {"web"} and changed_pools(up, up) == set()
+    change = health_change(up, down)
+    assert change.pools == {"eu-a", "standby"} and change.lbs == {"web"}
+    assert not health_change(up, up).pools
 
 
 def test_moves_compared_a_slice_at_a_time_are_the_moves_of_the_whole() -> None:
@@ -235,6 +236,7 @@ def test_moves_compared_a_slice_at_a_time_are_the_moves_of_the_whole() -> None:
     answers in between): the events, nested load balancers' regions included, are the
     ones of one comparison, in the same order."""
     import asyncio
+    from types import SimpleNamespace
 
     from dnsd.admin.active_pool_watch import COMPARE_SLICE, ActivePoolWatch, Reach
 
@@ -256,10 +258,8 @@ def test_moves_compared_a_slice_at_a_time_are_the_moves_of_the_whole() -> None:
     whole = moves(before, after, nested_only, T0, "c", "a")
     journal = EventLog(None)
     watch = ActivePoolWatch(lambda *_: {}, lambda: None, lambda: None, journal)  # type: ignore
-    reach = Reach.__new__(Reach)
-    reach.nested_only = nested_only
-    reach.config = None  # type: ignore[assignment]  # (no when_all_down rules to name)
-    watch._reach = reach
+    graph = SimpleNamespace(nested_only=nested_only)
+    watch._reach = Reach(None, graph)  # type: ignore[arg-type]  # (no when_all_down rules)
     asyncio.run(watch._compare_in_slices(before, after, list(after), T0, "c", "a"))
     assert [e.to_json() for e in journal] == [e.to_json() for e in whole]
     assert len(whole) > 2 * COMPARE_SLICE // 5
