@@ -111,8 +111,14 @@ def view_of(wire: bytes) -> QueryView | None:
                     read = _opt(True, rclass, ttl, wire, end + 11, stop)
                     opts = (read,) if read is not None else ()
                     asked, error = _edns(opts, read is None)
-                    usual = (stop == n and not flags & 0xF800 and not error and read is not None
-                             and read.version == 0 and read.exact)  # fmt: skip
+                    usual = (
+                        stop == n
+                        and not flags & 0xF800
+                        and not error
+                        and read is not None
+                        and read.version == 0
+                        and read.exact
+                    )
                     return _new(QueryView, (ident, flags, 1, 0, 0, 1, qname, qtype, qclass,
                                             end, stop, opts, asked, error, usual))  # fmt: skip
     return _general(wire, ident, flags, qd, an, ns, ar)
@@ -158,12 +164,18 @@ def _general(wire: bytes, ident: int, flags: int, qd: int, an: int, ns: int, ar:
         pos = rdata + rdlen
     edns, error = _edns(opts, malformed)
     usual = (
-        not flags & 0xF800 and qd == 1 and not an and not ns and ar == len(opts) <= 1
-        and qname is not None and pos == n and not error
+        not flags & 0xF800
+        and qd == 1
+        and not an
+        and not ns
+        and ar == len(opts) <= 1
+        and qname is not None
+        and pos == n
+        and not error
         and all(opt.root and opt.version == 0 and opt.exact for opt in opts)
-    )  # fmt: skip
-    return QueryView(ident, flags, qd, an, ns, ar, qname, qtype, qclass, end, pos,
-                     tuple(opts), edns, error, usual)  # fmt: skip
+    )
+    asked = (ident, flags, qd, an, ns, ar, qname, qtype, qclass, end)
+    return _new(QueryView, (*asked, pos, tuple(opts), edns, error, usual))
 
 
 def _root(wire: bytes, owner: int) -> bool:
@@ -200,8 +212,8 @@ def _edns(opts: Sequence[Opt], malformed: bool) -> tuple[Edns | None, bool]:
     options = opt.options
     if not options:
         flags = opt.flags
-        edns = (max(PLAIN_UDP_LIMIT, opt.payload), bool(flags & DO_FLAG), None, None,
-                bool(flags & CO_FLAG))  # fmt: skip
+        do, co = bool(flags & DO_FLAG), bool(flags & CO_FLAG)
+        edns = (max(PLAIN_UDP_LIMIT, opt.payload), do, None, None, co)
         return _new(Edns, edns), False
     # An empty option last in the RDATA is read as absent (the full path always read it
     # so; answers stay as they were) — but an empty COOKIE is FORMERR (RFC 7873 §5.2.2).
