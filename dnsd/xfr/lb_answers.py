@@ -25,7 +25,6 @@ import dns.rdtypes.ANY.CNAME
 import dns.rrset
 from dns.rdtypes.IN.A import A
 from dns.rdtypes.IN.AAAA import AAAA
-from dnslib import QTYPE
 
 from dnsd.config.lb_graph import LbGraph, compile_lb_graph
 from dnsd.config.model import Config, Zone
@@ -207,7 +206,7 @@ def decide(snap: Snapshot, view: HealthView, lb_name: str, now: float) -> Answer
     lb = snap.config.load_balancers[lb_name]
     records: list[LbRecord] = []
     ttl = 0
-    for qtype in (QTYPE.A, QTYPE.AAAA):
+    for qtype in (1, 28):  # A, AAAA
         inputs = SteeringInputs(snap, view, NO_LOCATION, random.Random(DRAW_SEED), now)
         answer = steer(inputs, lb, qtype).answer
         assert answer is not None  # a walk's explanation carries its decision
