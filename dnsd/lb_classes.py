@@ -434,7 +434,7 @@ class ClassTables:
     def publish(self, memo: Any, udp: bool) -> None:
         """After a load-balanced memo's table is built: its class's table too, when its
         plan is one outcome that never expires and the reply names nothing but the
-        question. `memo`: dnsd.fastpath's _LbMemo."""
+        question. `memo`: dnsd.fastpath.memo.LbMemo."""
         tree = memo.tree
         finished = memo.tails.get(tree) if isinstance(tree, Outcome) else None
         if finished is None or not lasting(memo.plan.plan):

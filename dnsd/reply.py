@@ -1,5 +1,5 @@
 """Reply wire helpers shared by the full answer path (`resolve.py`) and the answer cache
-(`fastpath.py`): the reply skeleton, filling it from a lookup and a steering
+(`dnsd.fastpath`): the reply skeleton, filling it from a lookup and a steering
 decision, the ECS and COOKIE echoes, and packing with truncation for UDP. The query itself
 is read once, by dnsd.query_view.
 """

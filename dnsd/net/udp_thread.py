@@ -193,7 +193,7 @@ class UdpThread:
 
     def _run_compiled(self, hits: CacheHits, started: Callable[[], None]) -> None:
         """recvmmsg → the cache's answer tables walked in C → the rest in Python →
-        sendmmsg. A table C cannot read is counted (cache.fallbacks) and goes to Python;
+        sendmmsg. A table C cannot read is counted (`record_batch`) and goes to Python;
         an error C meets is raised here (the supervisor logs it and restarts the loop)."""
         assert _fastloop is not None
         batch = _fastloop.Batch(self.sock.fileno(), self.sock.family == socket.AF_INET, 64)
@@ -255,8 +255,7 @@ class UdpThread:
                     cache.policies if tap is not None else None,
                     cache.shared.for_c() if tap is None else None,
                 )
-                cache.hits += answered
-                cache.fallbacks += fallbacks
+                cache.record_batch(answered, fallbacks)
                 count_answers("compiled", answered)
                 record(answered, count, perf_counter() - began)
                 self._flush(batch)  # the cache's answers leave before any miss is worked on

@@ -113,7 +113,7 @@ class Answering:
         observe = decided if tap is None else decided_and_noted
         if tap is not None and cache is not None:
             cache.note = note
-            cache.encode_policy = tap.policy_field  # for the compiled loop's frames
+            cache.counts.encode_policy = tap.policy_field  # for the compiled loop's frames
 
         def answer_batch(
             wires: list[bytes],

@@ -69,7 +69,7 @@ def test_counts_survive_the_counter_index_starting_again(monkeypatch) -> None:
     cache.counters[reply_counter] += 3  # as the compiled loop counts its answers
     lb_before, queries_before = dict(cache.lb_counts), tally.totals()
     assert sum(queries_before.values()) == 3 and sum(lb_before.values()) > 0
-    monkeypatch.setattr("dnsd.fastpath.MAX_COUNTERS", 1)
+    monkeypatch.setattr("dnsd.fastpath.counters.MAX_COUNTERS", 1)
     # another load-balanced name (an ordinary one is answered from the zone tables: no counter)
     cache.answer(bytes(DNSRecord.question("rnd.fast.test").pack()), client, snap, healthy,
                  rng, 0.0, metrics.observe_decision)  # fmt: skip
