@@ -14,17 +14,18 @@ the GIL free, REST_PER_WORK times as long. An UPDATE alone is never delayed; a b
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Final
+
+from dnsd.clock import SYSTEM, Clock
 
 WORK_S: Final = 0.001  # UPDATE work in one turn
 REST_PER_WORK: Final = 2.0  # the rest after a turn, per second of work in it
 
 
 class Pacer:
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
-        self._clock = clock
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self._clock = clock.monotonic  # work measured on it, rests slept on it
+        self._sleep = clock.sleep
         self._lock = asyncio.Lock()  # the UPDATEs waiting for their turn, in order
         self._used = 0.0  # work since the last rest
         self._last = 0.0  # when the last work ended
@@ -35,7 +36,7 @@ class Pacer:
             if self._clock() - self._last > self._used * REST_PER_WORK:
                 self._used = 0.0  # rested already: nothing else was waiting
             if self._used >= WORK_S:
-                await asyncio.sleep(self._used * REST_PER_WORK)
+                await self._sleep(self._used * REST_PER_WORK)
                 self._used = 0.0
 
     def timed(self) -> _Timed:

@@ -4,7 +4,6 @@ never waits: past its bound the queue drops and counts."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -68,13 +67,12 @@ def test_settings_default_to_every_message_and_the_host_name() -> None:
     assert not settings_from(None, None, None, 1).enabled
 
 
-def test_a_full_queue_drops_and_counts_without_waiting() -> None:
+def test_a_full_queue_drops_and_counts() -> None:
+    """No writer thread runs here: a put that waited for room would never return."""
     writer = DnstapWriter(DnstapSettings(socket="/nonexistent/dnstap.sock", queue=100))
     entry = (b"\0" * 12, None, None, 0, "127.0.0.1", 53, "udp", 0.0, 0.0, None)
-    began = time.perf_counter()
     for _ in range(10_100):
         writer.put(entry)  # type: ignore[arg-type]
-    assert time.perf_counter() - began < 0.5
     assert writer.dropped == 10_000
     metric = next(writer.collect())
     assert metric.samples[0].name == "dnsd_dnstap_dropped_total"
