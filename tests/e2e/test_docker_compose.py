@@ -139,10 +139,13 @@ def test_the_topology_answers_fails_over_and_shares_overrides(topology) -> None:
     while admin(8063, "GET", "/api/v1/status")["overrides"].get("pools", {}).get("eu") != "down":
         assert time.monotonic() < deadline, admin(8063, "GET", "/api/v1/status")["overrides"]
         time.sleep(0.2)
-    # SIGTERM stops a node in under 2 s (dnsd handles it as PID 1)
-    started = time.monotonic()
-    run(*COMPOSE, "stop", "-t", "10", "node-c")
-    assert time.monotonic() - started < 2.0 + 1.0  # docker-compose's own overhead included
+    # SIGTERM stops a node in under 2 s (dnsd handles it as PID 1): docker sends SIGKILL
+    # after the 2 s grace, and a killed container's exit code is 137 (128 + 9). Docker
+    # times the grace itself, so a loaded machine's slow docker-compose does not count.
+    container = run(*COMPOSE, "ps", "-q", "node-c").stdout.strip()
+    run(*COMPOSE, "stop", "-t", "2", "node-c")
+    state = json.loads(run("docker", "inspect", "-f", "{{json .State}}", container).stdout)
+    assert not state["Running"] and state["ExitCode"] != 137, state
 
 
 def test_down_leaves_nothing_behind(topology) -> None:

@@ -35,6 +35,10 @@ def test_after_quorum_hold_the_fresh_sources_decide(tmp_path) -> None:
     with running_cluster(tmp_path, MAX_AGE_S, quorum_hold=f"{QUORUM_HOLD_S:g}s") as cluster:
         nodes = cluster["nodes"]
         all_nodes(cluster, lambda a: a == BOTH, 10)
+        # every node has shared its view of b1 before two stop (a source never heard from
+        # is not stale: it would count as fresh, and the quorum never be lost)
+        heard = lambda d: all(s["state"] == "healthy" for s in d["sources"].values())  # noqa: E731
+        wait_status(nodes["a"], "b1", heard, 20)
         nodes.pop("b").stop()
         nodes.pop("c").stop()  # only node a (WNAM) probes now
         a = nodes["a"]
