@@ -26,7 +26,7 @@ LONGEST_FIRST = (
     # after it, in the same process, while the compose file mostly waits on its drill.
     "tests/property/test_draws_explain.py",  # 105 s: 2,000 generated plans
     "tests/e2e/test_lab.py",  # 180 s: the network-namespace lab, twice, and its drill plan
-    "tests/e2e/test_drills.py",  # 130 s: every drill scenario through unbound
+    "tests/e2e/test_drills.py",  # 66 s: `dnsd drill all` through unbound, once
     "tests/e2e/test_drill_plans.py",  # 90 s: drill plans in real time
     "tests/e2e/test_cluster_redis.py",  # 68 s: three nodes and a redis-server
     "tests/e2e/test_soak.py",  # 62 s: a minute of hostile traffic

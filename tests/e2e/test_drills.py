@@ -1,4 +1,5 @@
-"""Disaster-recovery tests: every drill scenario end to end through unbound."""
+"""Disaster-recovery tests: every drill scenario end to end through unbound, run once as a
+user runs them (`dnsd drill all`) and judged scenario by scenario from its JSON report."""
 
 from __future__ import annotations
 
@@ -8,58 +9,63 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
+from typing import Any
 
 import pytest
 
 from dnsd.drill.config import DEFAULT_TIMING
-from dnsd.drill.environment import BoxEnvironment
 from dnsd.drill.ports import free_port_pair
-from dnsd.drill.runner import SCENARIOS, Drill
-
-
-class BoxThread:
-    """One drill box (demo backends, dnsd, unbound) on an event loop in a thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.env = self.call(BoxEnvironment().start(), timeout=60)
-
-    def call(self, coro, timeout: float = 120):  # type: ignore[no-untyped-def]
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout)
-
-    def close(self) -> None:
-        self.call(self.env.close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+from dnsd.drill.runner import SCENARIOS
 
 
 @pytest.fixture(scope="module")
-def box():
-    b = BoxThread()
-    yield b
-    b.close()
+def drilled(tmp_path_factory) -> dict[str, Any]:
+    """Every scenario once, as a user runs them: `dnsd drill all` in its box (demo
+    backends, dnsd, unbound), with a JSON report and a picture per scenario."""
+    out = tmp_path_factory.mktemp("drill-all")
+    plots = out / "plots"
+    drill = subprocess.run(
+        [sys.executable, "-m", "dnsd", "drill", "all", "--plot", str(plots), "--quiet",
+         "--json", str(out / "all.json")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    results = json.loads((out / "all.json").read_text())
+    return {"drill": drill, "plots": plots, "results": {r["scenario"]: r for r in results}}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_scenario_passes_through_unbound_with_no_lost_queries(box, scenario: str) -> None:
-    result = box.call(Drill(box.env, progress=False).run(scenario))
-    assert result.lost == 0
-    assert result.passed, {k: v for k, v in result.checks.items() if not v}
-    assert any(lane == "resolver" for lane, _ in result.timeline) or scenario == "trickle"
+def test_scenario_passes_through_unbound_with_no_lost_queries(drilled, scenario: str) -> None:
+    result = drilled["results"][scenario]
+    assert result["lost"] == 0
+    assert result["passed"], {k: v for k, v in result["checks"].items() if not v}
+    lanes = {answer["lane"] for answer in result["timeline"]}
+    assert "resolver" in lanes or scenario == "trickle"
 
 
-def test_primary_down_meets_the_outage_bound(box) -> None:
+def test_every_scenario_passing_exits_0(drilled) -> None:
+    drill = drilled["drill"]
+    assert drill.returncode == 0, drill.stdout + drill.stderr[-2000:]
+
+
+def test_primary_down_meets_the_outage_bound(drilled) -> None:
     t = DEFAULT_TIMING
-    result = box.call(Drill(box.env, progress=False).run("primary-down"))
-    assert result.detect_s is not None and result.client_s is not None
-    assert result.client_s <= t.ttl_s + t.interval_s * t.unhealthy_threshold + t.timeout_s + 1.0
-    assert result.client_s >= result.detect_s  # the resolver never moves before dnsd does
-    assert result.detect_s <= t.interval_s * t.unhealthy_threshold + t.timeout_s + 0.5
+    result = drilled["results"]["primary-down"]
+    detect_s, client_s = result["detect_s"], result["client_s"]
+    assert detect_s is not None and client_s is not None
+    assert client_s <= t.ttl_s + t.interval_s * t.unhealthy_threshold + t.timeout_s + 1.0
+    assert client_s >= detect_s  # the resolver never moves before dnsd does
+    assert detect_s <= t.interval_s * t.unhealthy_threshold + t.timeout_s + 0.5
+
+
+def test_plot_with_all_draws_one_picture_per_scenario(drilled) -> None:
+    """`dnsd drill all --plot DIR` writes DIR/SCENARIO.png for every scenario (it used to
+    draw only the first, silently)."""
+    plots = drilled["plots"]
+    assert sorted(p.name for p in plots.iterdir()) == sorted(f"{s}.png" for s in SCENARIOS)
+    pictures = {p.read_bytes() for p in plots.iterdir()}
+    assert len(pictures) == len(SCENARIOS)  # each its own scenario, not one copied
+    assert all(p[:8] == b"\x89PNG\r\n\x1a\n" for p in pictures)
 
 
 def test_drill_against_dnsd_demo_as_a_user_runs_it(tmp_path) -> None:
@@ -127,19 +133,3 @@ def test_unbound_takes_another_port_when_its_first_is_taken(monkeypatch) -> None
                 unbound.stop()
     finally:
         taken.close()
-
-
-def test_plot_with_all_draws_one_picture_per_scenario(tmp_path) -> None:
-    """`dnsd drill all --plot DIR` writes DIR/SCENARIO.png for every scenario (it used to
-    draw only the first, silently)."""
-    plots = tmp_path / "plots"
-    drill = subprocess.run(
-        [sys.executable, "-m", "dnsd", "drill", "all", "--plot", str(plots), "--quiet",
-         "--json", str(tmp_path / "all.json")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert drill.returncode == 0, drill.stdout + drill.stderr[-2000:]
-    assert sorted(p.name for p in plots.iterdir()) == sorted(f"{s}.png" for s in SCENARIOS)
-    pictures = {p.read_bytes() for p in plots.iterdir()}
-    assert len(pictures) == len(SCENARIOS)  # each its own scenario, not one copied
-    assert all(p[:8] == b"\x89PNG\r\n\x1a\n" for p in pictures)
