@@ -3,7 +3,7 @@ PYTHON ?= python3
 
 VENV ?= .venv
 
-.PHONY: run serve install test test-fast test-latest check lint deps bench
+.PHONY: run serve install test coverage test-fast test-latest check lint deps bench
 
 # Where `make run` keeps its overrides, events and keys: outside the checkout (a `git clean`
 # or a fresh clone must not take them, and they are no part of the source).
@@ -46,12 +46,17 @@ lint:
 ## test: install everything, lint, and run the whole suite in TEST_WORKERS processes
 ## (pytest-xdist, a test file per process at a time: a module's shared server stays one;
 ## the longest files first, in the order of tests/longest_first.py, not xdist's own);
-## prints the 25 slowest tests and line coverage of dnsd/ (in-process code only: the
-## `dnsd serve` processes that e2e tests start are not traced)
+## prints the 25 slowest tests
 TEST_WORKERS ?= 2
+SUITE = $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 test: deps lint
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
-	  --cov=dnsd --cov-report=term:skip-covered
+	$(SUITE)
+
+## coverage: the same suite with line coverage of dnsd/ (in-process code only: the `dnsd
+## serve` processes that e2e tests start are not traced); tracing doubles the CPU-bound
+## tests' time, so it is not in `make test`
+coverage: deps lint
+	$(SUITE) --cov=dnsd --cov-report=term:skip-covered
 
 ## test-fast: the edit loop's tier (no outside process, about two minutes on 2 cores): unit and property
 ## tests, the property and fuzz tests exploring a tenth of their cases, and the layering rules
