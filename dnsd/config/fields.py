@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dnsd.config.model import STEERING_POLICIES
 from dnsd.config.zone_section import RECORD_TYPES, SOA_KEYS
 
 STRING: dict[str, Any] = {"type": "string"}
@@ -137,7 +138,7 @@ POOL: Fields = (
 
 LOAD_BALANCER: Fields = (
     Field("ttl", INTEGER),
-    Field("steering", enum("off", "random", "dynamic", "geo", "proximity")),
+    Field("steering", enum(*STEERING_POLICIES)),
     Field("default_pools", STRINGS, required=True),
     Field("fallback_pool", STRING),
     Field("region_pools", POOL_TABLE),

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 from dnsd.config import fields
 from dnsd.config.checker import Checker, join
-from dnsd.config.model import LoadBalancer
+from dnsd.config.model import STEERING_POLICIES, LoadBalancer
 from dnsd.config.ramp import read_ramp
 from dnsd.config.refs import Ref
 from dnsd.config.region_hint import regions_hint
@@ -17,7 +17,6 @@ from dnsd.config.zone_section import MAX_TTL
 from dnsd.geo.regions import REGIONS, region_table
 
 MAX_LB_TTL = 300  # above this `dnsd check` warns: the outage bound grows with the TTL
-STEERING_POLICIES = ("off", "random", "dynamic", "geo", "proximity")
 # docs/steering.md, when all pools are down: what a name answers when nothing is healthy
 WHEN_ALL_DOWN = ("fallback", "closed", "servfail", "all", "last_good")
 # docs/steering.md, several pools per answer

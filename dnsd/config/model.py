@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal, get_args
 
 from dnslib import RD
 
@@ -190,12 +190,16 @@ class Pool:
     domain: str | None = None  # a failure-domain label for `distinct: domain` (docs/steering.md)
 
 
+SteeringPolicy = Literal["off", "random", "dynamic", "geo", "proximity"]
+STEERING_POLICIES: Final[tuple[str, ...]] = get_args(SteeringPolicy)  # the one list
+
+
 @dataclass(frozen=True, slots=True)
 class LoadBalancer:
     name: str
     file: str
     ttl: int
-    steering: Literal["off", "random", "dynamic", "geo", "proximity"]
+    steering: SteeringPolicy
     default_pools: tuple[str, ...]
     fallback_pool: str | None
     region_pools: Mapping[str, tuple[str, ...]]
