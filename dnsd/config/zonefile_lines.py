@@ -278,27 +278,20 @@ def _record(
         return None
     ttl = None
     token = tokens[i]
-    if "0" <= token[0] <= "9":
-        ttl = _ttl(token)
-        if ttl is None:
-            return None
-        i += 1
-        if i >= len(tokens):
-            return None
-        token = tokens[i]
-    if token.upper() == "IN":
-        i += 1
-        if i >= len(tokens):
-            return None
-        token = tokens[i]
+    seen_class = False
+    while True:  # a TTL and the class IN, in either order, each at most once
         if ttl is None and "0" <= token[0] <= "9":
             ttl = _ttl(token)
             if ttl is None:
                 return None
-            i += 1
-            if i >= len(tokens):
-                return None
-            token = tokens[i]
+        elif not seen_class and token.upper() == "IN":
+            seen_class = True
+        else:
+            break
+        i += 1
+        if i >= len(tokens):
+            return None
+        token = tokens[i]
     rdtype = _TYPES.get(token.upper())
     if rdtype is None or (quote >= 0 and rdtype != 16):
         return None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,13 +17,12 @@ from dnsd.config.loader import load_config
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import view_of
-from dnsd.net.udp_thread import compiled_available
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
 from dnsd.snapshot import compile_snapshot
-from tests.conftest import GEO, NO_RRL, ServerThread
-from tests.property.test_serving_loops import ask, scraped
+from tests.conftest import GEO, ServerThread
+from tests.property.test_serving_loops import ask, both_loops, client_sockets, scraped
 
 GEO_LBS, V6_LBS, CNAME_LBS = 40, 10, 5
 NAMES = (
@@ -138,28 +136,13 @@ def test_a_load_balancer_with_a_state_of_its_own_leaves_its_class(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory) -> Iterator[dict[str, ServerThread]]:
-    assert compiled_available(), "dnsd._fastloop was not built: reinstall with a C compiler"
-    config_dir = write_config(tmp_path_factory.mktemp("alike"))
-    started = {}
-    try:
-        for loop in ("compiled", "pure"):
-            state = tmp_path_factory.mktemp(f"state-{loop}")
-            started[loop] = ServerThread(
-                config_dir, rrl=NO_RRL, state_dir=state, serving_loop=loop
-            ).start()
+    with both_loops(write_config(tmp_path_factory.mktemp("alike")), tmp_path_factory) as started:
         yield started
-    finally:
-        for srv in started.values():
-            srv.stop()
 
 
 def test_both_loops_send_the_same_bytes_for_first_and_repeated_queries(servers) -> None:
     rng = random.Random(20261207)
-    socks = {}
-    for source in ("127.0.0.1", "127.0.0.2"):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind((source, 0))
-        socks[source] = sock
+    socks = client_sockets()
     for srv in servers.values():
         srv.server.rng.seed(1)
     for _ in range(1200):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +19,12 @@ from dnsd.config.loader import load_config
 from dnsd.explain import ecs_option
 from dnsd.fastpath import AnswerCache
 from dnsd.health.view import view_of
-from dnsd.net.udp_thread import compiled_available
 from dnsd.reply import Client
 from dnsd.request import Request
 from dnsd.resolve import resolve
 from dnsd.snapshot import compile_snapshot, with_serials
-from tests.conftest import GEO, NO_RRL, ServerThread
-from tests.property.test_serving_loops import ask, override, scraped
+from tests.conftest import GEO, ServerThread
+from tests.property.test_serving_loops import ask, both_loops, client_sockets, override, scraped
 
 SUBNETS = ["81.2.69.0/24", "202.12.27.0/24", "12.0.0.0/20", "0.0.0.0/0"]
 SOURCES = ["127.0.0.1", "81.2.69.142", "202.12.27.33", "::1"]
@@ -174,30 +172,16 @@ def test_a_member_whose_backend_is_down_is_in_another_class(tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory) -> Iterator[tuple[dict[str, ServerThread], list[str], list[Slot]]]:
-    assert compiled_available(), "dnsd._fastloop was not built: reinstall with a C compiler"
     config_dir = tmp_path_factory.mktemp("own")
     names, slots = write_config(config_dir, 11, shapes=5, per_shape=30)
-    started = {}
-    try:
-        for loop in ("compiled", "pure"):
-            state = tmp_path_factory.mktemp(f"state-{loop}")
-            started[loop] = ServerThread(
-                config_dir, rrl=NO_RRL, state_dir=state, serving_loop=loop
-            ).start()
+    with both_loops(config_dir, tmp_path_factory) as started:
         yield started, names, slots
-    finally:
-        for srv in started.values():
-            srv.stop()
 
 
 def test_both_loops_send_the_same_bytes_for_own_pool_names(servers) -> None:
     started, names, slots = servers
     rng = random.Random(20261208)
-    socks = {}
-    for source in ("127.0.0.1", "127.0.0.2"):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind((source, 0))
-        socks[source] = sock
+    socks = client_sockets()
     downed: list[Slot] = []
     for round_ in range(3):
         changes = [(p, b, None) for p, b in downed]

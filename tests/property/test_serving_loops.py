@@ -7,10 +7,13 @@ answer tables (dnsd.answer_table); the compiled one must have answered most repe
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from dnslib import DNSRecord
@@ -30,20 +33,38 @@ OVERRIDES = [  # (pool, backend, state) applied to both servers between rounds
 ]
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory) -> Iterator[dict[str, ServerThread]]:
+@contextlib.contextmanager
+def both_loops(config_dir: Path, tmp_path_factory: Any) -> Iterator[dict[str, ServerThread]]:
+    """Two in-process servers on `config_dir`, one per serving loop ("compiled", "pure")."""
     assert compiled_available(), "dnsd._fastloop was not built: reinstall with a C compiler"
     started = {}
     try:
         for loop in ("compiled", "pure"):
             state = tmp_path_factory.mktemp(f"state-{loop}")
             started[loop] = ServerThread(
-                DATA / "fast", rrl=NO_RRL, state_dir=state, serving_loop=loop
+                config_dir, rrl=NO_RRL, state_dir=state, serving_loop=loop
             ).start()
         yield started
     finally:
         for srv in started.values():
             srv.stop()
+
+
+def client_sockets() -> dict[str, socket.socket]:
+    """A UDP socket bound to each of SOURCES (two client addresses)."""
+    socks = {}
+    for source in SOURCES:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind((source, 0))
+        sock.settimeout(2.0)
+        socks[source] = sock
+    return socks
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> Iterator[dict[str, ServerThread]]:
+    with both_loops(DATA / "fast", tmp_path_factory) as started:
+        yield started
 
 
 def ask(sock: socket.socket, port: int, wire: bytes) -> bytes | None:
@@ -82,12 +103,7 @@ def test_compiled_and_pure_loops_send_the_same_bytes(servers) -> None:
     loops = {name: srv.server.udp_threads[0].loop for name, srv in servers.items()}
     assert loops == {"compiled": "compiled", "pure": "pure"}
     rng = random.Random(20261201)
-    socks = {}
-    for source in SOURCES:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind((source, 0))
-        sock.settimeout(2.0)
-        socks[source] = sock
+    socks = client_sockets()
     compared, recent = 0, []
     for round_, changes in enumerate(OVERRIDES):
         for srv in servers.values():
