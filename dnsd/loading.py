@@ -13,8 +13,6 @@ from dnsd import lb_classes, zone_tables
 from dnsd.config.loader import LoadCancelled, ParseCache, load_config
 from dnsd.config.model import Zone
 from dnsd.dnssec.apex import with_keys
-from dnsd.dnssec.keys import ensure_keys
-from dnsd.dnssec.keys import key_dir as key_dir_of
 from dnsd.errors import ConfigError, Reason
 from dnsd.geo.database import GeoDatabase
 from dnsd.process_tools import loading, release_free_memory
@@ -84,10 +82,16 @@ def _load_snapshot(
 def zone_keys(zones: tuple[Zone, ...], key_dir: Path, create: bool) -> dict[str, ZoneKeys]:
     """The DNSSEC keys of every zone with `dnssec:` (made at the first start when missing;
     a `--workers` process only reads them). A key that cannot be read fails the load."""
-    found, reasons = {}, []
-    for zone in zones:
-        if zone.dnssec_algorithm is None:
-            continue
+    found: dict[str, ZoneKeys] = {}
+    reasons: list[Reason] = []
+    signed = [zone for zone in zones if zone.dnssec_algorithm is not None]
+    if not signed:
+        return found
+    # The key files' crypto (~8 MiB) loads with the first signed zone, not in every server.
+    from dnsd.dnssec.keys import ensure_keys
+
+    for zone in signed:
+        assert zone.dnssec_algorithm is not None
         try:
             found[zone.name] = ensure_keys(
                 key_dir, zone.name, zone.dnssec_algorithm, create, zone.dnssec_split_keys
@@ -101,6 +105,8 @@ def zone_keys(zones: tuple[Zone, ...], key_dir: Path, create: bool) -> dict[str,
 
 def key_files(key_dir: Path, signing: Mapping[str, ZoneKeys]) -> dict[Path, float]:
     """The key files of the signed zones and their modification times."""
+    from dnsd.dnssec.keys import key_dir as key_dir_of
+
     found = {}
     for zone in signing:
         for path in key_dir_of(key_dir, zone).glob("K*.json"):

@@ -5,18 +5,19 @@ signs with them (keys.py, signer.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dns.dnssec
 import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rdtypes.ANY.DNSKEY
 import dns.rrset
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+    PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,9 @@ class ZoneKey:
         return "removed"
 
     def ds(self, digest: str = "SHA256") -> Any:
-        return dns.dnssec.make_ds(self.zone, self.dnskey, digest)
+        from dns.dnssec import make_ds  # with its crypto (~8 MiB): only for a signed zone
+
+        return make_ds(self.zone, self.dnskey, digest)
 
     def changes(self) -> list[float]:
         return [t for t in (self.publish, self.activate, self.retire, self.remove) if t is not None]

@@ -21,9 +21,10 @@ import json
 import socket
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+if TYPE_CHECKING:
+    from aiohttp import web
 
 FAILURES_ALLOWED = 5
 FAILURE_WINDOW_S = 60.0
@@ -33,6 +34,8 @@ MAX_SOURCES = 10_000  # addresses tracked for failed tokens (least recently seen
 
 def error(status: int, message: str) -> web.Response:
     """The API's one error shape: {"error": message}."""
+    from aiohttp import web  # the admin API's: a server without it does not load aiohttp
+
     return web.json_response({"error": message}, status=status)
 
 

@@ -33,13 +33,15 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import aiohttp
 from prometheus_client.core import CounterMetricFamily
 
 from dnsd.events import Event
 from dnsd.ratelog import RateLimitedLog
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger("dnsd.webhooks")
 FAILURE_LOG = RateLimitedLog(log)
@@ -138,6 +140,8 @@ class Alerts:
         yield family
 
     async def _send_all(self, hook: Webhook, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        import aiohttp  # the HTTP client only where a webhook is configured
+
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
@@ -147,6 +151,8 @@ class Alerts:
     async def _send(
         self, session: aiohttp.ClientSession, hook: Webhook, event: dict[str, Any]
     ) -> None:
+        import aiohttp
+
         payload = {"text": slack_text(event)} if hook.format == "slack" else event
         body = json.dumps(payload, sort_keys=True).encode()
         headers = {

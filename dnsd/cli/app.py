@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (serve, config_show, check, explain, export, keys, zone_import):
         module.add_parser(sub)
 
-    from dnsd.drill.cli import add_parsers
+    from dnsd.drill.arguments import add_parsers
     from dnsd.geoip_cli import add_parser as add_geoip
     from dnsd.lab.cli import add_parser as add_lab
 

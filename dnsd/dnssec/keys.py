@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import dns.dnssec
 import dns.name
@@ -35,7 +35,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from dnsd.atomic_files import write_file
-from dnsd.zone_keys import PrivateKey, ZoneKey, ZoneKeys
+from dnsd.zone_keys import ZoneKey, ZoneKeys
+
+if TYPE_CHECKING:
+    from dnsd.zone_keys import PrivateKey
 
 ALGORITHMS: Final = {13: "ECDSAP256SHA256", 15: "ED25519"}
 FLAGS: Final = {"csk": 257, "ksk": 257, "zsk": 256}  # ZONE | SEP for keys the DS points at

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Final
-
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from functools import cache
+from typing import Any, Final
 
 from dnsd.dnsname import wire_labels
 from dnsd.zone_keys import ZoneKey
@@ -26,15 +23,25 @@ OPT: Final = 41
 NXNAME: Final = 128  # RFC 9824 §3.1: the meta-type that marks a nonexistent name
 CO_FLAG: Final = 0x4000  # EDNS header flag "compact answers OK" (RFC 9824 §4), after DO
 MAX_NAME: Final = 255
-# RFC 6979 deterministic ECDSA: the same RRset signs to the same bytes, so a cached reply and
-# the full path's agree byte for byte, and no signature depends on the random source.
-_ECDSA: Final = ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
+
+
+@cache
+def _ecdsa() -> Any:
+    """RFC 6979 deterministic ECDSA: the same RRset signs to the same bytes, so a cached reply
+    and the full path's agree byte for byte, and no signature depends on the random source.
+    Made at the first signature: a server without signed zones never loads the crypto."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
 
 
 def signature(key: ZoneKey, data: bytes) -> bytes:
     """The signature field of an RRSIG over `data` (RFC 6605 §4: r | s for ECDSA)."""
     if key.algorithm == 13:
-        r, s = decode_dss_signature(key.private.sign(data, _ECDSA))  # type: ignore[call-arg]
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+        r, s = decode_dss_signature(key.private.sign(data, _ecdsa()))  # type: ignore[call-arg]
         return r.to_bytes(32, "big") + s.to_bytes(32, "big")
     return key.private.sign(data)  # type: ignore[call-arg]  # Ed25519: 64 bytes as is
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import dns.dnssec
 import dns.name
 import dns.rdataclass
 import dns.rdatatype
@@ -51,8 +50,10 @@ def signed_zone(
         for rrset in rrsets:
             if rrset.rdtype not in KEY_TYPES:
                 txn.add(rrset)
+    from dns.dnssec import sign_zone  # with the crypto: only where a signed zone leaves dnsd
+
     signers = {keys.signer_for(dns.rdatatype.DNSKEY), keys.signer_for(dns.rdatatype.A)}
-    dns.dnssec.sign_zone(
+    sign_zone(
         zone,
         keys=[(k.private, k.dnskey) for k in signers],
         add_dnskey=False,

@@ -9,6 +9,19 @@ from dataclasses import dataclass
 from dnsd.config.outage import detect_s, worst_case_s
 
 ZONE = "demo.test"
+# The demo drills, in the order `dnsd drill all` runs them.
+SCENARIOS = (
+    "primary-down",
+    "backend-down",
+    "zone-down",
+    "region-down",
+    "all-down",
+    "trickle",
+    "manual-failover",
+    "flap",
+    "restart",
+    "reload-under-load",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dnsd.drill.config import ADDRESS, MAINTENANCE, POOLS, ZONE, addresses
+from dnsd.drill.config import ADDRESS, MAINTENANCE, POOLS, SCENARIOS, ZONE, addresses
 from dnsd.drill.dnsclient import Answer, DnsClient
 from dnsd.drill.environment import Environment
 
@@ -29,18 +29,6 @@ POLL_S = 0.1
 DETECT_SLACK_S = 0.5
 CLIENT_SLACK_S = 1.0
 NAMES = {address: name for name, address in ADDRESS.items()} | {MAINTENANCE: "sorry"}
-SCENARIOS = (
-    "primary-down",
-    "backend-down",
-    "zone-down",
-    "region-down",
-    "all-down",
-    "trickle",
-    "manual-failover",
-    "flap",
-    "restart",
-    "reload-under-load",
-)
 
 
 def label(addrs: tuple[str, ...]) -> str:

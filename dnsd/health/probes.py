@@ -19,12 +19,15 @@ import ssl
 import time
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
-import aiohttp
 from dnslib import RCODE
 
 from dnsd.config.model import Backend, Monitor
 from dnsd.health.fsm import ProbeResult
+
+if TYPE_CHECKING:
+    import aiohttp
 
 SOURCE_HEADER = "X-Dnsd-Probe-Source"
 BODY_LIMIT = 64 * 1024
@@ -77,6 +80,8 @@ async def _once(
     source: str,
     timeout_s: float,
 ) -> ProbeResult:
+    import aiohttp  # loaded by the scheduler's first probe (see dnsd.health.scheduler)
+
     started = time.perf_counter()
     try:
         async with asyncio.timeout(timeout_s):

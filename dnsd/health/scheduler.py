@@ -9,8 +9,7 @@ import logging
 import random
 from collections import Counter, deque
 from collections.abc import Callable
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from dnsd.clock import SYSTEM, Clock
 from dnsd.config.model import Monitor
@@ -18,6 +17,9 @@ from dnsd.health.fsm import ProbeResult
 from dnsd.health.probes import ProbeTarget, probe
 from dnsd.health.store import HealthStore
 from dnsd.ratelog import RateLimitedLog
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger("dnsd.health.scheduler")
 LOCAL_LOG = RateLimitedLog(log)
@@ -135,10 +137,18 @@ class ProbeScheduler:
         self._pending_first: set[tuple[ProbeTarget, str]] = set()
 
     async def start(self) -> None:
-        # A fresh connection per probe: a probe measures what a new client would see.
-        connector = aiohttp.TCPConnector(force_close=True, limit=0)
-        self._session = aiohttp.ClientSession(connector=connector)
         self.reconcile()
+
+    def _client(self) -> aiohttp.ClientSession:
+        """The one HTTP client, made at the first probe: the HTTP library (~15 MiB) is not
+        loaded by a server that probes nothing."""
+        if self._session is None:
+            import aiohttp
+
+            # A fresh connection per probe: a probe measures what a new client would see.
+            connector = aiohttp.TCPConnector(force_close=True, limit=0)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
 
     def reconcile(self) -> None:
         plan = self.store.probe_plan()
@@ -164,13 +174,12 @@ class ProbeScheduler:
             if monitor is None:
                 return
             started = self.clock.monotonic()
-            assert self._session is not None
             # The timeout covers waiting for a slot too: a probe that cannot start within it
             # is a failed probe, like any other that takes longer than `timeout`.
             if await self._slots.acquire(target.monitor, monitor.timeout_s):
                 try:
                     left = monitor.timeout_s - (self.clock.monotonic() - started)
-                    result = await probe(self._session, target, monitor, source, left)
+                    result = await probe(self._client(), target, monitor, source, left)
                 finally:
                     self._slots.release(target.monitor)
             else:

@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from dnsd.admin.app import build_app
 from dnsd.admin.audit import AuditLog
-from dnsd.admin.context import GATE
 from dnsd.admin.control import ServerControl
 from dnsd.admin.gate import Token, TokenGate
 from dnsd.admin.guard import ConnectionGuard
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger("dnsd.server")  # one logger for every part of serving
 ADMIN_HEADER_TIMEOUT_S = 10.0  # a new admin connection sends its request headers by then
@@ -45,9 +45,20 @@ class AdminListener:
         self._server: asyncio.Server | None = None
 
     def gate(self) -> TokenGate | None:
-        return self._runner.app[GATE] if self._runner is not None else None
+        if self._runner is None:
+            return None
+        from dnsd.admin.context import GATE
+
+        return self._runner.app[GATE]
 
     async def start(self, host: str, port: int) -> None:
+        # The admin app and its HTTP server (~15 MiB of aiohttp) load only when the admin
+        # API is on: `--admin off` serves DNS without them.
+        from aiohttp import web
+
+        from dnsd.admin.app import build_app
+        from dnsd.admin.context import GATE
+
         self._runner = web.AppRunner(
             build_app(self.server, self.tokens(), host, self.audit),
             access_log=None,
