@@ -37,6 +37,7 @@ JOURNAL = ".dnsd-journal.json"
 LOCK = ".dnsd-lock"
 NEW = ".dnsd-new"
 OLD = ".dnsd-old"
+TMP = ".tmp"  # write_file's temporary files: .<name>.<random>.tmp
 
 
 class _Switches:
@@ -57,7 +58,7 @@ def write_file(path: Path, data: str | bytes, mode: int | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None and path.exists():
         mode = path.stat().st_mode & 0o777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name), suffix=TMP, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data.encode() if isinstance(data, str) else data)
@@ -80,9 +81,13 @@ def write_file(path: Path, data: str | bytes, mode: int | None = None) -> None:
 def discard_leftovers(path: Path) -> None:
     """Remove the temporary files a crash inside `write_file(path, ...)` left behind (the
     name is `write_file`'s: this module is the one place that knows it)."""
-    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+    for leftover in path.parent.glob(f"{_temporary_prefix(path.name)}*{TMP}"):
         with contextlib.suppress(OSError):
             leftover.unlink()
+
+
+def _temporary_prefix(name: str) -> str:
+    return f".{name}."
 
 
 def fsync_directory(directory: Path) -> None:
@@ -148,7 +153,8 @@ def _leftovers(directory: Path) -> bool:
 
 
 def _is_staged(name: str) -> bool:
-    return name.endswith((NEW, OLD)) or (name.startswith(f"{JOURNAL}.") and name.endswith(".tmp"))
+    journal_temporary = name.startswith(_temporary_prefix(JOURNAL)) and name.endswith(TMP)
+    return name.endswith((NEW, OLD)) or journal_temporary
 
 
 def _recover_locked(directory: Path) -> None:

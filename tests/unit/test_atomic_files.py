@@ -72,6 +72,14 @@ def test_killed_before_the_commit_point_the_old_files_stay(tmp_path: Path) -> No
     assert state(tmp_path) == old_state() and leftovers(tmp_path) == []
 
 
+def test_killed_while_writing_the_journal_the_old_files_stay(tmp_path: Path) -> None:
+    _stage(make(tmp_path), NEW)
+    # write_file's temporary journal, the name a SIGKILL left in a CI run
+    (tmp_path / f".{JOURNAL}.3d_2fgjq.tmp").write_text('{"files": [')
+    recover(tmp_path)
+    assert state(tmp_path) == old_state() and leftovers(tmp_path) == []
+
+
 @pytest.mark.parametrize("renamed", [0, 1, 2, 3, 4])
 def test_killed_after_the_commit_point_the_write_is_finished(tmp_path: Path, renamed: int) -> None:
     entries = _stage(make(tmp_path), NEW)
