@@ -90,8 +90,17 @@ class DnsdProcess:
         return "\n".join(self.lines)
 
     def signal(self, sig: int) -> None:
+        """Send `sig`; SIGSTOP returns only once every thread has stopped. The kernel wakes
+        one thread, which stops the others when it next runs: until then (milliseconds on a
+        loaded machine) the UDP loop's thread keeps answering."""
         assert self.proc is not None
         self.proc.send_signal(sig)
+        if sig == signal.SIGSTOP:
+            deadline = time.monotonic() + 10
+            while not _all_threads_stopped(self.proc.pid):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"dnsd (pid {self.proc.pid}) did not stop in 10 s")
+                time.sleep(0.001)
 
     def wait_for_log(self, text: str, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
@@ -112,3 +121,15 @@ class DnsdProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Every thread of `pid` is in state T (stopped), by /proc/PID/task/*/stat."""
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # a thread that has just gone
+        if state != "T":
+            return False
+    return True
