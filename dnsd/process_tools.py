@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 T = TypeVar("T")
 _STACK_LOCK = threading.Lock()  # threading.stack_size() is process-wide
@@ -151,16 +151,34 @@ def stop_switching_often(interval_s: float = LOAD_SWITCH_S) -> None:
 def release_free_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim): a big load
     frees its parse trees between objects that stay, and without this the served process
-    keeps that memory as its resident size (measured: 14 MiB of 200 on the 10k-LB config). Elsewhere (no glibc) nothing is done."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
+    keeps that memory as its resident size (measured: 14 MiB of 200 on the 10k-LB config).
+    Elsewhere (no glibc) nothing is done."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+# glibc's mallopt parameter for the size from which a block gets a mapping of its own.
+M_MMAP_THRESHOLD: Final = -3
+BIG_BLOCK_BYTES: Final = 128 * 1024  # glibc's own starting threshold
+
+
+def keep_big_blocks_apart() -> None:
+    """Give every block of 128 KiB or more (a big dict's table, a zone file's text) a
+    mapping of its own, handed back when freed. glibc's default raises that threshold to
+    the size of each such block freed, and then serves later ones from the heap, where a
+    load leaves them scattered among objects that stay: measured, 13 MiB of 137 serving
+    100,000 records. Call it before any thread starts; without glibc nothing is done."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(M_MMAP_THRESHOLD, BIG_BLOCK_BYTES)
 
 
 @cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        libc.malloc_trim, libc.mallopt  # noqa: B018  # glibc's, not another C library's
+        return libc
     except (OSError, AttributeError):
         return None

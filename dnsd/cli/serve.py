@@ -48,7 +48,9 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`parser`: serve's own (the workers' command line is derived from it)."""
     from dnsd.cli.settings import SettingsError, serve_settings
     from dnsd.logsetup import setup_logging
+    from dnsd.process_tools import keep_big_blocks_apart
 
+    keep_big_blocks_apart()  # before any thread: a loaded config's memory stays compact
     setup_logging(args.log_level, args.log_format)
     test_hooks.apply(args)
     try:  # the judge `dnsd check --config` asks too
