@@ -937,7 +937,7 @@ static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *rand
 /* -- zone answer tables (the layout: dnsd/zone_tables/) ---------------------------- */
 
 #define ZONE_MAGIC "dnsZ"
-#define ZONE_NODE_SIZE 16
+#define ZONE_NODE_SIZE 20
 #define ZONE_ENTRY_SIZE 8
 #define ZONE_ALL_PYTHON 1
 #define ZONE_INLINE 1
@@ -964,21 +964,21 @@ typedef struct {
 } Template;
 
 /* The template a node gives question type qtype (exact: the name itself, else a name below
- * it): in the node itself (INLINE) or one of its zone's shared ones. */
-static Template zone_template(PyObject *found, int exact, uint16_t qtype) {
-    Template none = {NULL, 0};
-    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2)
-        return none;
-    PyObject *node = PyTuple_GET_ITEM(found, 0), *templates = PyTuple_GET_ITEM(found, 1);
-    if (!PyBytes_CheckExact(node) || !PyList_CheckExact(templates))
-        return none;
+ * it), into *out: in the node itself (INLINE) or one of its zone's shared ones, which
+ * `templates` maps from the node's templates id. out->at stays NULL when Python answers (or
+ * the node is not one this code can read). Returns 0, or -1 on a Python error. */
+static int zone_template(PyObject *node, PyObject *templates, int exact, uint16_t qtype,
+                         Template *out) {
+    out->at = NULL, out->len = 0;
+    if (!PyBytes_CheckExact(node))
+        return 0;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(node);
     Py_ssize_t len = PyBytes_GET_SIZE(node);
     if (len < ZONE_NODE_SIZE || memcmp(p, ZONE_MAGIC, 4) != 0 || p[4] & ZONE_ALL_PYTHON)
-        return none;
+        return 0;
     int n_exact = p[5], n_below = p[6];
     if (len < ZONE_NODE_SIZE + (Py_ssize_t)(n_exact + n_below) * ZONE_ENTRY_SIZE)
-        return none;
+        return 0;
     uint32_t index = le32(p + (exact ? 8 : 12));
     int inline_at = 0;
     const unsigned char *entry = p + ZONE_NODE_SIZE + (exact ? 0 : n_exact * ZONE_ENTRY_SIZE);
@@ -989,24 +989,31 @@ static Template zone_template(PyObject *found, int exact, uint16_t qtype) {
             break;
         }
     if (index == NO_TEMPLATE)
-        return none;
+        return 0;
     if (inline_at) {
         if ((Py_ssize_t)index + 2 > len)
-            return none;
+            return 0;
         Py_ssize_t size = le16(p + index);
         if ((Py_ssize_t)index + 2 + size > len)
-            return none;
-        Template found_inline = {p + index + 2, size};
-        return found_inline;
+            return 0;
+        out->at = p + index + 2, out->len = size;
+        return 0;
     }
-    if ((Py_ssize_t)index >= PyList_GET_SIZE(templates))
-        return none;
-    PyObject *shared = PyList_GET_ITEM(templates, index);
+    PyObject *id = PyLong_FromUnsignedLong(le32(p + 16));
+    if (id == NULL)
+        return -1;
+    PyObject *shared_list = PyDict_GetItemWithError(templates, id);
+    Py_DECREF(id);
+    if (shared_list == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyList_CheckExact(shared_list) || (Py_ssize_t)index >= PyList_GET_SIZE(shared_list))
+        return 0;
+    PyObject *shared = PyList_GET_ITEM(shared_list, index);
     if (!PyBytes_CheckExact(shared))
-        return none;
-    Template found_shared = {(const unsigned char *)PyBytes_AS_STRING(shared),
-                             PyBytes_GET_SIZE(shared)};
-    return found_shared;
+        return 0;
+    out->at = (const unsigned char *)PyBytes_AS_STRING(shared);
+    out->len = PyBytes_GET_SIZE(shared);
+    return 0;
 }
 
 /* The question's name (from offset 12) lowered into `lowered` (at most 255 bytes, its
@@ -1047,7 +1054,7 @@ static Py_ssize_t lower_qname(const unsigned char *wire, Py_ssize_t n, unsigned 
  * SEND_SLOT - 2 bytes): its length, or 0 when Python answers, -1 on a Python error. The
  * same steps as dnsd.zone_tables.answer. */
 static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *nodes,
-                             unsigned char *out, uint16_t *qtype_out) {
+                             PyObject *templates, unsigned char *out, uint16_t *qtype_out) {
     if (n < 17 || wire[2] & 0xF8 || memcmp(wire + 4, "\x00\x01\x00\x00\x00\x00", 6) != 0 ||
         wire[10] || wire[11] > 1)
         return 0;
@@ -1093,7 +1100,8 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
             continue;
         }
         found_node = 1;
-        template = zone_template(found, k == 0, qtype);
+        if (zone_template(found, templates, k == 0, qtype, &template) < 0)
+            return -1;
     }
     if (template.at == NULL)
         return 0; /* in no zone served here, or the closest encloser says: Python */
@@ -1174,18 +1182,19 @@ static int count_answer(BatchCounts *c, PyObject *counts, const unsigned char ke
     return 0;
 }
 
-/* Answer datagram i from the zone tables `zones` (nodes, counts, counted types): 1
+/* Answer datagram i from the zone tables `zones` (nodes, counts, counted types,
+ * templates): 1
  * answered, 0 Python answers, -1 a Python error. Each answer is counted under its count
  * key (dnsd.reply.count_key: flags and rcode, question type). */
 static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *limit,
                        PyObject *clients, BatchCounts *batch_counts) {
     PyObject *nodes = PyTuple_GET_ITEM(zones, 0), *counts = PyTuple_GET_ITEM(zones, 1);
-    PyObject *counted = PyTuple_GET_ITEM(zones, 2);
+    PyObject *counted = PyTuple_GET_ITEM(zones, 2), *templates = PyTuple_GET_ITEM(zones, 3);
     const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
     Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
     unsigned char body[SEND_SLOT];
     uint16_t qtype = 0;
-    Py_ssize_t body_len = zone_reply(wire, length, nodes, body, &qtype);
+    Py_ssize_t body_len = zone_reply(wire, length, nodes, templates, body, &qtype);
     if (body_len <= 0)
         return (int)body_len;
     PyObject *client;
@@ -1381,11 +1390,12 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
         return NULL;
     }
     if (zones != Py_None &&
-        (!PyTuple_CheckExact(zones) || PyTuple_GET_SIZE(zones) != 3 ||
+        (!PyTuple_CheckExact(zones) || PyTuple_GET_SIZE(zones) != 4 ||
          !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 0)) ||
          !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 1)) ||
-         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 2)))) {
-        PyErr_SetString(PyExc_TypeError, "zones must be (dict, dict, bytes) or None");
+         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 2)) ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 3)))) {
+        PyErr_SetString(PyExc_TypeError, "zones must be (dict, dict, bytes, dict) or None");
         return NULL;
     }
     if (PyObject_GetBuffer(counters_obj, &counters, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)

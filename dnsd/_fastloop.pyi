@@ -30,7 +30,8 @@ class Batch:
         counters: Any,
         limit: Callable[[bytes, Any, bytes], bytes | None] | None,
         clients: dict[Any, Any],
-        zones: tuple[dict[bytes, tuple[bytes, list[bytes]]], dict[bytes, int], bytes] | None = None,
+        zones: tuple[dict[bytes, bytes], dict[bytes, int], bytes, dict[int, list[bytes]]]
+        | None = None,
         policies: list[bytes] | None = None,
         classes: tuple[dict[bytes, bytes], dict[bytes, bytes], dict[bytes, int]] | None = None,
     ) -> tuple[list[tuple[int, Walked]], int, int]: ...

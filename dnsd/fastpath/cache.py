@@ -178,9 +178,7 @@ class AnswerCache:
         """What the compiled loop walks when a query has no answer table of its own: the
         snapshot's zone tables with the counts it keeps (None: not built yet)."""
         zones = self._zones
-        return (
-            None if zones is None else (zones.nodes, self.counts.zone_counts, zones.counted_qtypes)
-        )
+        return None if zones is None else zones.for_c(self.counts.zone_counts)
 
     def tables(self, transport: str) -> dict[bytes, bytes]:
         """Query bytes after the ID → answer table (dnsd/_fastloop.c walks the UDP one; it

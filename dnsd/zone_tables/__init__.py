@@ -4,7 +4,8 @@ name, one that does not exist too, without the full path (dnsd/_fastloop.c walks
 tables in C, `answer` below in Python; a property test holds both to `resolve`'s bytes).
 
 The tables map each owner name (lower-case wire form) of every unsigned zone — empty
-non-terminals included — to `(node, templates)`. A walk looks up the query name, then its
+non-terminals included — to its node, and each zone's templates id to the templates its
+nodes share (one map per snapshot: a zone served with a new serial keeps its nodes). A walk looks up the query name, then its
 parents, one label at a time: the first name found is the node itself (an *exact* answer)
 or the closest encloser (a *below* answer: NXDOMAIN, a referral, wildcard synthesis).
 Either side maps question types to templates, with a default for every other type; a
@@ -21,7 +22,8 @@ Layout (little-endian):
 
     node      magic b"dnsZ", u8 flags (1: Python answers everything below and at it),
               u8 n_exact, u8 n_below, u8 pad, u32 exact default, u32 below default,
-              n_exact × ENTRY, n_below × ENTRY
+              u32 templates id (its zone's shared templates), n_exact × ENTRY,
+              n_below × ENTRY
     ENTRY     u16 qtype, u16 flags (INLINE: the template is in the node, at the offset
               given, after its u16 length), u32 template index (NO_TEMPLATE: Python)
     template  the reply's flags (RD, CD clear), ANCOUNT, NSCOUNT, ARCOUNT (no OPT) as in
@@ -32,7 +34,7 @@ Layout (little-endian):
 """
 
 from dnsd.zone_tables.build import ready
-from dnsd.zone_tables.layout import COUNTED_QTYPES, ForC, Nodes, Tables
+from dnsd.zone_tables.layout import COUNTED_QTYPES, ForC, Nodes, Tables, ZoneNodes
 from dnsd.zone_tables.walk import answer
 
-__all__ = ["COUNTED_QTYPES", "ForC", "Nodes", "Tables", "answer", "ready"]
+__all__ = ["COUNTED_QTYPES", "ForC", "Nodes", "Tables", "ZoneNodes", "answer", "ready"]

@@ -3,6 +3,7 @@ loading thread, or in a thread of their own), patched for a new SOA serial."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Iterable
@@ -28,6 +29,8 @@ from dnsd.zone_tables.layout import (
     U16,
     Nodes,
     Tables,
+    Templates,
+    ZoneNodes,
 )
 from dnsd.zone_tables.templates import compose, lower_key, plain_answer, soa_times, template_of
 from dnsd.zone_tables.templates import key as wire_key
@@ -61,6 +64,8 @@ class _Build:
 SYNC_NAMES: Final = 500
 # A zone's tables may carry another SOA than its own (see zone_tables): which one.
 CARRIED_SOA: Final = "answer tables carry the SOA"
+# Templates ids, one per zone built (0: none, the PYTHON_NODE's); never reused.
+_TEMPLATES_IDS = itertools.count(1)
 
 
 def ready(snap: Snapshot, background: bool | None = None) -> Tables | None:
@@ -75,11 +80,15 @@ def merged(snap: Snapshot) -> Tables:
     """Every zone's tables in one mapping; a name below a more specific served zone is
     left to that zone's tables."""
     nodes: Nodes = {}
+    templates: Templates = {}
     apexes = sorted(snap.zones, key=lambda name: name.count("."))
     if len(apexes) == 1:  # one zone: its own mapping, not a copy (5 MiB per 100,000 names)
-        return Tables(_zone_nodes(snap, apexes[0]))
+        only = _zone_nodes(snap, apexes[0])
+        return Tables(only.nodes, {only.templates_id: only.templates})
     for name in apexes:  # parents first: a child zone's names replace theirs
-        built = _zone_nodes(snap, name)
+        zone_nodes = _zone_nodes(snap, name)
+        templates[zone_nodes.templates_id] = zone_nodes.templates
+        built = zone_nodes.nodes
         children = [c for c in apexes if c != name and is_below_or_at(c, name)]
         if children:
             keep = {wire_key(c) for c in children}
@@ -88,22 +97,22 @@ def merged(snap: Snapshot) -> Tables:
                     nodes[key] = value
         else:
             nodes.update(built)
-    return Tables(nodes)
+    return Tables(nodes, templates)
 
 
-def _zone_nodes(snap: Snapshot, name: str) -> Nodes:
+def _zone_nodes(snap: Snapshot, name: str) -> ZoneNodes:
     """One served zone's tables, built once per zone object (never mutated once built)."""
     zone = snap.zones[name]
     signed = name in snap.signing
     key = f"answer tables signed={signed}"
-    nodes = zone.derived.get(key, partial(zone_tables, zone, signed))
+    tables = zone.derived.get(key, partial(zone_tables, zone, signed))
     carried = zone.derived.peek(CARRIED_SOA)
     if carried is not None and soa_times(carried) != soa_times(zone.soa.rdata):
         # Handed to a zone with another serial (below) and served again as it is.
-        nodes = _with_soa(nodes, soa_times(carried), soa_times(zone.soa.rdata))
-        zone.derived.put(key, nodes)
+        tables = _with_soa(tables, soa_times(carried), soa_times(zone.soa.rdata))
+        zone.derived.put(key, tables)
         zone.derived.put(CARRIED_SOA, zone.soa.rdata)
-    return nodes
+    return tables
 
 
 def _at_label(key: bytes, suffix: bytes) -> bool:
@@ -115,12 +124,12 @@ def _at_label(key: bytes, suffix: bytes) -> bool:
     return pos == cut
 
 
-def zone_tables(zone: CompiledZone, signed: bool) -> Nodes:
+def zone_tables(zone: CompiledZone, signed: bool) -> ZoneNodes:
     """One zone's tables (see the module's docstring): those of the zone it replaces with
     the new SOA written in, when only the serial changed (dnsd.snapshot.with_serials)."""
     changed = zone.derived.take(SERIAL_CHANGED)
     if signed:
-        return {wire_key(zone.name): (PYTHON_NODE, [])}
+        return ZoneNodes({wire_key(zone.name): PYTHON_NODE}, 0, [])
     if changed is not None:
         source, old_soa, new_soa = changed
         key = f"answer tables signed={signed}"
@@ -142,21 +151,17 @@ def zone_tables(zone: CompiledZone, signed: bool) -> Nodes:
         return _ZoneBuilder(zone, check_every=1).tables()
 
 
-def _with_soa(before: Nodes, old: bytes, new: bytes) -> Nodes:
+def _with_soa(before: ZoneNodes, old: bytes, new: bytes) -> ZoneNodes:
     """A zone's tables with another SOA serial: every template holding the SOA (negative
-    answers, the SOA itself, a chain to it) has the new serial written in."""
+    answers, the SOA itself, a chain to it) has the new serial written in. The nodes that
+    hold none (most) are the same objects; the templates id stays."""
     if old == new:
         return before
-    templates: list[bytes] = []
-    shared: list[bytes] | None = None
-    out: Nodes = {}
-    for key, (node, zone_templates) in before.items():
-        if shared is None:
-            shared = zone_templates
-            templates.extend(t.replace(old, new) if old in t else t for t in zone_templates)
-        assert zone_templates is shared  # one list per zone (_ZoneBuilder.tables)
-        out[key] = (node.replace(old, new) if old in node else node, templates)
-    return out
+    templates = [t.replace(old, new) if old in t else t for t in before.templates]
+    nodes = {
+        key: node.replace(old, new) if old in node else node for key, node in before.nodes.items()
+    }
+    return ZoneNodes(nodes, before.templates_id, templates)
 
 
 class SharingError(RuntimeError):
@@ -173,6 +178,7 @@ class _ZoneBuilder:
         self.zone = zone
         self.check_every = check_every
         self.templates: list[bytes] = []
+        self.templates_id = next(_TEMPLATES_IDS)
         self._index: dict[bytes, int] = {}
         soa = zone.soa.rdata
         # The names just below the apex that the SOA's names are at or under.
@@ -181,11 +187,11 @@ class _ZoneBuilder:
         self._plain_seen = 0
         self.python_names: set[str] = set()  # names that are no nodes: Python answers them
 
-    def tables(self) -> Nodes:
-        nodes = {wire_key(name): (self.node(name), self.templates) for name in self.zone.nodes}
+    def tables(self) -> ZoneNodes:
+        nodes = {wire_key(name): self.node(name) for name in self.zone.nodes}
         for name in self.python_names:
-            nodes[wire_key(name)] = (PYTHON_NODE, self.templates)
-        return nodes
+            nodes[wire_key(name)] = PYTHON_NODE
+        return ZoneNodes(nodes, self.templates_id, self.templates)
 
     def node(self, name: str) -> bytes:
         exact_types, below_types = self._types(name)
@@ -204,7 +210,16 @@ class _ZoneBuilder:
             exact_default = self._exact(name, PROBE)
             below_default = self._below_default(name, below_types, below)
         out = bytearray(
-            NODE.pack(MAGIC, 0, len(inline), len(below), 0, exact_default, below_default)
+            NODE.pack(
+                MAGIC,
+                0,
+                len(inline),
+                len(below),
+                0,
+                exact_default,
+                below_default,
+                self.templates_id,
+            )
         )
         at = len(out) + ENTRY.size * (len(inline) + len(below))
         placed = bytearray()

@@ -11,7 +11,7 @@ from dnslib import QTYPE
 from dnsd.tally import KNOWN_QTYPES
 
 MAGIC: Final = b"dnsZ"
-NODE = struct.Struct("<4sBBBBII")
+NODE = struct.Struct("<4sBBBBIII")
 ENTRY = struct.Struct("<HHI")
 U16 = struct.Struct("<H")
 NO_TEMPLATE: Final = 0xFFFFFFFF
@@ -25,14 +25,29 @@ PYTHON_QTYPES: Final = frozenset({0, 41, *range(128, 256)})
 # and bytes, so an answer that echoes the name or depends on its length shows.
 PROBE_LABELS: Final = (b"dnsd-probe-q", b"dnsd-probe-zx")
 # Count keys (dnsd.tally): a question type the tally does not name counts as OTHER (0xFFFF).
-PYTHON_NODE: Final = NODE.pack(MAGIC, ALL_PYTHON, 0, 0, 0, NO_TEMPLATE, NO_TEMPLATE)
+PYTHON_NODE: Final = NODE.pack(MAGIC, ALL_PYTHON, 0, 0, 0, NO_TEMPLATE, NO_TEMPLATE, 0)
 COUNTED_QTYPES: Final = bytes(1 if QTYPE.get(t, None) in KNOWN_QTYPES else 0 for t in range(65536))
 
 
-Nodes = dict[bytes, tuple[bytes, list[bytes]]]
+# Owner name (lower-case wire form) → node.
+Nodes = dict[bytes, bytes]
+# A zone's templates id (in each of its nodes) → its shared templates.
+Templates = dict[int, list[bytes]]
 # What dnsd/_fastloop.c's answer_hits takes: the nodes, where it counts its answers (count
-# key → answers) and which question types the tally names (65,536 bytes, 1: named).
-ForC = tuple[Nodes, dict[bytes, int], bytes]
+# key → answers), which question types the tally names (65,536 bytes, 1: named), and the
+# templates the nodes name.
+ForC = tuple[Nodes, dict[bytes, int], bytes, Templates]
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneNodes:
+    """One zone's tables: its nodes, and the shared templates they name by `templates_id`.
+    A zone served with another serial keeps the id and the nodes that do not hold the SOA,
+    with templates of its own: each snapshot maps the id to the templates it serves."""
+
+    nodes: Nodes
+    templates_id: int
+    templates: list[bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,4 +55,9 @@ class Tables:
     """The merged tables of one snapshot: what both loops walk."""
 
     nodes: Nodes
+    templates: Templates
     counted_qtypes: bytes = COUNTED_QTYPES
+
+    def for_c(self, counts: dict[bytes, int]) -> ForC:
+        """What the compiled loop walks, counting its answers into `counts`."""
+        return self.nodes, counts, self.counted_qtypes, self.templates

@@ -77,12 +77,13 @@ def answer(tables: Tables, wire: bytes, transport: str) -> bytes | None:
     for at in starts:
         found = tables.nodes.get(key[at:] if at else key)
         if found is not None:
-            return _walk(found, at == 0, qtype, wire, qend, opt, limit)
+            return _walk(tables, found, at == 0, qtype, wire, qend, opt, limit)
     return None
 
 
 def _walk(
-    found: tuple[bytes, list[bytes]],
+    tables: Tables,
+    node: bytes,
     exact: bool,
     qtype: int,
     wire: bytes,
@@ -90,8 +91,8 @@ def _walk(
     opt: bytes,
     limit: int,
 ) -> bytes | None:
-    node, templates = found
-    _, flags, n_exact, n_below, _, exact_default, below_default = NODE.unpack_from(node)
+    fields = NODE.unpack_from(node)
+    _, flags, n_exact, n_below, _, exact_default, below_default, templates_id = fields
     if flags & ALL_PYTHON:
         return None
     index = exact_default if exact else below_default
@@ -108,6 +109,9 @@ def _walk(
     if where & INLINE:
         template = node[index + 2 : index + 2 + U16.unpack_from(node, index)[0]]
     else:
+        templates = tables.templates.get(templates_id)
+        if templates is None or index >= len(templates):
+            return None
         template = templates[index]
     n_relocs = U16.unpack_from(template, 8)[0]
     body = 10 + 2 * n_relocs

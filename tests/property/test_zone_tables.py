@@ -154,7 +154,7 @@ def test_the_compiled_walk_sends_the_python_walks_bytes(pair) -> None:
                 queries.setdefault(wire[:2], wire)
             received(batch, client, server, list(queries.values()))
             misses, answered, fallbacks = batch.answer_hits(
-                {}, rng, array("q"), None, {}, (tables.nodes, counts, tables.counted_qtypes)
+                {}, rng, array("q"), None, {}, tables.for_c(counts)
             )
             assert fallbacks == 0
             batch.flush()
@@ -176,18 +176,25 @@ def test_a_node_the_compiled_walk_cannot_read_goes_to_python(pair) -> None:
     server, client = pair
     batch = fastloop.Batch(server.fileno(), True, 8)
     wire = bytes(DNSRecord.question("www.example.test").pack())
-    for node in [
-        (b"dnsZ\x00", []),
-        (b"not a node at all", []),
-        "text",
-        (b"dnsZ" + bytes(12), [b""]),
+    for node, templates in [
+        (b"dnsZ\x00", {}),
+        (b"not a node at all", {}),
+        ("text", {}),
+        (b"dnsZ" + bytes(16), {0: [b""]}),  # a template too short
+        (b"dnsZ" + bytes(16), {}),  # templates it names that are not there
+        (b"dnsZ" + bytes(16), {0: "not a list"}),
     ]:
         client.sendto(wire, server.getsockname())
         time.sleep(0.02)
         assert batch.receive() == 1
         nodes = {b"\x03www\x07example\x04test\x00": node}
         misses, answered, _ = batch.answer_hits(
-            {}, random.Random(1), array("q"), None, {}, (nodes, {}, zone_tables.COUNTED_QTYPES)
+            {},
+            random.Random(1),
+            array("q"),
+            None,
+            {},
+            (nodes, {}, zone_tables.COUNTED_QTYPES, templates),
         )
         assert answered == 0 and len(misses) == 1
 
@@ -213,7 +220,7 @@ def test_a_new_serial_patches_the_tables_and_they_answer_as_the_full_path(datase
     later = with_serials(snap, serials)
     after = zone_tables.ready(later, background=False)
     assert after is not None and after is not before
-    kept = [key for key, (node, _) in after.nodes.items() if node is before.nodes[key][0]]
+    kept = [key for key, node in after.nodes.items() if node is before.nodes[key]]
     assert len(kept) > len(after.nodes) // 2  # patched, not built again
     answers_as_the_full_path(later, after, dataset + "serial")
 
@@ -289,9 +296,7 @@ def test_mutated_queries_get_the_full_paths_bytes_or_go_to_python(pair) -> None:
                 assert got == full_path(snap, wire, "udp"), wire.hex()
                 expected[ident] = got
         received(batch, client, server, list(queries.values()))
-        _, answered_now, _ = batch.answer_hits(
-            {}, rng, array("q"), None, {}, (tables.nodes, {}, tables.counted_qtypes)
-        )
+        _, answered_now, _ = batch.answer_hits({}, rng, array("q"), None, {}, tables.for_c({}))
         batch.flush()
         assert answered_now == len(expected)
         for _ in expected:
