@@ -963,12 +963,19 @@ typedef struct {
     Py_ssize_t len;
 } Template;
 
+/* The templates list last found for a templates id, within one answer_hits call (the map
+ * is the caller's and does not change meanwhile): most answers of a batch share it. */
+typedef struct {
+    PyObject *list; /* borrowed; NULL: none yet */
+    uint32_t id;
+} TemplatesMemo;
+
 /* The template a node gives question type qtype (exact: the name itself, else a name below
  * it), into *out: in the node itself (INLINE) or one of its zone's shared ones, which
  * `templates` maps from the node's templates id. out->at stays NULL when Python answers (or
  * the node is not one this code can read). Returns 0, or -1 on a Python error. */
-static int zone_template(PyObject *node, PyObject *templates, int exact, uint16_t qtype,
-                         Template *out) {
+static int zone_template(PyObject *node, PyObject *templates, TemplatesMemo *memo, int exact,
+                         uint16_t qtype, Template *out) {
     out->at = NULL, out->len = 0;
     if (!PyBytes_CheckExact(node))
         return 0;
@@ -999,13 +1006,18 @@ static int zone_template(PyObject *node, PyObject *templates, int exact, uint16_
         out->at = p + index + 2, out->len = size;
         return 0;
     }
-    PyObject *id = PyLong_FromUnsignedLong(le32(p + 16));
-    if (id == NULL)
-        return -1;
-    PyObject *shared_list = PyDict_GetItemWithError(templates, id);
-    Py_DECREF(id);
-    if (shared_list == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+    uint32_t templates_id = le32(p + 16);
+    PyObject *shared_list = memo->list;
+    if (shared_list == NULL || memo->id != templates_id) {
+        PyObject *id = PyLong_FromUnsignedLong(templates_id);
+        if (id == NULL)
+            return -1;
+        shared_list = PyDict_GetItemWithError(templates, id);
+        Py_DECREF(id);
+        if (shared_list == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        memo->list = shared_list, memo->id = templates_id;
+    }
     if (!PyList_CheckExact(shared_list) || (Py_ssize_t)index >= PyList_GET_SIZE(shared_list))
         return 0;
     PyObject *shared = PyList_GET_ITEM(shared_list, index);
@@ -1054,7 +1066,8 @@ static Py_ssize_t lower_qname(const unsigned char *wire, Py_ssize_t n, unsigned 
  * SEND_SLOT - 2 bytes): its length, or 0 when Python answers, -1 on a Python error. The
  * same steps as dnsd.zone_tables.answer. */
 static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *nodes,
-                             PyObject *templates, unsigned char *out, uint16_t *qtype_out) {
+                             PyObject *templates, TemplatesMemo *memo, unsigned char *out,
+                             uint16_t *qtype_out) {
     if (n < 17 || wire[2] & 0xF8 || memcmp(wire + 4, "\x00\x01\x00\x00\x00\x00", 6) != 0 ||
         wire[10] || wire[11] > 1)
         return 0;
@@ -1100,7 +1113,7 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
             continue;
         }
         found_node = 1;
-        if (zone_template(found, templates, k == 0, qtype, &template) < 0)
+        if (zone_template(found, templates, memo, k == 0, qtype, &template) < 0)
             return -1;
     }
     if (template.at == NULL)
@@ -1187,14 +1200,14 @@ static int count_answer(BatchCounts *c, PyObject *counts, const unsigned char ke
  * answered, 0 Python answers, -1 a Python error. Each answer is counted under its count
  * key (dnsd.reply.count_key: flags and rcode, question type). */
 static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *limit,
-                       PyObject *clients, BatchCounts *batch_counts) {
+                       PyObject *clients, BatchCounts *batch_counts, TemplatesMemo *memo) {
     PyObject *nodes = PyTuple_GET_ITEM(zones, 0), *counts = PyTuple_GET_ITEM(zones, 1);
     PyObject *counted = PyTuple_GET_ITEM(zones, 2), *templates = PyTuple_GET_ITEM(zones, 3);
     const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
     Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
     unsigned char body[SEND_SLOT];
     uint16_t qtype = 0;
-    Py_ssize_t body_len = zone_reply(wire, length, nodes, templates, body, &qtype);
+    Py_ssize_t body_len = zone_reply(wire, length, nodes, templates, memo, body, &qtype);
     if (body_len <= 0)
         return (int)body_len;
     PyObject *client;
@@ -1413,6 +1426,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
         PyErr_NoMemory();
     long answered = 0, fallbacks = 0;
     BatchCounts batch_counts = {.used = 0};
+    TemplatesMemo templates_memo = {.list = NULL, .id = 0};
     if (self->tap_buf != NULL) {
         self->tap_policies = policies; /* borrowed: held by the caller for the call */
         clock_gettime(CLOCK_REALTIME, &self->tap_received);
@@ -1449,7 +1463,8 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
                 if (classes != Py_None) /* a load-balanced name's first: its class's table */
                     rc = class_answer(self, i, classes, random, &counters, limit, clients, w);
                 if (rc == 0 && zones != Py_None)
-                    rc = zone_answer(self, i, zones, limit, clients, &batch_counts);
+                    rc = zone_answer(self, i, zones, limit, clients, &batch_counts,
+                                     &templates_memo);
             }
         }
         if (rc < 0)

@@ -172,6 +172,46 @@ def test_the_compiled_walk_sends_the_python_walks_bytes(pair) -> None:
         assert {k[:2] for k in counts} == {k[:2] for k in expected}
 
 
+SEVERAL_ZONES = {
+    "a.yaml": "zone: a.test\nsoa: {mname: ns.a.test., rname: h.a.test., minimum: 30}\n"
+    "records:\n  '@': {NS: ns.a.test.}\n  ns: {A: 192.0.2.1}\n  www: {A: 192.0.2.2}\n",
+    "sub.yaml": "zone: sub.a.test\nsoa: {mname: ns.sub.a.test., rname: h.sub.a.test., "
+    "minimum: 60}\nrecords:\n  '@': {NS: ns.sub.a.test.}\n  ns: {A: 192.0.2.3}\n"
+    "  mail: {TXT: sub}\n",
+    "b.yaml": "zone: b.test\nsoa: {mname: ns.b.test., rname: h.b.test., minimum: 90}\n"
+    "records:\n  '@': {NS: ns.b.test.}\n  ns: {A: 192.0.2.4}\n  www: {AAAA: '2001:db8::4'}\n",
+}
+
+
+def test_several_zones_in_one_batch_each_answer_from_its_own_zone(pair, tmp_path) -> None:
+    """Nodes of three zones (one a child of another) name their own zone's templates: a
+    batch mixing them gets, from the compiled walk, the full path's bytes for each."""
+    server, client = pair
+    for name, text in SEVERAL_ZONES.items():
+        (tmp_path / name).write_text(text)
+    config, _ = load_config(tmp_path)
+    snap = compile_snapshot(config, 1, geo=GEO)
+    tables = zone_tables.ready(snap, background=False)
+    assert tables is not None and len(tables.templates) == 3
+    batch = fastloop.Batch(server.fileno(), True, 32)
+    rng = random.Random(5)
+    names = [f"{label}.{zone}" for zone in ("a.test", "sub.a.test", "b.test")
+             for label in ("www", "ns", "mail", "nx1", "x.nx2")]  # fmt: skip
+    for _ in range(examples(20)):
+        queries: dict[bytes, bytes] = {}
+        while len(queries) < 32:
+            wire = query(rng, rng.choice(names), rng.choice(["A", "AAAA", "TXT", "SOA"]))
+            queries.setdefault(wire[:2], wire)
+        expected = {ident: full_path(snap, wire, "udp") for ident, wire in queries.items()}
+        received(batch, client, server, list(queries.values()))
+        _, answered, _ = batch.answer_hits({}, rng, array("q"), None, {}, tables.for_c({}))
+        batch.flush()
+        assert answered == len(queries)  # every one of these is the tables'
+        for _ in range(answered):
+            reply = client.recv(4096)
+            assert reply == expected[reply[:2]], DNSRecord.parse(reply)
+
+
 def test_a_node_the_compiled_walk_cannot_read_goes_to_python(pair) -> None:
     server, client = pair
     batch = fastloop.Batch(server.fileno(), True, 8)
