@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from dnsd.config.model import Config, LoadBalancer
 from dnsd.config.pool_refs import pool_ref
@@ -93,7 +94,10 @@ def compile_lb_graph(config: Config) -> LbGraph:
     members: list[list[str]] = [[] for _ in kinds]
     for name, kind in classes.items():
         members[kind].append(name)
-    reach_of = tuple(_reach(lbs, group[0]) for group in members)
+    # Equal sets are one object: load balancers configured alike (or nearly) have equal
+    # policies, nests and pool classes, and a frozenset costs 216 bytes or more.
+    shared: dict[frozenset[Any], frozenset[Any]] = {}
+    reach_of = tuple(_reach(lbs, group[0], shared) for group in members)
     by_pool: dict[str, set[int]] = {}
     by_lb: dict[str, set[int]] = {}
     for kind, reach in enumerate(reach_of):
@@ -107,15 +111,22 @@ def compile_lb_graph(config: Config) -> LbGraph:
         classes=MappingProxyType(classes),
         reach_of=reach_of,
         members=tuple(tuple(group) for group in members),
-        by_pool=MappingProxyType({p: frozenset(k) for p, k in by_pool.items()}),
-        by_lb=MappingProxyType({n: frozenset(k) for n, k in by_lb.items()}),
+        by_pool=MappingProxyType({p: _one(shared, k) for p, k in by_pool.items()}),
+        by_lb=MappingProxyType({n: _one(shared, k) for n, k in by_lb.items()}),
         by_rtt=frozenset(k for k, reach in enumerate(reach_of) if reach.by_rtt),
         nested_only=frozenset(nested - named),
         order=MappingProxyType({name: i for i, name in enumerate(lbs)}),
     )
 
 
-def _reach(lbs: Mapping[str, LoadBalancer], name: str) -> LbReach:
+def _one(shared: dict[frozenset[Any], frozenset[Any]], items: Iterable[Any]) -> frozenset[Any]:
+    made = frozenset(items)
+    return shared.setdefault(made, made)
+
+
+def _reach(
+    lbs: Mapping[str, LoadBalancer], name: str, shared: dict[frozenset[Any], frozenset[Any]]
+) -> LbReach:
     seen, todo, pools = {name}, [lbs[name]], set()
     tree: list[LoadBalancer] = []
     while todo:
@@ -127,10 +138,10 @@ def _reach(lbs: Mapping[str, LoadBalancer], name: str) -> LbReach:
             elif ref.name not in seen and ref.name in lbs:  # loops: rejected by validation
                 seen.add(ref.name)
                 todo.append(lbs[ref.name])
-    policies = frozenset(lb.steering for lb in tree)
+    policies = _one(shared, (lb.steering for lb in tree))
     return LbReach(
-        pools=frozenset(pools),
-        nested=frozenset(seen - {name}),
+        pools=_one(shared, pools),
+        nested=_one(shared, seen - {name}),
         policies=policies,
         by_rtt="dynamic" in policies,
         timed="dynamic" in policies or any(lb.overflow == "waterfall" for lb in tree),
