@@ -5,9 +5,10 @@ tables in C, `answer` below in Python; a property test holds both to `resolve`'s
 
 The tables map each owner name (lower-case wire form) of every unsigned zone — empty
 non-terminals included — to its node, and each zone's templates id to the templates its
-nodes share (one map per snapshot: a zone served with a new serial keeps its nodes). A walk looks up the query name, then its
-parents, one label at a time: the first name found is the node itself (an *exact* answer)
-or the closest encloser (a *below* answer: NXDOMAIN, a referral, wildcard synthesis).
+nodes share (one map per snapshot: a zone served with a new serial keeps its nodes). A
+walk looks up the query name, then its parents, one label at a time: the first name found
+is the node itself (an *exact* answer) or the closest encloser (a *below* answer:
+NXDOMAIN, a referral, wildcard synthesis).
 Either side maps question types to templates, with a default for every other type; a
 template index NO_TEMPLATE means: Python answers (a load-balanced name, a CNAME to one, a
 DNAME's synthesis, anything a template cannot express). Every template was made by the
