@@ -43,30 +43,44 @@ def plain_answer(found: Lookup) -> bytes | None:
     return struct.pack("!HHHHH", 0x8400, len(rrset.rdatas), 0, 0, 0) + bytes(rest)
 
 
-def compose(name: str, qtype: int, found: Lookup) -> tuple[bytes, bytes]:
-    """The full path's reply (lookup → fill → pack) to a lower-case query for `name`
-    without EDNS, packed twice: as is, and one byte further into its buffer (every
-    compression pointer then differs by one: that is how the template finds them)."""
+class _NotingPointers(DNSBuffer):
+    """dnslib's buffer, noting where its name compression wrote each pointer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pointers: list[int] = []
+
+    def encode_name(self, name: object) -> None:
+        start = self.offset
+        super().encode_name(name)
+        data, at = self.data, start
+        while data[at] and data[at] < 0xC0:  # labels, then the root's zero or a pointer
+            at += data[at] + 1
+        if data[at]:
+            self.pointers.append(at)
+
+
+Composed = tuple[bytes, list[int]]
+
+
+def compose(name: str, qtype: int, found: Lookup) -> Composed:
+    """The full path's reply (lookup → fill → dnslib's pack) to a lower-case query for
+    `name` without EDNS, and where its compression pointers are."""
     header = DNSHeader(id=0, qr=1, opcode=0, rd=0, cd=0, ra=0, aa=0)
     reply = DNSRecord(header, q=DNSQuestion(to_label(name), qtype, 1))
     fill(reply, found, reply, None)
-    return _packed(reply, 0), _packed(reply, 1)
-
-
-def _packed(reply: DNSRecord, shift: int) -> bytes:
     reply.set_header_qa()
-    buffer = DNSBuffer()
-    buffer.data, buffer.offset = bytearray(shift), shift
+    buffer = _NotingPointers()
     reply.header.pack(buffer)
     for section in (reply.questions, reply.rr, reply.auth, reply.ar):
         for item in section:
             item.pack(buffer)
-    return bytes(buffer.data[shift:])
+    return bytes(buffer.data), buffer.pointers
 
 
-def template_of(packed: tuple[bytes, bytes]) -> bytes | None:
-    wire, shifted = packed
-    if len(wire) != len(shifted) or wire[4:6] != b"\x00\x01" or len(wire) > 4096:
+def template_of(composed: Composed) -> bytes | None:
+    wire, pointers = composed
+    if wire[4:6] != b"\x00\x01" or len(wire) > 4096:
         return None
     qend = 12
     while wire[qend]:
@@ -74,19 +88,15 @@ def template_of(packed: tuple[bytes, bytes]) -> bytes | None:
     qend += 5
     rest = bytearray(wire[qend:])
     relocs = []
-    i = qend
-    while i < len(wire):
-        if wire[i] == shifted[i] and (i + 1 >= len(wire) or wire[i + 1] == shifted[i + 1]):
-            i += 1
-            continue
-        word, moved = (wire[i] << 8) | wire[i + 1], (shifted[i] << 8) | shifted[i + 1]
-        if word & 0xC000 != 0xC000 or moved != word + 1:
-            return None
-        target = word & 0x3FFF
+    for at in pointers:
+        if at < qend:
+            return None  # the question's own name is written whole
+        target = ((wire[at] << 8) | wire[at + 1]) & 0x3FFF
         if target != 12:  # the question's name stays at 12; the rest moves with its length
-            rest[i - qend : i - qend + 2] = struct.pack("!H", 0xC000 | (target - qend + RELOC_BASE))
-            relocs.append(i - qend)
-        i += 2
+            rest[at - qend : at - qend + 2] = struct.pack(
+                "!H", 0xC000 | (target - qend + RELOC_BASE)
+            )
+            relocs.append(at - qend)
     out = bytearray(wire[2:4] + wire[6:12])
     out += U16.pack(len(relocs))
     for at in relocs:
