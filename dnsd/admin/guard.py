@@ -27,8 +27,8 @@ does its accounting when a connection is accepted:
   source holding the most (when that source holds more than the newcomer's: one that does
   not read, or has no headers yet, else its newest), else of one still without headers or
   whose client does not read, or whose request is unfinished (as above); at its source's
-  cap it may take the place of its own source's connection that does not read or has no
-  headers yet (or an unfinished request). Connections that showed a valid token are never taken;
+  cap it may take the place of its own source's connection that does not read or has sent
+  no headers for `HEADERS_GRACE_S` (or an unfinished request). Connections that showed a valid token are never taken;
 * **a reserve for operators**: a connection that finds no room (its source is at its cap,
   or every place is kept) may still wait in one of `reserve` places for its first request
   headers; with a valid `Authorization: Bearer` token it is served, without one it gets a
@@ -51,6 +51,7 @@ from typing import Any
 from dnsd.admin.request_framing import HEADER_END, MAX_HEAD, RequestFraming
 
 SLOW_HEADERS_S = 1.0  # a connection this long without headers may lose its place
+HEADERS_GRACE_S = 0.25  # and to its own source's newcomer: a younger one may be a request on its way
 SEND_BUFFER = 64 * 1024  # the kernel's send buffer per connection (it would grow to 4 MB)
 MAX_SOURCES = 10_000  # request budgets kept (the least recently used go first)
 MAX_HELD = 1 << 20  # bytes a client over its budget may have sent on (then it is cut)
@@ -161,11 +162,19 @@ class ConnectionGuard:
 
     def _own_victim(self, source: str) -> GuardedProtocol | None:
         """At its source's cap, a newcomer takes the place of its own source's connection
-        that does not read, else of its oldest one without headers."""
+        that does not read, else of its oldest one without headers after HEADERS_GRACE_S (a
+        younger one may be a request whose headers are on their way: an operator's, with a
+        token, behind an attacker's reconnects from the same address)."""
         own = [c for c in self.open if c.source == source and not c.trusted]
-        slow_since = asyncio.get_running_loop().time() - SLOW_HEADERS_S
+        now = asyncio.get_running_loop().time()
+        slow_since, silent_since = now - SLOW_HEADERS_S, now - HEADERS_GRACE_S
         return next((c for c in own if c.stalled), None) or next(
-            (c for c in own if c.awaiting_headers or c.unfinished(slow_since)), None
+            (
+                c
+                for c in own
+                if (c.awaiting_headers and c.opened < silent_since) or c.unfinished(slow_since)
+            ),
+            None,
         )
 
     def _victim(self, mine: int) -> GuardedProtocol | None:
