@@ -51,7 +51,7 @@ from typing import Any
 from dnsd.admin.request_framing import HEADER_END, MAX_HEAD, RequestFraming
 
 SLOW_HEADERS_S = 1.0  # a connection this long without headers may lose its place
-HEADERS_GRACE_S = 0.25  # and to its own source's newcomer: a younger one may be a request on its way
+HEADERS_GRACE_S = 0.25  # to its own source's newcomer (younger: maybe a request on its way)
 SEND_BUFFER = 64 * 1024  # the kernel's send buffer per connection (it would grow to 4 MB)
 MAX_SOURCES = 10_000  # request budgets kept (the least recently used go first)
 MAX_HELD = 1 << 20  # bytes a client over its budget may have sent on (then it is cut)
