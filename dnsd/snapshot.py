@@ -104,12 +104,36 @@ def with_rrset(sets: Mapping[int, RRset], rrset: RRset) -> RRsets:
     return RRsets([*(s for s in sets.values() if s.rtype != rrset.rtype), rrset])
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """Everything at one owner name. An empty node is an empty non-terminal (RFC 8020)."""
+class Node(RRsets):
+    """Everything at one owner name: its RRsets (the node is their mapping itself: one
+    object per name, 40 bytes fewer across every name of a big zone) and its load
+    balancer. An empty node is an empty non-terminal (RFC 8020). Never mutated."""
 
-    rrsets: Mapping[int, RRset]
-    lb: LoadBalancer | None = None
+    __slots__ = ("lb",)
+
+    def __init__(self, rrsets: Mapping[int, RRset] = NO_RRSETS, lb: LoadBalancer | None = None):
+        if isinstance(rrsets, RRsets):
+            self._sets = rrsets._sets
+        else:
+            RRsets.__init__(self, rrsets.values())
+        self.lb = lb
+
+    @property
+    def rrsets(self) -> Mapping[int, RRset]:
+        return self
+
+    def with_lb(self, lb: LoadBalancer | None) -> Node:
+        return Node(self, lb)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        return self.lb == other.lb and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Node({list(self._all())!r}, lb={self.lb and self.lb.name!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +190,7 @@ class Snapshot:
 def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> CompiledZone:
     names = compiled.config.lb_names if compiled.config is not None else {}
     changed = {
-        owner: replace(compiled.nodes[owner], lb=lbs.get(lb))
+        owner: compiled.nodes[owner].with_lb(lbs.get(lb))
         for owner, lb in names.items()
         if compiled.nodes[owner].lb is not lbs.get(lb)
     }
@@ -177,12 +201,14 @@ def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> Compil
     return relinked
 
 
-def _rrsets(held: RRset | list[RRset] | None) -> RRsets:
+def _node(held: RRset | list[RRset] | None, lb: LoadBalancer | None) -> Node:
     if held is None:
-        return NO_RRSETS
+        return Node(NO_RRSETS, lb)
     if isinstance(held, list):  # one per type: the last written wins
-        return RRsets({rrset.rtype: rrset for rrset in held}.values())
-    return RRsets((held,))
+        return Node({rrset.rtype: rrset for rrset in held}, lb)
+    node = Node(NO_RRSETS, lb)
+    node._sets = held  # no RRsets object made only to be copied from
+    return node
 
 
 def label_count(name: str) -> int:
@@ -220,7 +246,7 @@ def compile_zone(
             name = parent(name)
             by_owner.setdefault(name, None)
     nodes = {
-        owner: Node(_rrsets(held), lbs.get(zone.lb_names.get(owner, "")))
+        owner: _node(held, lbs.get(zone.lb_names.get(owner, "")))
         for owner, held in by_owner.items()
     }
     cuts = frozenset(
@@ -312,7 +338,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         apex = zone.nodes[zone.name]
         sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
         nodes = copied(zone.nodes)
-        nodes[zone.name] = replace(apex, rrsets=sets)
+        nodes[zone.name] = Node(sets, apex.lb)
         zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
         # What consumers made from the zone, for them to reuse: only the SOA changed.
         zones[name].derived.put(SERIAL_CHANGED, (zone.derived, old, soa.rdata))
