@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -237,9 +238,13 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         return None, []
     fk = Checker(str(path))
     soa: Soa | None = None
-    by_key: dict[tuple[str, int], list[RD]] = {}
-    types: dict[tuple[str, int], str] = {}
-    ttls: dict[tuple[str, int], int] = {}
+    # Each record goes straight into the RRset it belongs to: no list, key or dict entry
+    # per record that outlives it, since 100,000s of those freed after the RRsets were
+    # made would leave the process's memory full of holes around them (and its RSS high).
+    sets: list[RRset] = []  # in the order each (owner, type) first appears
+    at_owner: dict[str, int | list[int]] = {}  # owner → the index of its RRset(s) in sets
+    first_lines = array("I")  # per owner, in at_owner's order: its first record's line
+    grown: dict[int, list[Any]] = {}  # sets index → [ttl, RDATA, ...] of a set of several
     for rec in found:
         where = f"{rec.owner} {rec.rtype}"
         if not is_below_or_at(rec.owner, origin):
@@ -261,28 +266,56 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
         except Exception as exc:  # dnslib's wire reader on RDATA dnspython accepted
             fk.error(rec.line, where, f"invalid {rec.rtype} value {rec.text!r}: {exc}")
             continue
-        key = (rec.owner, rtype)
-        by_key.setdefault(key, []).append(rdata)
-        ttls[key] = rec.ttl
-        types[key] = rec.rtype
+        _add_record(sets, at_owner, first_lines, grown, rec, rtype, rdata)
+    for index, (ttl, *rdatas) in grown.items():  # the last record's TTL, as written
+        sets[index] = replace(sets[index], ttl=ttl, rdatas=tuple(rdatas))
     if soa is None and "soa" not in doc:
         fk.error(0, "", f"no SOA record at {origin} (nor a soa: section in {ck.file})")
-    sets = [
-        RRset(owner, rtype, ttls[(owner, rtype)], tuple(rrs))
-        for (owner, rtype), rrs in by_key.items()
-    ]
-    lines = {(rec.owner, rec.rtype): rec.line for rec in reversed(found)}
-    by_owner: dict[str, list[RRset]] = {}  # one pass: a scan per owner was quadratic
-    for s in sets:
-        by_owner.setdefault(s.owner, []).append(s)
-    for owner, at in by_owner.items():
-        line = min(lines.get((owner, types[(owner, s.rtype)]), 0) for s in at)
-        _check_owner(fk, line, owner, owner, origin, at, None)
+    for number, (owner, at) in enumerate(at_owner.items()):
+        if isinstance(at, int):  # one RRset: most often nothing _check_owner looks at
+            if sets[at].rtype not in _CHECKED_RTYPES:
+                continue
+            at = [at]
+        owned = [sets[i] for i in at]
+        _check_owner(fk, first_lines[number], owner, owner, origin, owned, None)
     ck.reasons.extend(fk.reasons)
     # The parse's intermediate tables, emptied here rather than freed at return in one C
     # call that holds the GIL (dnsd.reaper.free_in_steps).
-    free_in_steps(found, lines, by_key, types, ttls, by_owner)
+    free_in_steps(found, at_owner, grown)
     return soa, sets
+
+
+def _add_record(
+    sets: list[RRset],
+    at_owner: dict[str, int | list[int]],
+    first_lines: array[int],
+    grown: dict[int, list[Any]],
+    rec: FileRecord,
+    rtype: int,
+    rdata: RD,
+) -> None:
+    """`rdata` into its owner's RRset of `rtype` (a new one when it has none yet)."""
+    owner = rec.owner
+    at = at_owner.get(owner)
+    if at is not None:
+        for index in (at,) if isinstance(at, int) else at:
+            if sets[index].rtype == rtype:
+                more = grown.get(index)
+                if more is None:
+                    grown[index] = [rec.ttl, *sets[index].rdatas, rdata]
+                else:
+                    more[0] = rec.ttl
+                    more.append(rdata)
+                return
+    index = len(sets)
+    sets.append(RRset(owner, rtype, rec.ttl, (rdata,)))
+    if at is None:
+        at_owner[owner] = index
+        first_lines.append(rec.line)
+    elif isinstance(at, int):
+        at_owner[owner] = [at, index]
+    else:
+        at.append(index)
 
 
 def _file_soa(rec: FileRecord) -> Soa | None:

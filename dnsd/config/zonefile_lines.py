@@ -71,7 +71,10 @@ class _Sets:
     """The RRsets read so far, merged as dnspython's zone-file transaction merges them."""
 
     def __init__(self, max_records: int, cancelled: Callable[[], object], poll_every: int) -> None:
-        self.sets: dict[tuple[str, int, int], list[Any]] = {}  # → [ttl, {digest: (wire, line)}]
+        # → (ttl, digest, wire, line) while a set holds one record (most do: a list and a
+        # dict per record were most of a big zone's peak while loading), then
+        # [ttl, {digest: (wire, line)}]
+        self.sets: dict[tuple[str, int, int], Any] = {}
         self.kinds: dict[str, int] = {}  # owner → its node's kind (CNAME or regular)
         self.count = 0
         self.max_records = max_records
@@ -94,8 +97,10 @@ class _Sets:
         found = self.sets.get(key)
         added = 1
         if found is None:
-            self.sets[key] = [ttl, {digest: (wire, line)}]
+            self.sets[key] = (ttl, digest, wire, line)
         else:
+            if found.__class__ is tuple:  # its second record
+                found = self.sets[key] = [found[0], {found[1]: (found[2], found[3])}]
             if ttl < found[0]:
                 found[0] = ttl
             items = found[1]
@@ -119,9 +124,12 @@ class _Sets:
     def records(self) -> list[Record]:
         out: list[Record] = []
         ttls: dict[int, int] = {}  # one int object per TTL (above 256 each is its own)
-        for (owner, rdtype, _covers), (ttl, items) in self.sets.items():
-            ttl = ttls.setdefault(ttl, ttl)
-            for wire, line in items.values():
+        for (owner, rdtype, _covers), found in self.sets.items():
+            ttl = ttls.setdefault(found[0], found[0])
+            if found.__class__ is tuple:
+                out.append((owner, rdtype, ttl, found[3], found[2]))
+                continue
+            for wire, line in found[1].values():
                 out.append((owner, rdtype, ttl, line, wire))
         return out
 
