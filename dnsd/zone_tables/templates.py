@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from dnslib import QTYPE, SOA, DNSBuffer, DNSHeader, DNSLabel, DNSQuestion, DNSRecord
+from dnslib import QTYPE, RR, SOA, DNSBuffer, DNSLabel, DNSLabelError, DNSQuestion
 
 from dnsd.dnsname import key_of_labels, to_label
 from dnsd.reply import fill
@@ -15,6 +15,7 @@ from dnsd.zone_tables.layout import RELOC_BASE, U16
 
 # Types whose RDATA holds no name (nothing compressed): answers written here directly.
 _NAMELESS: Final = frozenset({QTYPE.A, QTYPE.AAAA, QTYPE.TXT})
+_POINTER: Final = struct.Struct("!H")  # a compression pointer, as on the wire
 
 
 def plain_answer(found: Lookup) -> bytes | None:
@@ -44,37 +45,85 @@ def plain_answer(found: Lookup) -> bytes | None:
 
 
 class _NotingPointers(DNSBuffer):
-    """dnslib's buffer, noting where its name compression wrote each pointer."""
+    """dnslib's buffer, noting where its name compression writes each pointer. Its names
+    are written by dnslib's own algorithm (the same suffix table, so the same bytes) in
+    one loop without a struct call per label."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pointers: list[int] = []
 
-    def encode_name(self, name: object) -> None:
-        start = self.offset
-        super().encode_name(name)
-        data, at = self.data, start
-        while data[at] and data[at] < 0xC0:  # labels, then the root's zero or a pointer
-            at += data[at] + 1
-        if data[at]:
-            self.pointers.append(at)
+    def encode_name(self, given: object) -> None:
+        name = given if isinstance(given, DNSLabel) else DNSLabel(given)
+        if len(name) > 253:
+            raise DNSLabelError(f"Domain label too long: {name!r}")
+        labels, names, data = name.label, self.names, self.data
+        for i in range(len(labels)):
+            suffix = labels[i:]
+            at = names.get(suffix)
+            if at is not None:
+                self.pointers.append(self.offset)
+                data += _POINTER.pack(0xC000 | at & 0x3FFF)
+                self.offset += 2
+                return
+            names[suffix] = self.offset
+            label = labels[i]
+            if len(label) > 63:
+                raise DNSLabelError(f"Label component too long: {label!r}")
+            data.append(len(label))
+            data += label
+            self.offset += 1 + len(label)
+        data.append(0)
+        self.offset += 1
 
 
 Composed = tuple[bytes, list[int]]
 
 
+class _Header:
+    __slots__ = ("aa", "rcode")
+
+    def __init__(self) -> None:
+        self.aa = self.rcode = 0
+
+
+class _Reply:
+    """What the full path's `fill` writes a reply into, without dnslib's DNSRecord and
+    header (whose bit-field properties were a fifth of building a big zone's tables): the
+    two header fields it sets and the three sections, packed below as dnslib packs."""
+
+    __slots__ = ("ar", "auth", "header", "q", "rr")
+
+    def __init__(self, question: DNSQuestion) -> None:
+        self.header = _Header()
+        self.q = question
+        self.rr: list[RR] = []
+        self.auth: list[RR] = []
+        self.ar: list[RR] = []
+
+    def add_answer(self, *rrs: RR) -> None:
+        self.rr.extend(rrs)
+
+    def add_auth(self, *rrs: RR) -> None:
+        self.auth.extend(rrs)
+
+    def add_ar(self, *rrs: RR) -> None:
+        self.ar.extend(rrs)
+
+
 def compose(name: str, qtype: int, found: Lookup) -> Composed:
     """The full path's reply (lookup → fill → dnslib's pack) to a lower-case query for
     `name` without EDNS, and where its compression pointers are."""
-    header = DNSHeader(id=0, qr=1, opcode=0, rd=0, cd=0, ra=0, aa=0)
-    reply = DNSRecord(header, q=DNSQuestion(to_label(name), qtype, 1))
-    fill(reply, found, reply, None)
-    reply.set_header_qa()
+    question = DNSQuestion(to_label(name), qtype, 1)
+    reply = _Reply(question)
+    fill(reply, found, reply, None)  # the fields fill uses, as a DNSRecord has them
+    flags = 0x8000 | reply.header.aa << 10 | reply.header.rcode & 0xF  # QR, AA, RCODE
     buffer = _NotingPointers()
-    reply.header.pack(buffer)
-    for section in (reply.questions, reply.rr, reply.auth, reply.ar):
-        for item in section:
-            item.pack(buffer)
+    buffer.pack("!HHHHHH", 0, flags, 1, len(reply.rr), len(reply.auth), len(reply.ar))
+    question.pack(buffer)
+    for section in (reply.rr, reply.auth, reply.ar):
+        for rr in section:
+            rr.pack(buffer)
     return bytes(buffer.data), buffer.pointers
 
 
@@ -110,7 +159,8 @@ def lower_key(label: DNSLabel) -> str:
 
 def key(name: str) -> bytes:
     """ "www.example.test." → its lower-case wire form."""
-    return b"".join(bytes([len(p)]) + p.lower() for p in to_label(name).label) + b"\x00"
+    parts = to_label(name).label
+    return b"".join([bytes((len(p),)) + p.lower() for p in parts]) + b"\x00"
 
 
 def soa_times(soa: SOA) -> bytes:
