@@ -375,34 +375,44 @@ def _check_transfer_keys(config: Config, reasons: list[Reason]) -> None:
 def _check_cycles(lbs: Mapping[str, LoadBalancer], where: Where, reasons: list[Reason]) -> None:
     """Nested load balancers (`lb:NAME`) must not refer back to themselves (docs/steering.md, nesting)."""
     reported: set[frozenset[str]] = set()
-
-    def visit(name: str, trail: list[str]) -> None:
-        lb = lbs.get(name)
-        if lb is None:
-            return
-        for ref in lb.pool_refs():
-            if not ref.startswith(LB_PREFIX):
-                continue
-            inner = ref[len(LB_PREFIX) :]
-            if inner in trail:
-                loop = [*trail[trail.index(inner) :], inner]
-                key = frozenset(loop)
-                if key not in reported:
-                    reported.add(key)
-                    file, line = where.get(("lb", loop[0]), (lbs[loop[0]].file, 0))
-                    reasons.append(
-                        Reason(
-                            file,
-                            line,
-                            f"load_balancers.{loop[0]}",
-                            "nested load balancers form a cycle: " + " -> ".join(loop),
-                        )
-                    )
-                continue
-            visit(inner, [*trail, inner])
-
     for name in lbs:
-        visit(name, [name])
+        _visit(lbs, name, [name], reported, where, reasons)
+
+
+def _visit(
+    lbs: Mapping[str, LoadBalancer],
+    name: str,
+    trail: list[str],
+    reported: set[frozenset[str]],
+    where: Where,
+    reasons: list[Reason],
+) -> None:
+    # A function of its own, not a closure calling itself: that closure and its cell form
+    # a cycle, which the load's gc.freeze() (dnsd.process_tools.loading) would keep with
+    # `where` for good, a few MiB more on every reload of a big configuration.
+    lb = lbs.get(name)
+    if lb is None:
+        return
+    for ref in lb.pool_refs():
+        if not ref.startswith(LB_PREFIX):
+            continue
+        inner = ref[len(LB_PREFIX) :]
+        if inner in trail:
+            loop = [*trail[trail.index(inner) :], inner]
+            key = frozenset(loop)
+            if key not in reported:
+                reported.add(key)
+                file, line = where.get(("lb", loop[0]), (lbs[loop[0]].file, 0))
+                reasons.append(
+                    Reason(
+                        file,
+                        line,
+                        f"load_balancers.{loop[0]}",
+                        "nested load balancers form a cycle: " + " -> ".join(loop),
+                    )
+                )
+            continue
+        _visit(lbs, inner, [*trail, inner], reported, where, reasons)
 
 
 def _check_proximity(config: Config, where: Where, reasons: list[Reason]) -> None:
