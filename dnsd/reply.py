@@ -10,7 +10,7 @@ import ipaddress
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from dnslib import (
     AAAA,
@@ -129,7 +129,16 @@ def lookup_name(qname: DNSLabel) -> str:
     return key_of_labels(qname.label)
 
 
-def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbAnswer | None) -> None:
+def fill(
+    reply: DNSRecord,
+    result: Lookup,
+    query: DNSRecord,
+    decision: LbAnswer | None,
+    make_rr: Callable[..., Any] = RR,
+) -> None:
+    """The answer, authority and additional records of `result` (and of the load
+    balancer's `decision`) into `reply`, each made by `make_rr(name, type, ttl=, rdata=)`:
+    dnslib's RR, or the zone tables' lighter one (dnsd.zone_tables.templates)."""
     rule = decision.outcome.all_down if decision is not None else None
     if rule == "servfail":  # docs/steering.md, when all pools are down: no data at all
         reply.header.rcode, reply.header.aa = RCODE.SERVFAIL, 0
@@ -148,13 +157,13 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbAnswer 
         for rdata in rrset.rdatas:
             if hints is not None and rrset.rtype in SVC_TYPES:  # docs/steering.md, HTTPS hints
                 rdata = RD(with_hints(rrset.rtype, to_wire(rdata), *hints))
-            reply.add_answer(RR(owner, rrset.rtype, ttl=ttl, rdata=rdata))
+            reply.add_answer(make_rr(owner, rrset.rtype, ttl=ttl, rdata=rdata))
     if decision is not None and hints is None:
         owner = qname if result.lb_owner is None else to_label(result.lb_owner)
         records = decision_records(decision, query.q.qtype)
         for record in records:
             rdata = _LB_RDATA[record.rtype](record.value)
-            reply.add_answer(RR(owner, record.rtype, ttl=record.ttl, rdata=rdata))
+            reply.add_answer(make_rr(owner, record.rtype, ttl=record.ttl, rdata=rdata))
         if not records:
             result.negative = True
             if rule == "closed":  # a resolver asks again after the LB's TTL, not the zone's
@@ -162,14 +171,14 @@ def fill(reply: DNSRecord, result: Lookup, query: DNSRecord, decision: LbAnswer 
     for rrset in result.authority:
         label = to_label(rrset.owner)
         for rdata in rrset.rdatas:
-            reply.add_auth(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
+            reply.add_auth(make_rr(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
     if result.negative and result.zone is not None:
         soa = result.zone.soa
-        reply.add_auth(RR(soa.rname, QTYPE.SOA, ttl=negative_ttl, rdata=soa.rdata))
+        reply.add_auth(make_rr(soa.rname, QTYPE.SOA, ttl=negative_ttl, rdata=soa.rdata))
     for rrset in result.additional:
         label = to_label(rrset.owner)
         for rdata in rrset.rdatas:
-            reply.add_ar(RR(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
+            reply.add_ar(make_rr(label, rrset.rtype, ttl=rrset.ttl, rdata=rdata))
 
 
 def pack(

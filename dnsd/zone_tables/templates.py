@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from dnslib import QTYPE, RR, SOA, DNSBuffer, DNSLabel, DNSLabelError, DNSQuestion
+from dnslib import QTYPE, RD, SOA, DNSBuffer, DNSLabel, DNSLabelError
 
 from dnsd.dnsname import key_of_labels, to_label
 from dnsd.reply import fill
@@ -15,7 +15,10 @@ from dnsd.zone_tables.layout import RELOC_BASE, U16
 
 # Types whose RDATA holds no name (nothing compressed): answers written here directly.
 _NAMELESS: Final = frozenset({QTYPE.A, QTYPE.AAAA, QTYPE.TXT})
-_POINTER: Final = struct.Struct("!H")  # a compression pointer, as on the wire
+_WIRE_U16: Final = struct.Struct("!H")  # a compression pointer or a length, as on the wire
+_HEADER: Final = struct.Struct("!HHHHHH")
+_QUESTION_TAIL: Final = struct.Struct("!HH")
+_RECORD_HEAD: Final = struct.Struct("!HHIH")  # type, class, TTL, RDLENGTH
 
 
 def plain_answer(found: Lookup) -> bytes | None:
@@ -63,7 +66,7 @@ class _NotingPointers(DNSBuffer):
             at = names.get(suffix)
             if at is not None:
                 self.pointers.append(self.offset)
-                data += _POINTER.pack(0xC000 | at & 0x3FFF)
+                data += _WIRE_U16.pack(0xC000 | at & 0x3FFF)
                 self.offset += 2
                 return
             names[suffix] = self.offset
@@ -87,44 +90,66 @@ class _Header:
         self.aa = self.rcode = 0
 
 
+class _Question:
+    __slots__ = ("qname",)
+
+    def __init__(self, qname: DNSLabel) -> None:
+        self.qname = qname
+
+
+Record = tuple[DNSLabel, int, int, RD]  # owner, type, TTL, RDATA
+
+
+def _record(rname: DNSLabel, rtype: int, ttl: int = 0, rdata: RD | None = None) -> Record:
+    assert rdata is not None
+    return rname, rtype, ttl, rdata
+
+
 class _Reply:
-    """What the full path's `fill` writes a reply into, without dnslib's DNSRecord and
-    header (whose bit-field properties were a fifth of building a big zone's tables): the
-    two header fields it sets and the three sections, packed below as dnslib packs."""
+    """What the full path's `fill` writes a reply into, without dnslib's DNSRecord, header
+    and RR objects (their range-checked properties were a fifth of building a big zone's
+    tables): the two header fields it sets and the three sections, packed below as
+    dnslib packs them."""
 
     __slots__ = ("ar", "auth", "header", "q", "rr")
 
-    def __init__(self, question: DNSQuestion) -> None:
+    def __init__(self, qname: DNSLabel) -> None:
         self.header = _Header()
-        self.q = question
-        self.rr: list[RR] = []
-        self.auth: list[RR] = []
-        self.ar: list[RR] = []
+        self.q = _Question(qname)
+        self.rr: list[Record] = []
+        self.auth: list[Record] = []
+        self.ar: list[Record] = []
 
-    def add_answer(self, *rrs: RR) -> None:
-        self.rr.extend(rrs)
+    def add_answer(self, *records: Record) -> None:
+        self.rr.extend(records)
 
-    def add_auth(self, *rrs: RR) -> None:
-        self.auth.extend(rrs)
+    def add_auth(self, *records: Record) -> None:
+        self.auth.extend(records)
 
-    def add_ar(self, *rrs: RR) -> None:
-        self.ar.extend(rrs)
+    def add_ar(self, *records: Record) -> None:
+        self.ar.extend(records)
 
 
 def compose(name: str, qtype: int, found: Lookup) -> Composed:
     """The full path's reply (lookup → fill → dnslib's pack) to a lower-case query for
     `name` without EDNS, and where its compression pointers are."""
-    question = DNSQuestion(to_label(name), qtype, 1)
-    reply = _Reply(question)
-    fill(reply, found, reply, None)  # the fields fill uses, as a DNSRecord has them
+    qname = to_label(name)
+    reply = _Reply(qname)
+    fill(reply, found, reply, None, _record)  # the fields fill uses, as a DNSRecord has them
     flags = 0x8000 | reply.header.aa << 10 | reply.header.rcode & 0xF  # QR, AA, RCODE
     buffer = _NotingPointers()
-    buffer.pack("!HHHHHH", 0, flags, 1, len(reply.rr), len(reply.auth), len(reply.ar))
-    question.pack(buffer)
+    buffer.append(_HEADER.pack(0, flags, 1, len(reply.rr), len(reply.auth), len(reply.ar)))
+    buffer.encode_name(qname)
+    buffer.append(_QUESTION_TAIL.pack(qtype, 1))
+    data = buffer.data
     for section in (reply.rr, reply.auth, reply.ar):
-        for rr in section:
-            rr.pack(buffer)
-    return bytes(buffer.data), buffer.pointers
+        for rname, rtype, ttl, rdata in section:  # as dnslib's RR.pack writes a record
+            buffer.encode_name(rname)
+            buffer.append(_RECORD_HEAD.pack(rtype, 1, ttl, 0))
+            start = buffer.offset
+            rdata.pack(buffer)
+            data[start - 2 : start] = _WIRE_U16.pack(buffer.offset - start)  # RDLENGTH
+    return bytes(data), buffer.pointers
 
 
 def template_of(composed: Composed) -> bytes | None:
