@@ -171,6 +171,8 @@ def from_wire(rtype: int, wire: bytes) -> RD:
 
 def to_wire(rd: RD) -> bytes:
     """The RDATA's uncompressed wire bytes (a fresh buffer has nothing to point at)."""
+    if isinstance(rd, bytes):  # WireA, WireAAAA
+        return bytes(rd)
     if rd.__class__ is RD:
         return bytes(rd.data)
     buffer = DNSBuffer()

@@ -92,6 +92,17 @@ class RRsets(Mapping[int, RRset]):
     def __len__(self) -> int:
         return len(self._all())
 
+    # Written out, not Mapping's views (a lookup per key): a zone's transfer digest and
+    # its answer tables read every name's sets.
+    def keys(self) -> list[int]:  # type: ignore[override]
+        return [rrset.rtype for rrset in self._all()]
+
+    def values(self) -> tuple[RRset, ...]:  # type: ignore[override]
+        return self._all()
+
+    def items(self) -> list[tuple[int, RRset]]:  # type: ignore[override]
+        return [(rrset.rtype, rrset) for rrset in self._all()]
+
     def __repr__(self) -> str:
         return f"RRsets({list(self._all())!r})"
 
