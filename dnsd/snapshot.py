@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOCAL_SOURCE = "local"  # probe source of a node without a pop_region
+_NS = int(QTYPE.NS)  # dnslib's QTYPE.NS is a __getattr__ each time
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -84,7 +85,10 @@ class RRsets(Mapping[int, RRset]):
         return found
 
     def __contains__(self, rtype: object) -> bool:
-        return any(rrset.rtype == rtype for rrset in self._all())
+        sets = self._sets
+        if sets.__class__ is RRset:  # most names: one set, no generator
+            return sets.rtype == rtype
+        return any(rrset.rtype == rtype for rrset in sets)  # type: ignore[union-attr]
 
     def __iter__(self) -> Iterator[int]:
         return (rrset.rtype for rrset in self._all())
@@ -260,14 +264,15 @@ def compile_zone(
         owner: _node(held, lbs.get(zone.lb_names.get(owner, "")))
         for owner, held in by_owner.items()
     }
-    cuts = frozenset(
-        owner for owner, node in nodes.items() if owner != zone.name and QTYPE.NS in node.rrsets
-    )
+    found_cuts: list[str] = []
     dnames: dict[str, str] = {}
-    for owner, node in nodes.items():
-        dname = node.rrsets.get(DNAME)
+    for owner, node in nodes.items():  # one pass, by `get`: a million names take seconds
+        if node.get(_NS) is not None and owner != zone.name:
+            found_cuts.append(owner)
+        dname = node.get(DNAME)
         if dname is not None:
             dnames[owner] = target(DNAME, dname.rdatas[0]) or "."
+    cuts = frozenset(found_cuts)
     return CompiledZone(
         name=zone.name,
         nodes=MappingProxyType(nodes),

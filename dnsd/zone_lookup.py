@@ -23,6 +23,10 @@ from dnsd.snapshot import CompiledZone, Node, Snapshot
 
 MAX_CNAME_HOPS: Final = 8
 ANY: Final = QTYPE.ANY
+# dnslib's QTYPE.X is a __getattr__ each time: the numbers, for the per-name steps
+_CNAME: Final = int(QTYPE.CNAME)
+_DS: Final = int(QTYPE.DS)
+_ADDRESS_OR_ANY: Final = (int(QTYPE.A), int(QTYPE.AAAA), int(QTYPE.ANY))
 ADDRESS_TYPES: Final = (QTYPE.A, QTYPE.AAAA)
 # RFC 8482 §4.1: answer ANY with one RRset; prefer the ones a client most likely wants.
 ANY_PREFERENCE: Final = (
@@ -108,8 +112,8 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
     cut = _delegation(zone, name)
     if cut is not None and cut in zone.dnames:
         synthesized = _synthesize(zone, cut, name, owner, out)
-        return None if qtype == QTYPE.CNAME else synthesized  # the CNAME asked for
-    if cut is not None and not (cut == name and qtype == QTYPE.DS):
+        return None if qtype == _CNAME else synthesized  # the CNAME asked for
+    if cut is not None and not (cut == name and qtype == _DS):
         _referral(zone, cut, out)
         return None
     node = zone.nodes.get(name)
@@ -119,11 +123,11 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
             out.rcode = RCODE.NXDOMAIN
             out.negative = True
             return None
-    cname = node.rrsets.get(QTYPE.CNAME)
-    if cname is not None and qtype not in (QTYPE.CNAME, ANY):
+    cname = node.rrsets.get(_CNAME)
+    if cname is not None and qtype not in (_CNAME, ANY):
         out.answer.append(AnswerPart(owner, cname))
-        return target(QTYPE.CNAME, cname.rdatas[0])
-    if node.lb is not None and qtype in (QTYPE.A, QTYPE.AAAA, ANY):
+        return target(_CNAME, cname.rdatas[0])
+    if node.lb is not None and qtype in _ADDRESS_OR_ANY:
         out.lb, out.lb_owner = node.lb, owner
         return None
     if node.lb is not None and qtype in SVC_TYPES and qtype in node.rrsets:

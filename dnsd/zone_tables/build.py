@@ -58,6 +58,8 @@ class _Build:
         self._snap = None  # type: ignore[assignment]  # not kept alive by its own build
 
 
+# dnslib's QTYPE.X is a __getattr__ each time: the numbers, for the per-name work
+_A, _AAAA, _CNAME, _DS = int(QTYPE.A), int(QTYPE.AAAA), int(QTYPE.CNAME), int(QTYPE.DS)
 # A snapshot with at most this many names (a few milliseconds of work) gets its tables at
 # once wherever it is first asked for them; a bigger one in a thread of their own. Snapshots
 # that loading makes (dnsd.loading) have theirs before they serve.
@@ -198,7 +200,7 @@ class _ZoneBuilder:
         # The name's own answers go into its node (one object fewer to reach per query).
         inline = {qtype: self._exact_template(name, qtype) for qtype in exact_types}
         below: dict[int, int] = {}
-        if QTYPE.CNAME in self.zone.nodes[name].rrsets:
+        if _CNAME in self.zone.nodes[name].rrsets:
             exact_default = NO_TEMPLATE
             if self._plain(name):  # what is below a plain alias is below any plain name
                 below_default = self._plain_below(name)
@@ -293,16 +295,16 @@ class _ZoneBuilder:
         node = self.zone.nodes[name]
         exact = set(node.rrsets)
         if name in self.zone.cuts:  # DS at a delegation: the parent's answer, not a referral
-            exact.add(QTYPE.DS)
+            exact.add(_DS)
         if node.lb is not None:
-            exact |= {QTYPE.A, QTYPE.AAAA}
-        if QTYPE.CNAME in node.rrsets:  # a chain: the types at its end (others: Python)
-            exact |= {QTYPE.A, QTYPE.AAAA, *self._chain_end_types(name)}
+            exact |= {_A, _AAAA}
+        if _CNAME in node.rrsets:  # a chain: the types at its end (others: Python)
+            exact |= {_A, _AAAA, *self._chain_end_types(name)}
         wildcard = self.zone.nodes.get("*." + name if name != "." else "*.")
         below: set[int] = set()
         if wildcard is not None:
-            below = set(wildcard.rrsets) | {QTYPE.A, QTYPE.AAAA, QTYPE.DS}
-            if QTYPE.CNAME in wildcard.rrsets:
+            below = set(wildcard.rrsets) | {_A, _AAAA, _DS}
+            if _CNAME in wildcard.rrsets:
                 below |= self._chain_end_types("*." + name)
         return {t for t in exact if t not in PYTHON_QTYPES}, {
             t for t in below if t not in PYTHON_QTYPES
@@ -311,8 +313,8 @@ class _ZoneBuilder:
     def _chain_end_types(self, name: str) -> set[int]:
         seen, types = {name}, set()
         node = self.zone.nodes.get(name)
-        while node is not None and QTYPE.CNAME in node.rrsets:
-            name = target(QTYPE.CNAME, node.rrsets[QTYPE.CNAME].rdatas[0]) or ""
+        while node is not None and _CNAME in node.rrsets:
+            name = target(_CNAME, node.rrsets[_CNAME].rdatas[0]) or ""
             if name in seen:
                 break
             seen.add(name)

@@ -58,9 +58,9 @@ class _NotingPointers(DNSBuffer):
 
     def encode_name(self, given: object) -> None:
         name = given if isinstance(given, DNSLabel) else DNSLabel(given)
-        if len(name) > 253:
-            raise DNSLabelError(f"Domain label too long: {name!r}")
         labels, names, data = name.label, self.names, self.data
+        if len(b".".join(labels)) > 253:  # dnslib's len(name)
+            raise DNSLabelError(f"Domain label too long: {name!r}")
         for i in range(len(labels)):
             suffix = labels[i:]
             at = names.get(suffix)
