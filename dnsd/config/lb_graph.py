@@ -25,8 +25,8 @@ from dnsd.config.pool_refs import pool_ref
 class LbReach:
     """What every member of one class reaches."""
 
-    pools: frozenset[str]  # the pools it can answer from (nested and fallback included)
-    nested: frozenset[str]  # the load balancers nested in it, however deep (not itself)
+    pools: tuple[str, ...]  # the pools it can answer from (nested and fallback included)
+    nested: tuple[str, ...]  # the load balancers nested in it, however deep (not itself)
     policies: frozenset[str]  # the steering policies in its tree
     by_rtt: bool  # `dynamic` somewhere in the tree
     timed: bool  # by RTT or by load (a capacity waterfall): plans expire with each view
@@ -38,8 +38,8 @@ class LbGraph:
     classes: Mapping[str, int]  # load balancer → its class
     reach_of: tuple[LbReach, ...]  # class → what it reaches
     members: tuple[tuple[str, ...], ...]  # class → its load balancers, in config order
-    by_pool: Mapping[str, frozenset[int]]  # pool → the classes that can answer from it
-    by_lb: Mapping[str, frozenset[int]]  # load balancer → the classes nesting it
+    by_pool: Mapping[str, tuple[int, ...]]  # pool → the classes that can answer from it
+    by_lb: Mapping[str, tuple[int, ...]]  # load balancer → the classes nesting it
     by_rtt: frozenset[int]  # the classes that steer by RTT
     nested_only: frozenset[str]  # load balancers no zone names: they answer through others
     order: Mapping[str, int]  # load balancer → its place in the config
@@ -49,7 +49,7 @@ class LbGraph:
 
     def tree(self, lb: str) -> frozenset[str]:
         """`lb` and every load balancer it nests."""
-        return self.reach(lb).nested | {lb}
+        return frozenset((lb, *self.reach(lb).nested))
 
     def reached(
         self, pools: Iterable[str], rtt_pools: Iterable[str] = (), lbs: Iterable[str] = ()
@@ -61,12 +61,12 @@ class LbGraph:
         trickle override is one load balancer's own)."""
         hit: set[int] = set()
         for pool in pools:
-            hit |= self.by_pool.get(pool, frozenset())
+            hit.update(self.by_pool.get(pool, ()))
         for pool in rtt_pools:
-            hit |= self.by_pool.get(pool, frozenset()) & self.by_rtt
+            hit.update(k for k in self.by_pool.get(pool, ()) if k in self.by_rtt)
         own = {lb for lb in lbs if lb in self.classes}
         for lb in own:
-            hit |= self.by_lb.get(lb, frozenset())
+            hit.update(self.by_lb.get(lb, ()))
         return hit, own
 
     def reached_classes(
@@ -95,8 +95,10 @@ def compile_lb_graph(config: Config) -> LbGraph:
     for name, kind in classes.items():
         members[kind].append(name)
     # Equal sets are one object: load balancers configured alike (or nearly) have equal
-    # policies, nests and pool classes, and a frozenset costs 216 bytes or more.
-    shared: dict[frozenset[Any], frozenset[Any]] = {}
+    # policies, nests and pool classes. Sets of names are sorted tuples: a frozenset costs
+    # 216 bytes or more, a tuple of two 56 (most load balancers reach a pool or two of
+    # their own: 4 MiB across 10,000 of them).
+    shared: dict[Any, Any] = {}
     reach_of = tuple(_reach(lbs, group[0], shared) for group in members)
     by_pool: dict[str, set[int]] = {}
     by_lb: dict[str, set[int]] = {}
@@ -111,22 +113,25 @@ def compile_lb_graph(config: Config) -> LbGraph:
         classes=MappingProxyType(classes),
         reach_of=reach_of,
         members=tuple(tuple(group) for group in members),
-        by_pool=MappingProxyType({p: _one(shared, k) for p, k in by_pool.items()}),
-        by_lb=MappingProxyType({n: _one(shared, k) for n, k in by_lb.items()}),
+        by_pool=MappingProxyType({p: _sorted(shared, k) for p, k in by_pool.items()}),
+        by_lb=MappingProxyType({n: _sorted(shared, k) for n, k in by_lb.items()}),
         by_rtt=frozenset(k for k, reach in enumerate(reach_of) if reach.by_rtt),
         nested_only=frozenset(nested - named),
         order=MappingProxyType({name: i for i, name in enumerate(lbs)}),
     )
 
 
-def _one(shared: dict[frozenset[Any], frozenset[Any]], items: Iterable[Any]) -> frozenset[Any]:
+def _one(shared: dict[Any, Any], items: Iterable[Any]) -> frozenset[Any]:
     made = frozenset(items)
     return shared.setdefault(made, made)
 
 
-def _reach(
-    lbs: Mapping[str, LoadBalancer], name: str, shared: dict[frozenset[Any], frozenset[Any]]
-) -> LbReach:
+def _sorted(shared: dict[Any, Any], items: Iterable[Any]) -> tuple[Any, ...]:
+    made = tuple(sorted(items))
+    return shared.setdefault(made, made)
+
+
+def _reach(lbs: Mapping[str, LoadBalancer], name: str, shared: dict[Any, Any]) -> LbReach:
     seen, todo, pools = {name}, [lbs[name]], set()
     tree: list[LoadBalancer] = []
     while todo:
@@ -140,8 +145,8 @@ def _reach(
                 todo.append(lbs[ref.name])
     policies = _one(shared, (lb.steering for lb in tree))
     return LbReach(
-        pools=_one(shared, pools),
-        nested=_one(shared, seen - {name}),
+        pools=_sorted(shared, pools),
+        nested=_sorted(shared, seen - {name}),
         policies=policies,
         by_rtt="dynamic" in policies,
         timed="dynamic" in policies or any(lb.overflow == "waterfall" for lb in tree),
