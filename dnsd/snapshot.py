@@ -151,6 +151,48 @@ class Node(RRsets):
         return f"Node({list(self._all())!r}, lb={self.lb and self.lb.name!r})"
 
 
+class WithApex(Mapping[str, Node]):
+    """A zone's nodes with another apex node (new SOA serials, the signing keys): the
+    names of the zone it is made from, shared, and its own apex — not a copy of the
+    mapping (3.7 MiB per 100,000 names, kept twice: the snapshot also holds the zone as
+    compiled, for the next reload to reuse)."""
+
+    __slots__ = ("_apex", "_base", "_node")
+    _base: Mapping[str, Node]
+
+    def __init__(self, base: Mapping[str, Node], apex: str, node: Node) -> None:
+        if isinstance(base, WithApex):  # the apex replaced again: one level only
+            base = base._base
+        self._base, self._apex, self._node = base, apex, node
+
+    def __getitem__(self, name: str) -> Node:
+        return self._node if name == self._apex else self._base[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._node if name == self._apex else self._base.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name == self._apex or name in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def items(self) -> Iterator[tuple[str, Node]]:  # type: ignore[override]
+        apex, node = self._apex, self._node
+        return ((name, node if name == apex else held) for name, held in self._base.items())
+
+    def values(self) -> Iterator[Node]:  # type: ignore[override]
+        return (held for _, held in self.items())
+
+    def copy(self) -> dict[str, Node]:
+        out = copied(self._base)
+        out[self._apex] = self._node
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledZone:
     name: str
@@ -211,7 +253,9 @@ def _relinked(compiled: CompiledZone, lbs: Mapping[str, LoadBalancer]) -> Compil
     }
     if not changed:
         return compiled
-    relinked = replace(compiled, nodes=MappingProxyType({**compiled.nodes, **changed}))
+    nodes = copied(compiled.nodes)
+    nodes.update(changed)
+    relinked = replace(compiled, nodes=MappingProxyType(nodes))
     relinked.derived.carry(compiled.derived)
     return relinked
 
@@ -353,9 +397,8 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
         )
         apex = zone.nodes[zone.name]
         sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
-        nodes = copied(zone.nodes)
-        nodes[zone.name] = Node(sets, apex.lb)
-        zones[name] = replace(zone, soa=soa, nodes=MappingProxyType(nodes))
+        nodes = WithApex(zone.nodes, zone.name, Node(sets, apex.lb))
+        zones[name] = replace(zone, soa=soa, nodes=nodes)
         # What consumers made from the zone, for them to reuse: only the SOA changed.
         zones[name].derived.put(SERIAL_CHANGED, (zone.derived, old, soa.rdata))
         zones[name].derived.carry(zone.derived)
@@ -365,7 +408,7 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
 def copied(mapping: Mapping[K, V]) -> dict[K, V]:
     """A dict copy at C speed: dict() over a mapping proxy goes key by key through the
     mapping protocol (0.1 s for a zone of 100,000 names, on the event loop in a reload)."""
-    if isinstance(mapping, (dict, MappingProxyType)):
+    if isinstance(mapping, (dict, MappingProxyType, WithApex)):
         return mapping.copy()
     return dict(mapping)
 

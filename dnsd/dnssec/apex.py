@@ -10,7 +10,7 @@ from types import MappingProxyType
 from dnslib import RD
 
 from dnsd.config.model import RRset
-from dnsd.snapshot import Node, Snapshot, copied, with_rrset
+from dnsd.snapshot import Node, Snapshot, WithApex, copied, with_rrset
 from dnsd.zone_keys import ZoneKeys
 
 
@@ -26,9 +26,7 @@ def with_keys(snap: Snapshot, signing: Mapping[str, ZoneKeys]) -> Snapshot:
         sets: Mapping[int, RRset] = apex.rrsets
         for rrset in apex_key_rrsets(keys, zone.config.ttl).values():
             sets = with_rrset(sets, rrset)
-        nodes = copied(zone.nodes)
-        nodes[zone.name] = Node(sets, apex.lb)
-        zones[name] = replace(zone, nodes=MappingProxyType(nodes))
+        zones[name] = replace(zone, nodes=WithApex(zone.nodes, zone.name, Node(sets, apex.lb)))
     return replace(snap, zones=MappingProxyType(zones), signing=MappingProxyType(dict(signing)))
 
 
