@@ -20,8 +20,9 @@ whose stack fits the deepest nesting the text could hold (each `[` or `{` one le
 two per column of the longest line), and a text that would need more than 256 MiB of stack
 is read by the pure parser, which stops at 64 levels. The limits are then checked on the
 composed nodes before anything is constructed. A text without anchors (no aliases: each
-node used once) is built from the node graph in one direct walk (`_build_document`) that
-checks the same limits on the way and reports the same first error.
+node used once) is built straight from libyaml's events (`_build_from_events`), without
+the node graph; whatever that walk does not take (a tag, a merge key, a limit, an error)
+is read again through the node graph, so values, lines and the first error are the same.
 """
 
 from __future__ import annotations
@@ -242,29 +243,42 @@ if CSafeLoader is not None:
         yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
         yaml_constructors = _Loader.yaml_constructors
 
+        events = True  # build a text without anchors from the parser's events
+
         def __init__(self, stream: str) -> None:
             super().__init__(stream)
+            self.text = stream
             self.aliases = "&" in stream  # no anchor, no alias
 
         def get_single_data(self) -> Any:
+            if self.events and not self.aliases:
+                try:
+                    return _build_from_events(self)
+                except Exception:
+                    pass  # anything unusual, any error: the node graph, as before
+                again = _CGraphLoader(self.text)
+                try:
+                    return again.get_single_data()
+                finally:
+                    again.dispose()
             node = self.get_single_node()
             if node is None:
                 return None
-            if not self.aliases:
-                try:
-                    return _build_document(self, node)
-                except _Unusual:
-                    pass  # a tag or key the direct builder leaves to the constructors
             _check_nodes(node, self.aliases)
             return self.construct_document(node)
 
+    class _CGraphLoader(_CLoader):
+        """The same, from the composed node graph."""
+
+        events = False
+
 
 class _Unusual(Exception):
-    """The document holds something `_build` leaves to the general constructors."""
+    """The document holds something `_build_from_events` leaves to the constructors."""
 
 
 class _OverLimit(Exception):
-    """`_build` met a limit; `_check_nodes` says which, in its own words."""
+    """`_build_from_events` met a limit; `_check_nodes` says which, in its own words."""
 
 
 STR_TAG = "tag:yaml.org,2002:str"
@@ -275,69 +289,100 @@ _new_dict = LineDict.__new__
 _new_list = LineList.__new__
 
 
-def _build_document(loader: Any, root: yaml.Node) -> Any:
-    """The document a text without anchors makes, built straight from the node graph:
-    what `_check_nodes` then `construct_document` give (the same values, lines, duplicates
-    and first error), in one walk instead of two and without PyYAML's per-node dispatch
-    (most of the YAML time of `dnsd check` on a big configuration beyond libyaml's own).
-    A limit met anywhere, or any error, is reported as `_check_nodes` would have before
-    construction; a merge key or a tagged collection raises _Unusual (the general path)."""
+def _build_from_events(loader: Any) -> Any:
+    """The document a text without anchors makes (what `_check_nodes` then
+    `construct_document` give: the same values, lines and duplicates), built from the
+    parser's events as they come, in one walk without PyYAML's per-node dispatch and
+    without the node graph libyaml would compose first (nodes and two marks per value: a
+    big configuration's load peaked at 266 MiB for the 43 it keeps, now 165). A merge
+    key, a tagged collection, any limit met and any error raise: the caller reads the
+    text again through the node graph and the constructors, which say it as before."""
     try:
-        return _build(loader, root, 1)
-    except _Unusual:
-        raise
-    except Exception:
-        _check_nodes(root, False)  # a limit anywhere is the error, as it was checked first
-        raise
+        loader.get_event()  # the stream's start
+        if loader.check_event(yaml.StreamEndEvent):
+            return None
+        loader.get_event()  # the document's start
+        value = _from_events(loader, 1)
+        loader.get_event()  # the document's end
+        if not loader.check_event(yaml.StreamEndEvent):
+            raise _Unusual  # several documents: the node graph's error
+        return value
     finally:
         loader.constructed_objects = {}
         loader.recursive_objects = {}
         loader.deep_construct = False
 
 
-def _build(loader: Any, node: yaml.Node, depth: int) -> Any:
+def _from_events(loader: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise _OverLimit
-    cls = node.__class__
-    tag = node.tag
-    if cls is yaml.ScalarNode:
-        value: str = node.value
+    event = loader.get_event()
+    cls = event.__class__
+    below = depth + 1
+    if cls is yaml.ScalarEvent:
+        value: str = event.value
         if len(value) > MAX_SCALAR:
             raise _OverLimit
+        tag = _scalar_tag(loader, event)
         if tag == STR_TAG:
             if len(value) < 2:
                 return value
             return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+        node = yaml.ScalarNode(tag, value, event.start_mark, event.end_mark, event.style)
         if tag == INT_TAG:
-            return _construct_int(loader, node)  # type: ignore[arg-type]  # a ScalarNode
+            return _construct_int(loader, node)
         return loader.construct_object(node, deep=True)
-    below = depth + 1
-    if cls is yaml.MappingNode:
-        if tag != MAP_TAG:
+    if cls is yaml.MappingStartEvent:
+        if _collection_tag(loader, event, yaml.MappingNode) != MAP_TAG:
             raise _Unusual
         result = _new_dict(LineDict)
-        result.line = node.start_mark.line + 1
+        result.line = event.start_mark.line + 1
         key_lines: dict[Any, int] = {}
         result.key_lines = key_lines
         result.duplicates = []
-        for key_node, value_node in node.value:
-            if key_node.__class__ is not yaml.ScalarNode or key_node.tag in _KEY_TAGS_FLATTENED:
+        while not loader.check_event(yaml.MappingEndEvent):
+            key_event: Any = loader.peek_event()
+            line = key_event.start_mark.line + 1
+            if (
+                key_event.__class__ is not yaml.ScalarEvent
+                or _scalar_tag(loader, key_event) in _KEY_TAGS_FLATTENED
+            ):
                 raise _Unusual
-            key = _build(loader, key_node, below)
-            line = key_node.start_mark.line + 1
+            key = _from_events(loader, below)
             if key in key_lines:
                 result.duplicates.append((key, line))
-            result[key] = _build(loader, value_node, below)
+            result[key] = _from_events(loader, below)
             key_lines[key] = line
+        loader.get_event()
         return result
-    if tag != SEQ_TAG:
-        raise _Unusual
-    items = node.value
-    seq = _new_list(LineList)
-    seq.extend([_build(loader, child, below) for child in items])
-    seq.line = node.start_mark.line + 1
-    seq.item_lines = [child.start_mark.line + 1 for child in items]
-    return seq
+    if cls is yaml.SequenceStartEvent:
+        if _collection_tag(loader, event, yaml.SequenceNode) != SEQ_TAG:
+            raise _Unusual
+        items, lines = [], []
+        while not loader.check_event(yaml.SequenceEndEvent):
+            lines.append(loader.peek_event().start_mark.line + 1)
+            items.append(_from_events(loader, below))
+        loader.get_event()
+        seq = _new_list(LineList)
+        seq.extend(items)
+        seq.line = event.start_mark.line + 1
+        seq.item_lines = lines
+        return seq
+    raise _Unusual  # an alias (no anchor in the text: the node graph's error)
+
+
+def _scalar_tag(loader: Any, event: Any) -> str:
+    tag = event.tag
+    if tag is None or tag == "!":  # as libyaml's composer resolves it
+        tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+    return str(tag)
+
+
+def _collection_tag(loader: Any, event: Any, kind: type) -> str:
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = loader.resolve(kind, None, event.implicit)
+    return str(tag)
 
 
 def _stack_needed(text: str) -> int:
