@@ -39,20 +39,32 @@ INT_TAG = "tag:yaml.org,2002:int"
 
 
 class LineDict(dict[Any, Any]):
-    """A mapping with the line of each key (1-based) and of the mapping itself."""
+    """A mapping with the line of each key (1-based) and of the mapping itself. Slots, and
+    a list of duplicates only once there is one: a config holds one per record (a 1-key
+    mapping cost 790 bytes, 450 now), all of it freed once the file is checked."""
+
+    __slots__ = ("duplicates", "key_lines", "line")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.line = 0
         self.key_lines: dict[Any, int] = {}
-        self.duplicates: list[tuple[Any, int]] = []
+        self.duplicates: list[tuple[Any, int]] | tuple[()] = ()
 
     def line_of(self, key: Any) -> int:
         return self.key_lines.get(key, self.line)
 
 
+def _duplicate(mapping: LineDict, key: Any, line: int) -> None:
+    if not mapping.duplicates:
+        mapping.duplicates = []
+    mapping.duplicates.append((key, line))
+
+
 class LineList(list[Any]):
     """A sequence with the line of each item (1-based) and of the sequence itself."""
+
+    __slots__ = ("item_lines", "line")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -138,7 +150,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
         if key in result.key_lines:
-            result.duplicates.append((key, line))
+            _duplicate(result, key, line)
         result[key] = loader.construct_object(value_node, deep=True)
         result.key_lines[key] = line
     return result
@@ -339,7 +351,7 @@ def _from_events(loader: Any, depth: int) -> Any:
         result.line = event.start_mark.line + 1
         key_lines: dict[Any, int] = {}
         result.key_lines = key_lines
-        result.duplicates = []
+        result.duplicates = ()
         while not loader.check_event(yaml.MappingEndEvent):
             key_event: Any = loader.peek_event()
             line = key_event.start_mark.line + 1
@@ -350,7 +362,7 @@ def _from_events(loader: Any, depth: int) -> Any:
                 raise _Unusual
             key = _from_events(loader, below)
             if key in key_lines:
-                result.duplicates.append((key, line))
+                _duplicate(result, key, line)
             result[key] = _from_events(loader, below)
             key_lines[key] = line
         loader.get_event()
