@@ -159,9 +159,12 @@ def test_compiled_and_python_walks_agree() -> None:
     started, codes = time.monotonic(), Counter[int]()
     walk_property(fastloop.walk, examples(2000), codes)()
     assert time.monotonic() - started < 120
-    # every way a walk ends was met, many times (12 streams for each of 2,000 tables)
+    # every way a walk ends was met, many times (12 streams for each of 2,000 tables). The
+    # rarest, another client (a source other than the table's address: a tenth of the
+    # tables, none of those without one), came 36 times in a fast-tier run of 200 tables,
+    # under the quarter of the tables once asked here (a fast-tier flake).
     tables = examples(2000)
-    assert min(codes[code] for code in (HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT)) > tables // 4, (
+    assert min(codes[code] for code in (HIT, NOT_CACHED, NEW_ORDER, OTHER_CLIENT)) > tables // 20, (
         codes
     )
 
