@@ -396,7 +396,8 @@ def with_serials(snap: Snapshot, serials: Mapping[str, int]) -> Snapshot:
             rdata=SOA(old.mname, old.rname, (serial, *old.times[1:])),
         )
         apex = zone.nodes[zone.name]
-        sets = with_rrset(apex.rrsets, replace(apex.rrsets[QTYPE.SOA], rdatas=(soa.rdata,)))
+        was = apex.rrsets[QTYPE.SOA]
+        sets = with_rrset(apex.rrsets, RRset(was.owner, was.rtype, was.ttl, (soa.rdata,)))
         nodes = WithApex(zone.nodes, zone.name, Node(sets, apex.lb))
         zones[name] = replace(zone, soa=soa, nodes=nodes)
         # What consumers made from the zone, for them to reuse: only the SOA changed.

@@ -8,7 +8,7 @@ balancer is either a pool name or `lb:NAME` for a nested load balancer.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
@@ -32,16 +32,37 @@ class Soa:
     ttl: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RRset:
     """Records of one type at one owner: their RDATA as dnslib objects (never mutate them).
     The owner, type and TTL are stored once here, not per record: a big zone holds
-    100,000s of records, and the RRs are made when a reply is built."""
+    100,000s of records, and the RRs are made when a reply is built. One RDATA is held as
+    itself, several as a tuple: a tuple of one costs 56 bytes, on most sets of a big zone."""
 
     owner: str
     rtype: int
     ttl: int
-    rdatas: tuple[RD, ...]
+    held: RD | tuple[RD, ...]
+
+    def __init__(
+        self,
+        owner: str,
+        rtype: int,
+        ttl: int,
+        rdatas: Sequence[RD] | None = None,
+        held: RD | tuple[RD, ...] | None = None,  # what `dataclasses.replace` passes on
+    ) -> None:
+        if rdatas is not None:
+            held = rdatas[0] if len(rdatas) == 1 else tuple(rdatas)
+        object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "rtype", rtype)
+        object.__setattr__(self, "ttl", ttl)
+        object.__setattr__(self, "held", held)
+
+    @property
+    def rdatas(self) -> tuple[RD, ...]:
+        held = self.held
+        return held if isinstance(held, tuple) else (held,)
 
 
 @dataclass(frozen=True, slots=True)

@@ -268,7 +268,8 @@ def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa |
             continue
         _add_record(sets, at_owner, first_lines, grown, rec, rtype, rdata)
     for index, (ttl, *rdatas) in grown.items():  # the last record's TTL, as written
-        sets[index] = replace(sets[index], ttl=ttl, rdatas=tuple(rdatas))
+        grew = sets[index]
+        sets[index] = RRset(grew.owner, grew.rtype, ttl, rdatas)
     if soa is None and "soa" not in doc:
         fk.error(0, "", f"no SOA record at {origin} (nor a soa: section in {ck.file})")
     for number, (owner, at) in enumerate(at_owner.items()):
