@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -14,7 +12,9 @@ from dnslib import QTYPE, RD, RR, SOA
 
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import Catalog, RRset, Soa, Zone
+from dnsd.config.owner_rules import check_owner
 from dnsd.config.yamlio import LineDict, LineList
+from dnsd.config.zone_file_section import zone_file
 from dnsd.config.zone_options import (
     catalog_group,
     dnssec_section,
@@ -22,10 +22,8 @@ from dnsd.config.zone_options import (
     transfer_section,
     update_grants,
 )
-from dnsd.config.zonefile import FileRecord, ZoneFileError, read_zone_file
 from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
-from dnsd.errors import Reason
-from dnsd.rdata import SIGNER_MANAGED, from_text, from_wire, target, type_number, type_problem
+from dnsd.rdata import SIGNER_MANAGED, from_text, from_wire, type_number, type_problem
 from dnsd.rdata import type_text as rtype_name
 from dnsd.reaper import free_in_steps
 
@@ -79,7 +77,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
     rrsets: list[RRset] = []
     file_soa: Soa | None = None
     if "file" in doc:
-        file_soa, rrsets = _zone_file(ck, doc, origin, ttl)
+        file_soa, rrsets = zone_file(ck, doc, origin, ttl)
     soa, serial_auto = _parse_soa(ck, doc, origin, ttl, file_soa)
     records = doc.get("records", LineDict())
     lb_names: dict[str, str] = {}
@@ -123,7 +121,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             if lb is not None:
                 lb_names[owner] = lb
                 lb_uses.append(LbUse(lb, ck.file, node.line_of("lb"), join(path, "lb")))
-            _check_owner(ck, node.line, path, owner, origin, sets, lb)
+            check_owner(ck, node.line, path, owner, origin, sets, lb)
     free_in_steps(from_file, types_at)  # not at return, in one C call (dnsd.reaper)
     _check_signed(ck, doc, rrsets)
     if not any(s.rtype == _NS and s.owner == origin for s in rrsets):
@@ -219,114 +217,6 @@ def _catalog_zone(ck: Checker, doc: LineDict, origin: str, ttl: int) -> Zone | N
 ADDRESS_RTYPES = (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)
 # dnslib's QTYPE.X is a Python __getattr__ each time: the numbers, for per-record tests.
 _NS, _TXT = int(QTYPE.NS), int(QTYPE.TXT)
-_CHECKED_RTYPES = frozenset({5, 2, 43, 39})  # CNAME NS DS DNAME: _check_owner's rules
-_LB_EXCLUDES = frozenset({1, 28})  # A AAAA
-
-
-def _zone_file(ck: Checker, doc: LineDict, origin: str, ttl: int) -> tuple[Soa | None, list[RRset]]:
-    """`file:` — the zone's SOA and records from an RFC 1035 master file next to the YAML.
-    Its errors are reported against the zone file and its line."""
-    name = ck.get_str(doc, "file", "")
-    if name is None:
-        return None, []
-    directory = Path(ck.file).parent
-    path = directory / str(name)
-    try:
-        found = read_zone_file(path, origin, directory, ttl)
-    except ZoneFileError as exc:
-        ck.reasons.append(Reason(exc.file, exc.line, "", exc.message))
-        return None, []
-    fk = Checker(str(path))
-    soa: Soa | None = None
-    # Each record goes straight into the RRset it belongs to: no list, key or dict entry
-    # per record that outlives it, since 100,000s of those freed after the RRsets were
-    # made would leave the process's memory full of holes around them (and its RSS high).
-    sets: list[RRset] = []  # in the order each (owner, type) first appears
-    at_owner: dict[str, int | list[int]] = {}  # owner → the index of its RRset(s) in sets
-    first_lines = array("I")  # per owner, in at_owner's order: its first record's line
-    grown: dict[int, list[Any]] = {}  # sets index → [ttl, RDATA, ...] of a set of several
-    for rec in found:
-        where = f"{rec.owner} {rec.rtype}"
-        if not is_below_or_at(rec.owner, origin):
-            fk.error(rec.line, where, f"name {rec.owner} is outside zone {origin}")
-            continue
-        if rec.rtype == "SOA":
-            if rec.owner != origin:
-                fk.error(rec.line, where, "an SOA record may only stand at the zone apex")
-            else:
-                soa = _file_soa(rec)
-            continue
-        rtype = type_number(rec.rtype)
-        problem = type_problem(rtype) if rtype is not None else "unknown type"
-        if rtype is None or problem:
-            fk.error(rec.line, where, f"record type {rec.rtype} cannot be configured: {problem}")
-            continue
-        try:
-            rdata = from_wire(rtype, rec.wire)
-        except Exception as exc:  # dnslib's wire reader on RDATA dnspython accepted
-            fk.error(rec.line, where, f"invalid {rec.rtype} value {rec.text!r}: {exc}")
-            continue
-        _add_record(sets, at_owner, first_lines, grown, rec, rtype, rdata)
-    for index, (ttl, *rdatas) in grown.items():  # the last record's TTL, as written
-        grew = sets[index]
-        sets[index] = RRset(grew.owner, grew.rtype, ttl, rdatas)
-    if soa is None and "soa" not in doc:
-        fk.error(0, "", f"no SOA record at {origin} (nor a soa: section in {ck.file})")
-    for number, (owner, at) in enumerate(at_owner.items()):
-        if isinstance(at, int):  # one RRset: most often nothing _check_owner looks at
-            if sets[at].rtype not in _CHECKED_RTYPES:
-                continue
-            at = [at]
-        owned = [sets[i] for i in at]
-        _check_owner(fk, first_lines[number], owner, owner, origin, owned, None)
-    ck.reasons.extend(fk.reasons)
-    # The parse's intermediate tables, emptied here rather than freed at return in one C
-    # call that holds the GIL (dnsd.reaper.free_in_steps).
-    free_in_steps(found, at_owner, grown)
-    return soa, sets
-
-
-def _add_record(
-    sets: list[RRset],
-    at_owner: dict[str, int | list[int]],
-    first_lines: array[int],
-    grown: dict[int, list[Any]],
-    rec: FileRecord,
-    rtype: int,
-    rdata: RD,
-) -> None:
-    """`rdata` into its owner's RRset of `rtype` (a new one when it has none yet)."""
-    owner = rec.owner
-    at = at_owner.get(owner)
-    if at is not None:
-        for index in (at,) if isinstance(at, int) else at:
-            if sets[index].rtype == rtype:
-                more = grown.get(index)
-                if more is None:
-                    grown[index] = [rec.ttl, *sets[index].rdatas, rdata]
-                else:
-                    more[0] = rec.ttl
-                    more.append(rdata)
-                return
-    index = len(sets)
-    sets.append(RRset(owner, rtype, rec.ttl, (rdata,)))
-    if at is None:
-        at_owner[owner] = index
-        first_lines.append(rec.line)
-    elif isinstance(at, int):
-        at_owner[owner] = [at, index]
-    else:
-        at.append(index)
-
-
-def _file_soa(rec: FileRecord) -> Soa | None:
-    fields = rec.text.split()
-    try:
-        serial, refresh, retry, expire, minimum = (int(v) for v in fields[2:7])
-    except ValueError:
-        return None
-    mname, rname = fields[0].lower(), fields[1].lower()
-    return Soa(mname, rname, serial, refresh, retry, expire, minimum, ttl=rec.ttl)
 
 
 def soa_record(zone: Zone) -> RR:
@@ -480,42 +370,3 @@ def _check_signed(ck: Checker, doc: LineDict, rrsets: list[RRset]) -> None:
                 "dnssec",
                 f"{name} at {rrset.owner}: a signed zone publishes its own {name} records",
             )
-
-
-def _check_owner(
-    ck: Checker,
-    line: int,
-    path: str,
-    owner: str,
-    origin: str,
-    sets: list[RRset],
-    lb: str | None,
-) -> None:
-    rtypes = {s.rtype for s in sets}
-    if not rtypes & _CHECKED_RTYPES and not (lb and rtypes & _LB_EXCLUDES):
-        return  # nothing below applies (most names: addresses, TXT, MX)
-    types = {rtype_name(t) for t in rtypes}
-    if "CNAME" in types:
-        cname = next(s for s in sets if s.rtype == QTYPE.CNAME)
-        if len(cname.rdatas) > 1:
-            ck.error(line, join(path, "CNAME"), "a name can have only one CNAME")
-        if len(types) > 1 or lb:
-            ck.error(line, path, "CNAME cannot stand beside other records at the same name")
-        if owner == origin:
-            ck.error(line, path, "CNAME is not allowed at the zone apex")
-    if lb and types & {"A", "AAAA"}:
-        ck.error(line, path, "a load-balanced name (lb) cannot also have A or AAAA records")
-    if owner.startswith("*.") and "NS" in types:
-        ck.error(line, path, "a wildcard name cannot hold NS records")
-    if owner != origin and "NS" in types and (types - {"NS", "DS"} or lb):
-        ck.warn(line, path, "only NS and DS records are served at a delegation point")
-    if "DS" in types and (owner == origin or "NS" not in types):
-        ck.error(line, path, "DS records belong at a delegation point (beside NS)")
-    if "DNAME" in types:
-        dname = next(s for s in sets if s.rtype == 39)
-        if len(dname.rdatas) > 1:
-            ck.error(line, join(path, "DNAME"), "a name can have only one DNAME (RFC 6672 §2.4)")
-        if "CNAME" in types or ("NS" in types and owner != origin):
-            ck.error(line, path, "DNAME cannot stand beside a CNAME or at a delegation point")
-        if target(39, dname.rdatas[0]) == owner:
-            ck.error(line, join(path, "DNAME"), "a DNAME may not point at its own name")
