@@ -91,7 +91,15 @@ TYPED: Final[dict[int, type[RD]]] = {
     28: WireAAAA,
     33: SRV,
 }
-DNAME: Final = 39
+# Type numbers the answer path compares: dnslib's QTYPE.X is a __getattr__ each time.
+TYPE_A: Final = 1
+TYPE_NS: Final = 2
+TYPE_CNAME: Final = 5
+TYPE_TXT: Final = 16
+TYPE_AAAA: Final = 28
+TYPE_DNAME: Final = 39
+TYPE_DS: Final = 43
+TYPE_ANY: Final = 255
 # RRSIG NSEC NSEC3 NSEC3PARAM: dnsd signs zones itself (`dnssec:`); hand-written ones
 # would contradict the answers it signs. SOA comes from the `soa` section or the file.
 NOT_CONFIGURABLE: Final = frozenset({6, 46, 47, 50, 51})
@@ -199,7 +207,7 @@ def target(rtype: int, rd: RD) -> str | None:
         return key_of_labels(rd.label.label)
     if rtype == 33:
         return key_of_labels(rd.target.label)
-    if rtype == DNAME:
+    if rtype == TYPE_DNAME:
         return key_of_labels(dns.name.from_wire(to_wire(rd), 0)[0].labels[:-1])
     if rtype in (64, 65):  # SVCB, HTTPS: priority, then the target ("." is the owner: none)
         name = dns.name.from_wire(to_wire(rd), 2)[0]

@@ -23,7 +23,7 @@ from dnsd.derived import Derived
 from dnsd.dnsname import labels, parent
 from dnsd.errors import Reason
 from dnsd.geo.networks import NetworkTable
-from dnsd.rdata import DNAME, target
+from dnsd.rdata import TYPE_DNAME, TYPE_NS, target
 from dnsd.tsig_keyring import Keyring, keyring
 from dnsd.zone_keys import ZoneKeys
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOCAL_SOURCE = "local"  # probe source of a node without a pop_region
-_NS = int(QTYPE.NS)  # dnslib's QTYPE.NS is a __getattr__ each time
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -311,11 +310,11 @@ def compile_zone(
     found_cuts: list[str] = []
     dnames: dict[str, str] = {}
     for owner, node in nodes.items():  # one pass, by `get`: a million names take seconds
-        if node.get(_NS) is not None and owner != zone.name:
+        if node.get(TYPE_NS) is not None and owner != zone.name:
             found_cuts.append(owner)
-        dname = node.get(DNAME)
+        dname = node.get(TYPE_DNAME)
         if dname is not None:
-            dnames[owner] = target(DNAME, dname.rdatas[0]) or "."
+            dnames[owner] = target(TYPE_DNAME, dname.rdatas[0]) or "."
     cuts = frozenset(found_cuts)
     return CompiledZone(
         name=zone.name,

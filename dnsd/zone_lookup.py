@@ -18,15 +18,21 @@ from dnslib import CNAME, QTYPE, RCODE
 
 from dnsd.config.model import LoadBalancer, RRset
 from dnsd.dnsname import is_below_or_at, labels, parent, to_label, wire_length
-from dnsd.rdata import DNAME, SVC_TYPES, target
+from dnsd.rdata import (
+    SVC_TYPES,
+    TYPE_A,
+    TYPE_AAAA,
+    TYPE_ANY,
+    TYPE_CNAME,
+    TYPE_DNAME,
+    TYPE_DS,
+    target,
+)
 from dnsd.snapshot import CompiledZone, Node, Snapshot
 
 MAX_CNAME_HOPS: Final = 8
 ANY: Final = QTYPE.ANY
-# dnslib's QTYPE.X is a __getattr__ each time: the numbers, for the per-name steps
-_CNAME: Final = int(QTYPE.CNAME)
-_DS: Final = int(QTYPE.DS)
-_ADDRESS_OR_ANY: Final = (int(QTYPE.A), int(QTYPE.AAAA), int(QTYPE.ANY))
+_ADDRESS_OR_ANY: Final = (TYPE_A, TYPE_AAAA, TYPE_ANY)
 ADDRESS_TYPES: Final = (QTYPE.A, QTYPE.AAAA)
 # RFC 8482 §4.1: answer ANY with one RRset; prefer the ones a client most likely wants.
 ANY_PREFERENCE: Final = (
@@ -112,8 +118,8 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
     cut = _delegation(zone, name)
     if cut is not None and cut in zone.dnames:
         synthesized = _synthesize(zone, cut, name, owner, out)
-        return None if qtype == _CNAME else synthesized  # the CNAME asked for
-    if cut is not None and not (cut == name and qtype == _DS):
+        return None if qtype == TYPE_CNAME else synthesized  # the CNAME asked for
+    if cut is not None and not (cut == name and qtype == TYPE_DS):
         _referral(zone, cut, out)
         return None
     node = zone.nodes.get(name)
@@ -123,10 +129,10 @@ def _step(zone: CompiledZone, name: str, owner: str | None, qtype: int, out: Loo
             out.rcode = RCODE.NXDOMAIN
             out.negative = True
             return None
-    cname = node.rrsets.get(_CNAME)
-    if cname is not None and qtype not in (_CNAME, ANY):
+    cname = node.rrsets.get(TYPE_CNAME)
+    if cname is not None and qtype not in (TYPE_CNAME, ANY):
         out.answer.append(AnswerPart(owner, cname))
-        return target(_CNAME, cname.rdatas[0])
+        return target(TYPE_CNAME, cname.rdatas[0])
     if node.lb is not None and qtype in _ADDRESS_OR_ANY:
         out.lb, out.lb_owner = node.lb, owner
         return None
@@ -166,7 +172,7 @@ def _synthesize(
 ) -> str | None:
     """RFC 6672 §3.2: the DNAME at `at`, then `name` as a CNAME to the same labels under
     the DNAME's target (TTL the DNAME's); a result longer than 255 octets is YXDOMAIN."""
-    dname = zone.nodes[at].rrsets[DNAME]
+    dname = zone.nodes[at].rrsets[TYPE_DNAME]
     out.answer.append(AnswerPart(at, dname))
     parts = labels(name)
     prefix = parts[: len(parts) - len(labels(at))]

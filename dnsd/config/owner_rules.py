@@ -4,14 +4,12 @@ zone's records are written — a `records:` section and a zone file — check ea
 
 from __future__ import annotations
 
-from dnslib import QTYPE
-
 from dnsd.config.checker import Checker, join
 from dnsd.config.model import RRset
-from dnsd.rdata import target
+from dnsd.rdata import TYPE_CNAME, TYPE_DNAME, TYPE_DS, TYPE_NS, target
 from dnsd.rdata import type_text as rtype_name
 
-CHECKED_RTYPES = frozenset({5, 2, 43, 39})  # CNAME NS DS DNAME: check_owner's rules
+CHECKED_RTYPES = frozenset({TYPE_CNAME, TYPE_NS, TYPE_DS, TYPE_DNAME})  # check_owner's rules
 _LB_EXCLUDES = frozenset({1, 28})  # A AAAA
 
 
@@ -29,7 +27,7 @@ def check_owner(
         return  # nothing below applies (most names: addresses, TXT, MX)
     types = {rtype_name(t) for t in rtypes}
     if "CNAME" in types:
-        cname = next(s for s in sets if s.rtype == QTYPE.CNAME)
+        cname = next(s for s in sets if s.rtype == TYPE_CNAME)
         if len(cname.rdatas) > 1:
             ck.error(line, join(path, "CNAME"), "a name can have only one CNAME")
         if len(types) > 1 or lb:

@@ -23,7 +23,15 @@ from dnsd.config.zone_options import (
     update_grants,
 )
 from dnsd.dnsname import is_below_or_at, labels, name_error, parse_name, to_label
-from dnsd.rdata import SIGNER_MANAGED, from_text, from_wire, type_number, type_problem
+from dnsd.rdata import (
+    SIGNER_MANAGED,
+    TYPE_NS,
+    TYPE_TXT,
+    from_text,
+    from_wire,
+    type_number,
+    type_problem,
+)
 from dnsd.rdata import type_text as rtype_name
 from dnsd.reaper import free_in_steps
 
@@ -124,7 +132,7 @@ def parse_zone(ck: Checker, doc: LineDict) -> tuple[Zone | None, list[LbUse]]:
             check_owner(ck, node.line, path, owner, origin, sets, lb)
     free_in_steps(from_file, types_at)  # not at return, in one C call (dnsd.reaper)
     _check_signed(ck, doc, rrsets)
-    if not any(s.rtype == _NS and s.owner == origin for s in rrsets):
+    if not any(s.rtype == TYPE_NS and s.owner == origin for s in rrsets):
         ck.warn(doc.line_of("zone"), "records.@", "the zone apex has no NS records")
     transfer = transfer_section(ck, doc) if "transfer" in doc else None
     notify = notify_targets(ck, doc) if "notify" in doc else ()
@@ -215,8 +223,6 @@ def _catalog_zone(ck: Checker, doc: LineDict, origin: str, ttl: int) -> Zone | N
 
 
 ADDRESS_RTYPES = (QTYPE.A, QTYPE.AAAA, QTYPE.CNAME)
-# dnslib's QTYPE.X is a Python __getattr__ each time: the numbers, for per-record tests.
-_NS, _TXT = int(QTYPE.NS), int(QTYPE.TXT)
 
 
 def soa_record(zone: Zone) -> RR:
@@ -347,7 +353,7 @@ def _record(ck: Checker, rtype: int, text: str, origin: str, line: int, path: st
     """One record's RDATA (its owner, type and TTL are the RRset's), read by dnspython
     from its presentation form (names relative to the zone; `\\# n hex` for any type)."""
     try:
-        if rtype == _TXT and not text.lstrip().startswith('"'):
+        if rtype == TYPE_TXT and not text.lstrip().startswith('"'):
             # A plain YAML string is one TXT value, its UTF-8 bytes in 255-byte strings.
             data = text.encode()
             chunks = [data[i : i + 255] for i in range(0, len(data), 255)] or [b""]

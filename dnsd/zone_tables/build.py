@@ -10,10 +10,8 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Final
 
-from dnslib import QTYPE
-
 from dnsd.dnsname import is_below_or_at, labels, parent
-from dnsd.rdata import target
+from dnsd.rdata import TYPE_A, TYPE_AAAA, TYPE_CNAME, TYPE_DS, target
 from dnsd.snapshot import SERIAL_CHANGED, CompiledZone, Snapshot
 from dnsd.zone_lookup import Lookup, lookup_in
 from dnsd.zone_tables.layout import (
@@ -58,8 +56,6 @@ class _Build:
         self._snap = None  # type: ignore[assignment]  # not kept alive by its own build
 
 
-# dnslib's QTYPE.X is a __getattr__ each time: the numbers, for the per-name work
-_A, _AAAA, _CNAME, _DS = int(QTYPE.A), int(QTYPE.AAAA), int(QTYPE.CNAME), int(QTYPE.DS)
 # A snapshot with at most this many names (a few milliseconds of work) gets its tables at
 # once wherever it is first asked for them; a bigger one in a thread of their own. Snapshots
 # that loading makes (dnsd.loading) have theirs before they serve.
@@ -200,7 +196,7 @@ class _ZoneBuilder:
         # The name's own answers go into its node (one object fewer to reach per query).
         inline = {qtype: self._exact_template(name, qtype) for qtype in exact_types}
         below: dict[int, int] = {}
-        if _CNAME in self.zone.nodes[name].rrsets:
+        if TYPE_CNAME in self.zone.nodes[name].rrsets:
             exact_default = NO_TEMPLATE
             if self._plain(name):  # what is below a plain alias is below any plain name
                 below_default = self._plain_below(name)
@@ -295,16 +291,16 @@ class _ZoneBuilder:
         node = self.zone.nodes[name]
         exact = set(node.rrsets)
         if name in self.zone.cuts:  # DS at a delegation: the parent's answer, not a referral
-            exact.add(_DS)
+            exact.add(TYPE_DS)
         if node.lb is not None:
-            exact |= {_A, _AAAA}
-        if _CNAME in node.rrsets:  # a chain: the types at its end (others: Python)
-            exact |= {_A, _AAAA, *self._chain_end_types(name)}
+            exact |= {TYPE_A, TYPE_AAAA}
+        if TYPE_CNAME in node.rrsets:  # a chain: the types at its end (others: Python)
+            exact |= {TYPE_A, TYPE_AAAA, *self._chain_end_types(name)}
         wildcard = self.zone.nodes.get("*." + name if name != "." else "*.")
         below: set[int] = set()
         if wildcard is not None:
-            below = set(wildcard.rrsets) | {_A, _AAAA, _DS}
-            if _CNAME in wildcard.rrsets:
+            below = set(wildcard.rrsets) | {TYPE_A, TYPE_AAAA, TYPE_DS}
+            if TYPE_CNAME in wildcard.rrsets:
                 below |= self._chain_end_types("*." + name)
         return {t for t in exact if t not in PYTHON_QTYPES}, {
             t for t in below if t not in PYTHON_QTYPES
@@ -313,8 +309,8 @@ class _ZoneBuilder:
     def _chain_end_types(self, name: str) -> set[int]:
         seen, types = {name}, set()
         node = self.zone.nodes.get(name)
-        while node is not None and _CNAME in node.rrsets:
-            name = target(_CNAME, node.rrsets[_CNAME].rdatas[0]) or ""
+        while node is not None and TYPE_CNAME in node.rrsets:
+            name = target(TYPE_CNAME, node.rrsets[TYPE_CNAME].rdatas[0]) or ""
             if name in seen:
                 break
             seen.add(name)
