@@ -58,7 +58,7 @@ class Recorder:
             original(target, source, result, monitor)
             name = next(
                 b.name
-                for b in store.snapshot.config.pools[pool].backends  # type: ignore[union-attr]
+                for b in store.config.pools[pool].backends  # type: ignore[union-attr]
                 if b.port == target.port
             )
             healthy = store.view.backends[(pool, name)].healthy

@@ -141,6 +141,11 @@ async def serve(options: ServerOptions) -> int:
     if snapshot is None:
         return 1
     server = DnsServer(options, snapshot, cache)
+    zones = len(snapshot.zones)
+    # The loaded snapshot is served with its serials (dnsd.xfr.versions), a new object
+    # whose zones have their own tables: this one, kept for the process's life, would
+    # keep its tables too (5 MiB per 100,000 names).
+    del snapshot
     await server.start()
     release_free_memory()  # what starting (serials, the transfer digests) freed too
     stop = server.stop_requested
@@ -154,7 +159,7 @@ async def serve(options: ServerOptions) -> int:
 
     loop.add_signal_handler(signal.SIGTERM, request_stop)
     loop.add_signal_handler(signal.SIGINT, request_stop)
-    log.info("serving %d zone(s) from %s", len(snapshot.zones), options.config_dir)
+    log.info("serving %d zone(s) from %s", zones, options.config_dir)
     await stop.wait()
     log.info("stopping")
     await server.stop()

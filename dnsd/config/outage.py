@@ -104,21 +104,21 @@ def answer_pools(config: Config, lb_name: str) -> tuple[str, ...]:
     """Every pool the load balancer can answer from: its own (mapped and fallback included)
     and, through `lb:NAME`, those of nested load balancers; in configuration order."""
     out: dict[str, None] = {}
-    seen: set[str] = set()
-
-    def visit(name: str) -> None:
-        lb = config.load_balancers.get(name)
-        if lb is None or name in seen:  # a cycle is an error reported elsewhere
-            return
-        seen.add(name)
-        for ref in lb.pool_refs():
-            if ref.startswith(LB_PREFIX):
-                visit(ref[len(LB_PREFIX) :])
-            elif ref in config.pools:
-                out[ref] = None
-
-    visit(lb_name)
+    _visit(config, lb_name, set(), out)
     return tuple(out)
+
+
+def _visit(config: Config, name: str, seen: set[str], out: dict[str, None]) -> None:
+    """answer_pools' walk (a function of its own: a closure calling itself is a cycle)."""
+    lb = config.load_balancers.get(name)
+    if lb is None or name in seen:  # a cycle is an error reported elsewhere
+        return
+    seen.add(name)
+    for ref in lb.pool_refs():
+        if ref.startswith(LB_PREFIX):
+            _visit(config, ref[len(LB_PREFIX) :], seen, out)
+        elif ref in config.pools:
+            out[ref] = None
 
 
 def pool_monitors(config: Config, pool_name: str) -> list[Monitor]:

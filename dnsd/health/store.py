@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from dnsd.config.model import Backend, Monitor, Pool
+from dnsd.config.model import Backend, Config, Monitor, Pool
 from dnsd.events import EventLog
 from dnsd.events.record import PROBE, SYSTEM, iso_z, make
 from dnsd.health import ewma
@@ -63,7 +63,11 @@ class HealthStore:
         self._clock = clock
         self._rtt_interval = rtt_publish_interval_s
         self._sources: dict[tuple[ProbeTarget, str], SourceHealth] = {}
-        self._snapshot: Snapshot | None = None
+        # What health is judged against: the snapshot's config and node, not the snapshot
+        # (another snapshot serves the same config with other serials; holding the first
+        # would keep its answer tables alive).
+        self._config: Config | None = None
+        self._node = NodeSettings()
         self._verdicts: dict[tuple[str, str], Verdict] = {}
         self._quorum: dict[tuple[str, str], QuorumVerdict] = {}  # how each verdict was reached
         self._last_publish = 0.0
@@ -85,9 +89,9 @@ class HealthStore:
         self.on_published: Callable[[float, bool], None] | None = None
 
     @property
-    def snapshot(self) -> Snapshot | None:
-        """The snapshot the store judges health against (None before the first)."""
-        return self._snapshot
+    def config(self) -> Config | None:
+        """The config the store judges health against (None before the first)."""
+        return self._config
 
     # The override tables, read by the status document and tests.
     @property
@@ -104,15 +108,13 @@ class HealthStore:
 
     # -- what to probe -----------------------------------------------------------------------
     def monitor_for(self, pool: Pool, backend: Backend) -> Monitor | None:
-        snap = self._snapshot
         name = backend.monitor or pool.monitor
-        return snap.config.monitors.get(name) if snap and name else None
+        return self._config.monitors.get(name) if self._config and name else None
 
     def sources_of(self, monitor: Monitor) -> tuple[str, ...]:
         if monitor.sources:
             return monitor.sources
-        node = self._snapshot.node if self._snapshot else NodeSettings()
-        return (node.probe_source,)
+        return (self._node.probe_source,)
 
     def probe_plan(self) -> dict[tuple[ProbeTarget, str], Monitor]:
         """Every (target, source) the current config needs probed, with its monitor."""
@@ -125,9 +127,9 @@ class HealthStore:
         return plan
 
     def _monitored(self) -> Iterator[tuple[Pool, Backend, Monitor]]:
-        if self._snapshot is None:
+        if self._config is None:
             return
-        for pool in self._snapshot.config.pools.values():
+        for pool in self._config.pools.values():
             for backend in pool.backends:
                 monitor = self.monitor_for(pool, backend)
                 if monitor is not None:
@@ -135,7 +137,7 @@ class HealthStore:
 
     def set_snapshot(self, snapshot: Snapshot) -> None:
         """A new config: keep the state of targets that remain, forget the others."""
-        self._snapshot = snapshot
+        self._config, self._node = snapshot.config, snapshot.node
         wanted = set(self.probe_plan())
         for key in [k for k in self._sources if k not in wanted]:
             del self._sources[key]
@@ -373,19 +375,19 @@ class HealthStore:
     def set_backend_override(
         self, pool: str, backend: str, state: str | None, meta: OverrideMeta | None = None
     ) -> None:
-        Overrides.check_backend(self._require_snapshot().config, pool, backend, state)
+        Overrides.check_backend(self._require_config(), pool, backend, state)
         self._change("backends", (pool, backend), state, f"backend {pool}/{backend}", meta)
 
     def set_pool_override(
         self, pool: str, state: str | None, meta: OverrideMeta | None = None
     ) -> None:
-        Overrides.check_pool(self._require_snapshot().config, pool, state)
+        Overrides.check_pool(self._require_config(), pool, state)
         self._change("pools", pool, state, f"pool {pool}", meta)
 
     def set_trickle_override(
         self, lb: str, ratio: float | None, meta: OverrideMeta | None = None
     ) -> None:
-        Overrides.check_trickle(self._require_snapshot().config, lb, ratio)
+        Overrides.check_trickle(self._require_config(), lb, ratio)
         self._change("trickle", lb, ratio, f"load balancer {lb} trickle_ratio", meta)
 
     def expire_overrides(self) -> int:
@@ -449,10 +451,10 @@ class HealthStore:
         """The time overrides are stamped and expire on (the cluster's, with --redis)."""
         return self._clock()
 
-    def _require_snapshot(self) -> Snapshot:
-        if self._snapshot is None:
+    def _require_config(self) -> Config:
+        if self._config is None:
             raise RuntimeError("no configuration loaded")
-        return self._snapshot
+        return self._config
 
     def overrides_document(self) -> dict[str, Any]:
         return self.overrides.document()

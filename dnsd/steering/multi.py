@@ -94,25 +94,45 @@ def _combos(lb: LoadBalancer, usable: Sequence[PoolChoice], subnet: bytes) -> Co
     """Every answer one address from each of the first N pools can give, with its chance."""
     sizes = sorted((len(c.matching) for c in usable), reverse=True)[: lb.answer_pools]
     by_hash = lb.selection == "hash" or math.prod(sizes) > MAX_COMBINATIONS
-    want, distinct = lb.answer_pools, lb.distinct
-    answers: Combos = []
+    walk = _ComboWalk(usable, lb.answer_pools, lb.distinct, by_hash, subnet)
+    walk.step(0, 1.0, (), (), frozenset())
+    return walk.answers
 
-    def step(i: int, chance: float, addresses: Texts, pools: Texts, used: Used) -> None:
-        for j in range(i, len(usable) if len(pools) < want else i):
+
+class _ComboWalk:
+    """_combos' depth-first walk (a class: a closure calling itself is a reference cycle,
+    kept with what it holds until a full collection)."""
+
+    __slots__ = ("answers", "by_hash", "distinct", "subnet", "usable", "want")
+
+    def __init__(
+        self,
+        usable: Sequence[PoolChoice],
+        want: int,
+        distinct: str | None,
+        by_hash: bool,
+        subnet: bytes,
+    ) -> None:
+        self.usable, self.want, self.distinct = usable, want, distinct
+        self.by_hash, self.subnet = by_hash, subnet
+        self.answers: Combos = []
+
+    def step(self, i: int, chance: float, addresses: Texts, pools: Texts, used: Used) -> None:
+        usable, distinct = self.usable, self.distinct
+        for j in range(i, len(usable) if len(pools) < self.want else i):
             choice = usable[j]
             allowed = [b for b in choice.matching if label(distinct, choice.pool, b) not in used]
             if not allowed:
                 continue  # everything it could answer with is already in the answer
-            picks = [(1.0, hashed(allowed, subnet)[0])] if by_hash else _chances(allowed)
+            picks = [(1.0, hashed(allowed, self.subnet)[0])] if self.by_hash else _chances(allowed)
             for p, b in picks:
                 mark = label(distinct, choice.pool, b)
                 marks = used if mark is None else used | {mark}
-                step(j + 1, chance * p, (*addresses, b.address_text), (*pools, choice.ref), marks)
+                self.step(
+                    j + 1, chance * p, (*addresses, b.address_text), (*pools, choice.ref), marks
+                )
             return
-        answers.append((chance, addresses, pools))
-
-    step(0, 1.0, (), (), frozenset())
-    return answers
+        self.answers.append((chance, addresses, pools))
 
 
 def _chances(backends: list[Backend]) -> list[tuple[float, Backend]]:

@@ -377,24 +377,38 @@ def able_checker(inp: SteeringInputs, depth: int) -> Callable[[str], bool]:
     (drop_traffic_if_unhealthy can empty it). A nested `lb:NAME` is able when the inner
     load balancer has an able pool (docs/steering.md, nesting).
     """
-    memo: dict[str, bool] = {}
-    config = inp.snap.config
+    return _Able(inp, depth)
 
-    def able(ref: str) -> bool:
+
+class _Able:
+    """able_checker's memo. A class, not a closure that calls itself: such a closure is a
+    reference cycle, which would keep the snapshot it steered from until a full
+    collection (or for good, when made while a load freezes what it made)."""
+
+    __slots__ = ("config", "depth", "health", "memo")
+
+    def __init__(self, inp: SteeringInputs, depth: int) -> None:
+        self.config, self.health, self.depth = inp.snap.config, inp.health, depth
+        self.memo: dict[str, bool] = {}
+
+    def __call__(self, ref: str) -> bool:
+        memo = self.memo
         if ref in memo:
             return memo[ref]
         memo[ref] = False  # guards against cycles (also rejected at load time)
         if (name := nested_lb(ref)) is not None:
-            inner = config.load_balancers.get(name)
-            ok = inner is not None and depth < MAX_DEPTH and any(able(r) for r in inner.pool_refs())
+            inner = self.config.load_balancers.get(name)
+            ok = (
+                inner is not None
+                and self.depth < MAX_DEPTH
+                and any(self(r) for r in inner.pool_refs())
+            )
         else:
-            pool = config.pools.get(ref)
+            pool = self.config.pools.get(ref)
             ok = (
                 pool is not None
-                and inp.health.pool_healthy(pool)
-                and bool(original_eligible(pool, inp.health)[1])
+                and self.health.pool_healthy(pool)
+                and bool(original_eligible(pool, self.health)[1])
             )
         memo[ref] = ok
         return ok
-
-    return able

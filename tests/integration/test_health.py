@@ -127,7 +127,7 @@ def test_quorum_of_three_sources(tmp_path) -> None:
 
 
 def pool_backend(store):
-    pool = store.snapshot.config.pools["p"]
+    pool = store.config.pools["p"]
     return pool, pool.backends[0]
 
 
@@ -507,7 +507,7 @@ def test_rtt_profile_is_built_and_goes_stale(tmp_path) -> None:
             store.set_backend_override("p", "b0", None)
         finally:
             await stop([backend], scheduler)
-        snap = store.snapshot
+        snap = load_snapshot(tmp_path / "zones", 1)
         lb = snap.config.load_balancers["www"]
         from dataclasses import replace
 
