@@ -938,6 +938,7 @@ static int answer_one(Batch *self, Py_ssize_t i, PyObject *table, PyObject *rand
 
 #define ZONE_MAGIC "dnsZ"
 #define ZONE_NODE_SIZE 20
+#define ZONES_COUNTS 2 /* in answer_hits' `zones`: count key -> answers */
 #define ZONE_ENTRY_SIZE 8
 #define ZONE_ALL_PYTHON 1
 #define ZONE_INLINE 1
@@ -974,13 +975,9 @@ typedef struct {
  * it), into *out: in the node itself (INLINE) or one of its zone's shared ones, which
  * `templates` maps from the node's templates id. out->at stays NULL when Python answers (or
  * the node is not one this code can read). Returns 0, or -1 on a Python error. */
-static int zone_template(PyObject *node, PyObject *templates, TemplatesMemo *memo, int exact,
-                         uint16_t qtype, Template *out) {
+static int zone_template(const unsigned char *p, Py_ssize_t len, PyObject *templates,
+                         TemplatesMemo *memo, int exact, uint16_t qtype, Template *out) {
     out->at = NULL, out->len = 0;
-    if (!PyBytes_CheckExact(node))
-        return 0;
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(node);
-    Py_ssize_t len = PyBytes_GET_SIZE(node);
     if (len < ZONE_NODE_SIZE || memcmp(p, ZONE_MAGIC, 4) != 0 || p[4] & ZONE_ALL_PYTHON)
         return 0;
     int n_exact = p[5], n_below = p[6];
@@ -1028,6 +1025,61 @@ static int zone_template(PyObject *node, PyObject *templates, TemplatesMemo *mem
     return 0;
 }
 
+/* zlib's CRC-32 (dnsd.zone_tables.packed hashes names with zlib.crc32). */
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (Py_ssize_t k = 0; k < n; k++)
+        c = crc_table[(c ^ p[k]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* The packed nodes (dnsd.zone_tables.packed): records, and a power of two of native u32
+ * slots (record offset + 1, 0 empty) searched from crc32(key) one slot at a time. */
+typedef struct {
+    const unsigned char *records;
+    Py_ssize_t records_len;
+    const unsigned char *slots; /* native u32 each, read with memcpy */
+    Py_ssize_t n_slots;
+} PackedNodes;
+
+/* The node of `key` into *node and *node_len: 1 found, 0 not (nor in a table this code
+ * cannot read: every offset and length is checked). */
+static int packed_find(const PackedNodes *t, const unsigned char *key, Py_ssize_t key_len,
+                       const unsigned char **node, Py_ssize_t *node_len) {
+    if (t->n_slots == 0 || (t->n_slots & (t->n_slots - 1)))
+        return 0;
+    size_t mask = (size_t)t->n_slots - 1, at = crc32_of(key, key_len) & mask;
+    for (Py_ssize_t tries = 0; tries < t->n_slots; tries++, at = (at + 1) & mask) {
+        uint32_t slot;
+        memcpy(&slot, t->slots + 4 * at, 4);
+        if (slot == 0)
+            return 0;
+        Py_ssize_t offset = (Py_ssize_t)slot - 1;
+        if (offset + 5 + key_len > t->records_len)
+            return 0;
+        const unsigned char *r = t->records + offset;
+        if (r[0] != key_len || memcmp(r + 1, key, (size_t)key_len) != 0)
+            continue;
+        Py_ssize_t length = (Py_ssize_t)le32(r + 1 + key_len);
+        if (length > t->records_len - (offset + 5 + key_len))
+            return 0;
+        *node = r + 5 + key_len, *node_len = length;
+        return 1;
+    }
+    return 0;
+}
+
 /* The question's name (from offset 12) lowered into `lowered` (at most 255 bytes, its
  * root label included) and its length in *name_len; with `starts`, each label's offset
  * in it (at most MAX_LABELS, counted in *labels, the root's not added). Returns the
@@ -1065,7 +1117,7 @@ static Py_ssize_t lower_qname(const unsigned char *wire, Py_ssize_t n, unsigned 
 /* The reply to `wire` from the zone tables, after its ID, written into out (room for
  * SEND_SLOT - 2 bytes): its length, or 0 when Python answers, -1 on a Python error. The
  * same steps as dnsd.zone_tables.answer. */
-static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *nodes,
+static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, const PackedNodes *nodes,
                              PyObject *templates, TemplatesMemo *memo, unsigned char *out,
                              uint16_t *qtype_out) {
     if (n < 17 || wire[2] & 0xF8 || memcmp(wire + 4, "\x00\x01\x00\x00\x00\x00", 6) != 0 ||
@@ -1101,19 +1153,12 @@ static Py_ssize_t zone_reply(const unsigned char *wire, Py_ssize_t n, PyObject *
     Template template = {NULL, 0};
     int found_node = 0;
     for (int k = 0; k < labels && !found_node; k++) {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)lowered + starts[k],
-                                                  name_len - starts[k]);
-        if (key == NULL)
-            return -1;
-        PyObject *found = PyDict_GetItemWithError(nodes, key);
-        Py_DECREF(key);
-        if (found == NULL) {
-            if (PyErr_Occurred())
-                return -1;
+        const unsigned char *node;
+        Py_ssize_t node_len;
+        if (!packed_find(nodes, lowered + starts[k], name_len - starts[k], &node, &node_len))
             continue;
-        }
         found_node = 1;
-        if (zone_template(found, templates, memo, k == 0, qtype, &template) < 0)
+        if (zone_template(node, node_len, templates, memo, k == 0, qtype, &template) < 0)
             return -1;
     }
     if (template.at == NULL)
@@ -1195,14 +1240,15 @@ static int count_answer(BatchCounts *c, PyObject *counts, const unsigned char ke
     return 0;
 }
 
-/* Answer datagram i from the zone tables `zones` (nodes, counts, counted types,
- * templates): 1
- * answered, 0 Python answers, -1 a Python error. Each answer is counted under its count
- * key (dnsd.reply.count_key: flags and rcode, question type). */
-static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, PyObject *limit,
-                       PyObject *clients, BatchCounts *batch_counts, TemplatesMemo *memo) {
-    PyObject *nodes = PyTuple_GET_ITEM(zones, 0), *counts = PyTuple_GET_ITEM(zones, 1);
-    PyObject *counted = PyTuple_GET_ITEM(zones, 2), *templates = PyTuple_GET_ITEM(zones, 3);
+/* Answer datagram i from the zone tables `zones` (records, slots, counts, counted types,
+ * templates) whose nodes are `nodes`: 1 answered, 0 Python answers, -1 a Python error.
+ * Each answer is counted under its count key (dnsd.reply.count_key: flags and rcode,
+ * question type). */
+static int zone_answer(Batch *self, Py_ssize_t i, PyObject *zones, const PackedNodes *nodes,
+                       PyObject *limit, PyObject *clients, BatchCounts *batch_counts,
+                       TemplatesMemo *memo) {
+    PyObject *counts = PyTuple_GET_ITEM(zones, ZONES_COUNTS);
+    PyObject *counted = PyTuple_GET_ITEM(zones, 3), *templates = PyTuple_GET_ITEM(zones, 4);
     const unsigned char *wire = self->rbuf + i * SLOT + self->skip[i];
     Py_ssize_t length = self->rmsg[i].msg_len - self->skip[i];
     unsigned char body[SEND_SLOT];
@@ -1403,13 +1449,23 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
         return NULL;
     }
     if (zones != Py_None &&
-        (!PyTuple_CheckExact(zones) || PyTuple_GET_SIZE(zones) != 4 ||
-         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 0)) ||
-         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 1)) ||
-         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 2)) ||
-         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 3)))) {
-        PyErr_SetString(PyExc_TypeError, "zones must be (dict, dict, bytes, dict) or None");
+        (!PyTuple_CheckExact(zones) || PyTuple_GET_SIZE(zones) != 5 ||
+         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 0)) ||
+         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 1)) ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, ZONES_COUNTS)) ||
+         !PyBytes_CheckExact(PyTuple_GET_ITEM(zones, 3)) ||
+         !PyDict_CheckExact(PyTuple_GET_ITEM(zones, 4)))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "zones must be (bytes, bytes, dict, bytes, dict) or None");
         return NULL;
+    }
+    PackedNodes nodes = {NULL, 0, NULL, 0};
+    if (zones != Py_None) {
+        PyObject *records = PyTuple_GET_ITEM(zones, 0), *slots = PyTuple_GET_ITEM(zones, 1);
+        nodes.records = (const unsigned char *)PyBytes_AS_STRING(records);
+        nodes.records_len = PyBytes_GET_SIZE(records);
+        nodes.slots = (const unsigned char *)PyBytes_AS_STRING(slots);
+        nodes.n_slots = PyBytes_GET_SIZE(slots) / 4;
     }
     if (PyObject_GetBuffer(counters_obj, &counters, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
         return NULL;
@@ -1463,7 +1519,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
                 if (classes != Py_None) /* a load-balanced name's first: its class's table */
                     rc = class_answer(self, i, classes, random, &counters, limit, clients, w);
                 if (rc == 0 && zones != Py_None)
-                    rc = zone_answer(self, i, zones, limit, clients, &batch_counts,
+                    rc = zone_answer(self, i, zones, &nodes, limit, clients, &batch_counts,
                                      &templates_memo);
             }
         }
@@ -1487,7 +1543,7 @@ static PyObject *Batch_answer_hits(Batch *self, PyObject *args) {
     PyBuffer_Release(&counters);
     Py_XDECREF(random);
     if (!PyErr_Occurred() && batch_counts.used)
-        (void)flush_counts(&batch_counts, PyTuple_GET_ITEM(zones, 1));
+        (void)flush_counts(&batch_counts, PyTuple_GET_ITEM(zones, ZONES_COUNTS));
     if (PyErr_Occurred()) { /* propagated: the supervisor logs, counts and restarts */
         Py_XDECREF(misses);
         return NULL;
@@ -1546,6 +1602,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fastloop(void) {
     if (PyType_Ready(&BatchType) < 0)
         return NULL;
+    crc_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -25,11 +25,11 @@ from dnsd.zone_tables.layout import (
     PYTHON_NODE,
     PYTHON_QTYPES,
     U16,
-    Nodes,
     Tables,
     Templates,
     ZoneNodes,
 )
+from dnsd.zone_tables.packed import packed
 from dnsd.zone_tables.templates import compose, lower_key, plain_answer, soa_times, template_of
 from dnsd.zone_tables.templates import key as wire_key
 
@@ -77,7 +77,7 @@ def ready(snap: Snapshot, background: bool | None = None) -> Tables | None:
 def merged(snap: Snapshot) -> Tables:
     """Every zone's tables in one mapping; a name below a more specific served zone is
     left to that zone's tables."""
-    nodes: Nodes = {}
+    nodes: dict[bytes, bytes] = {}
     templates: Templates = {}
     apexes = sorted(snap.zones, key=lambda name: name.count("."))
     if len(apexes) == 1:  # one zone: its own mapping, not a copy (5 MiB per 100,000 names)
@@ -94,8 +94,8 @@ def merged(snap: Snapshot) -> Tables:
                 if not any(key.endswith(k) and _at_label(key, k) for k in keep):
                     nodes[key] = value
         else:
-            nodes.update(built)
-    return Tables(nodes, templates)
+            nodes.update(built.items())
+    return Tables(packed(nodes), templates)
 
 
 def _zone_nodes(snap: Snapshot, name: str) -> ZoneNodes:
@@ -127,7 +127,7 @@ def zone_tables(zone: CompiledZone, signed: bool) -> ZoneNodes:
     the new SOA written in, when only the serial changed (dnsd.snapshot.with_serials)."""
     changed = zone.derived.take(SERIAL_CHANGED)
     if signed:
-        return ZoneNodes({wire_key(zone.name): PYTHON_NODE}, 0, [])
+        return ZoneNodes(packed({wire_key(zone.name): PYTHON_NODE}), 0, [])
     if changed is not None:
         source, old_soa, new_soa = changed
         key = f"answer tables signed={signed}"
@@ -151,15 +151,12 @@ def zone_tables(zone: CompiledZone, signed: bool) -> ZoneNodes:
 
 def _with_soa(before: ZoneNodes, old: bytes, new: bytes) -> ZoneNodes:
     """A zone's tables with another SOA serial: every template holding the SOA (negative
-    answers, the SOA itself, a chain to it) has the new serial written in. The nodes that
-    hold none (most) are the same objects; the templates id stays."""
+    answers, the SOA itself, a chain to it) has the new serial written in. The templates
+    that hold none (most) are the same objects; the slots and the templates id stay."""
     if old == new:
         return before
     templates = [t.replace(old, new) if old in t else t for t in before.templates]
-    nodes = {
-        key: node.replace(old, new) if old in node else node for key, node in before.nodes.items()
-    }
-    return ZoneNodes(nodes, before.templates_id, templates)
+    return ZoneNodes(before.nodes.with_replaced(old, new), before.templates_id, templates)
 
 
 class SharingError(RuntimeError):
@@ -189,7 +186,7 @@ class _ZoneBuilder:
         nodes = {wire_key(name): self.node(name) for name in self.zone.nodes}
         for name in self.python_names:
             nodes[wire_key(name)] = PYTHON_NODE
-        return ZoneNodes(nodes, self.templates_id, self.templates)
+        return ZoneNodes(packed(nodes), self.templates_id, self.templates)
 
     def node(self, name: str) -> bytes:
         exact_types, below_types = self._types(name)

@@ -9,6 +9,7 @@ from typing import Final
 from dnslib import QTYPE
 
 from dnsd.tally import KNOWN_QTYPES
+from dnsd.zone_tables.packed import PackedNodes
 
 MAGIC: Final = b"dnsZ"
 NODE = struct.Struct("<4sBBBBIII")
@@ -29,14 +30,14 @@ PYTHON_NODE: Final = NODE.pack(MAGIC, ALL_PYTHON, 0, 0, 0, NO_TEMPLATE, NO_TEMPL
 COUNTED_QTYPES: Final = bytes(1 if QTYPE.get(t, None) in KNOWN_QTYPES else 0 for t in range(65536))
 
 
-# Owner name (lower-case wire form) → node.
-Nodes = dict[bytes, bytes]
+# Owner name (lower-case wire form) → node, packed (dnsd.zone_tables.packed).
+Nodes = PackedNodes
 # A zone's templates id (in each of its nodes) → its shared templates.
 Templates = dict[int, list[bytes]]
-# What dnsd/_fastloop.c's answer_hits takes: the nodes, where it counts its answers (count
-# key → answers), which question types the tally names (65,536 bytes, 1: named), and the
-# templates the nodes name.
-ForC = tuple[Nodes, dict[bytes, int], bytes, Templates]
+# What dnsd/_fastloop.c's answer_hits takes: the nodes' records and slots, where it counts
+# its answers (count key → answers), which question types the tally names (65,536 bytes,
+# 1: named), and the templates the nodes name.
+ForC = tuple[bytes, bytes, dict[bytes, int], bytes, Templates]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,4 +61,5 @@ class Tables:
 
     def for_c(self, counts: dict[bytes, int]) -> ForC:
         """What the compiled loop walks, counting its answers into `counts`."""
-        return self.nodes, counts, self.counted_qtypes, self.templates
+        nodes = self.nodes
+        return nodes.records, nodes.slots, counts, self.counted_qtypes, self.templates
