@@ -23,7 +23,7 @@ _PLAIN_KEY: Final = re.compile(r"[a-z0-9_*-]+(?:\.[a-z0-9_*-]+)*\.")
 
 
 # The bytes a configured name's labels have (letters, digits, hyphen, underscore, the
-# wildcard): a query name with any other takes the full path (dnsd/_fastloop.c: is_name_byte).
+# wildcard): a query name with any other takes the full path (dnsd/_fastloop.c: name_lower).
 NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
 
 
