@@ -1,6 +1,7 @@
 """The cold path: questions a server has not seen before, dnsd beside gdnsd and Knot.
 
     python bench/coldpath.py [--runs 3] [--seconds 5] [--harness T,C,Q] [--skip-lb] [--only-lb]
+                             [--skip-install]
 
 Each server serves the same zone of 100,000 A records (`s0` … `s99999`) on core 0 and
 dnsperf drives it from core 1 (the harness is tuned on gdnsd as in bench/peers.py, and
@@ -220,7 +221,12 @@ def main() -> None:
     parser.add_argument("--only-flood", action="store_true", help="only the flood latency runs")
     parser.add_argument("--only-lb", action="store_true", help="only the 10,000 LB names passes")
     parser.add_argument("--label", default="", help="a label for the LB lines (e.g. before)")
+    parser.add_argument("--skip-install", action="store_true", help="gdnsd, Knot, dnsperf are here")
+    parser.add_argument("--server-cpu", type=float, help="each server's share of its core (0.5)")
     args = parser.parse_args()
+    peers.SERVER_CPU = args.server_cpu
+    if not args.skip_install:
+        peers.install()  # the peers and dnsperf (Debian packages; services not started)
     if len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {1})
     if args.only_lb:
@@ -247,7 +253,8 @@ def main() -> None:
                 rss.setdefault(name, []).append(result["rss_mib"] if result else float("nan"))
                 print(f"  {kind:<7} {name:<6} {qps:>10.0f} QPS", file=sys.stderr)
     ceiling = serve("responder", peers.responder, stream("cached", args.seconds))
-    print(f"\ncold path, {peers.HARNESS}, server on core 0, median of {args.runs}; harness "
+    share = f" ({peers.SERVER_CPU:.0%} of it: a cgroup quota)" if peers.SERVER_CPU else ""
+    print(f"\ncold path, {peers.HARNESS}, server on core 0{share}, median of {args.runs}; harness "
           f"ceiling (bench/responder.c, one name) {ceiling['qps'] if ceiling else float('nan'):.0f} QPS")  # fmt: skip
     print(f"{'stream':<8} {'dnsd':>10} {'gdnsd':>10} {'knot':>10} {'÷ gdnsd':>8} {'÷ knot':>8}  "
           f"{'CPU µs/answer: dnsd, gdnsd, knot':>34}  runs (dnsd)")  # fmt: skip

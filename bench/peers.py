@@ -91,6 +91,13 @@ class Harness:
 LADDER = [Harness(1, 8, 400), Harness(2, 20, 200), Harness(2, 40, 500), Harness(3, 60, 1000)]
 HARNESS = LADDER[0]  # chosen by tune_harness() before anything is measured
 CEILING: dict[str, float] = {}  # the responder's QPS with HARNESS
+# The share of core 0 every server gets (None: all of it). Below 1, a cgroup's CPU quota
+# holds each server, the load generator's own core does not change: the harness then
+# drives every server past what that share answers, and the servers, not dnsperf, are
+# the limit (on two cores a whole core's server can outrun dnsperf on the other).
+SERVER_CPU: float | None = None
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (cfs quota)
+QUOTA_PERIOD_US = 10_000
 
 
 def responder(d: Path, port: int) -> list[str]:
@@ -367,8 +374,12 @@ def _serve_once(
         d = Path(tmp)
         port = free_port()
         cmd = build(d, port)
+        group = _cpu_group(name)
+        limited = [] if group is None else ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh"]  # fmt: skip
         proc = subprocess.Popen(
-            ["taskset", "-c", "0", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            [*limited, "taskset", "-c", "0", *cmd],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         try:
             deadline = time.monotonic() + 180  # the 110,000-record config takes a while to load
@@ -399,6 +410,23 @@ def _serve_once(
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
+            if group is not None:
+                group.rmdir()
+
+
+def _cpu_group(name: str) -> Path | None:
+    """A cgroup holding a server to SERVER_CPU of a core (None: no limit asked, or the
+    responder: it measures the harness's own ceiling)."""
+    if SERVER_CPU is None or SERVER_CPU >= 1 or name.startswith("responder"):
+        return None
+    if not (CPU_CGROUPS / "cpu.cfs_quota_us").exists():
+        sys.exit(f"--server-cpu needs cgroup v1's cpu controller at {CPU_CGROUPS}")
+    group = CPU_CGROUPS / f"dnsd-bench-{os.getpid()}-{re.sub(r'[^a-z0-9]+', '-', name)}"
+    group.mkdir(exist_ok=True)
+    (group / "cpu.cfs_period_us").write_text(str(QUOTA_PERIOD_US))
+    (group / "cpu.cfs_quota_us").write_text(str(int(QUOTA_PERIOD_US * SERVER_CPU)))
+    return group
 
 
 def _cpu_s(pid: int) -> float:
