@@ -30,8 +30,9 @@ class Batch:
         counters: Any,
         limit: Callable[[bytes, Any, bytes], bytes | None] | None,
         clients: dict[Any, Any],
-        zones: tuple[dict[bytes, bytes], dict[bytes, int], bytes, dict[int, list[bytes]]]
-        | None = None,
+        # dnsd.zone_tables.Tables.for_c(): the packed nodes' records and slots, the counts,
+        # the counted types, the templates
+        zones: tuple[bytes, bytes, dict[bytes, int], bytes, dict[int, list[bytes]]] | None = None,
         policies: list[bytes] | None = None,
         classes: tuple[dict[bytes, bytes], dict[bytes, bytes], dict[bytes, int]] | None = None,
     ) -> tuple[list[tuple[int, Walked]], int, int]: ...
