@@ -4,8 +4,9 @@ name, one that does not exist too, without the full path (dnsd/_fastloop.c walks
 tables in C, `answer` below in Python; a property test holds both to `resolve`'s bytes).
 
 The tables map each owner name (lower-case wire form) of every unsigned zone — empty
-non-terminals included — to its node (packed in two buffers: dnsd.zone_tables.packed), and each zone's templates id to the templates its
-nodes share (one map per snapshot: a zone served with a new serial keeps its nodes). A
+non-terminals included — to its node (packed in two buffers: dnsd.zone_tables.packed), and
+each zone's templates id to the templates its nodes share (one map per snapshot: a zone
+served with a new serial keeps its nodes' slots). A
 walk looks up the query name, then its parents, one label at a time: the first name found
 is the node itself (an *exact* answer) or the closest encloser (a *below* answer:
 NXDOMAIN, a referral, wildcard synthesis).
