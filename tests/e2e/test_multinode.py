@@ -190,14 +190,20 @@ def test_failing_from_one_region_stays_healthy_from_two_goes_down_everywhere(clu
 def test_dynamic_steering_uses_rtts_measured_by_other_nodes(cluster) -> None:
     set_mode(cluster, "d1", "slow", source="ENAM")  # slow only as seen from ENAM (node b)
     cluster["loop"].call(cluster["backends"]["d1"].set_mode("slow", source="ENAM", slow_ms=150))
-    time.sleep(INTERVAL * 6)  # a few samples of the profile
     node_a = cluster["nodes"]["a"]
+    # The profile's EWMA climbs towards 150 ms a sample at a time, each probe taking the
+    # 150 ms: asked until it is over 100 ms (a loaded machine probes later), within a bound.
+    started = time.monotonic()
+    while True:
+        _, info = http(node_a.admin_port, "GET", f"/api/v1/explain?name=dyn.mn.test&ecs={ENAM_SUBNET}")  # fmt: skip
+        rtts = {c["pool"]: c["rtt_ms"] for c in info["candidates"]}
+        if (rtts["d1"] or 0) > 100 or time.monotonic() - started > INTERVAL * 40:
+            break
+        time.sleep(INTERVAL)
+    assert info["region"] == "ENAM" and rtts["d1"] > 100 > rtts["d2"]  # measured by node b
     assert answers(node_a.port, "dyn.mn.test", ecs=ENAM_SUBNET) == {
         "127.0.0.82"
     }  # d2: lower RTT from ENAM
-    _, info = http(node_a.admin_port, "GET", f"/api/v1/explain?name=dyn.mn.test&ecs={ENAM_SUBNET}")
-    rtts = {c["pool"]: c["rtt_ms"] for c in info["candidates"]}
-    assert info["region"] == "ENAM" and rtts["d1"] > 100 > rtts["d2"]  # measured by node b
     set_mode(cluster, "d1", "ok")
 
 
